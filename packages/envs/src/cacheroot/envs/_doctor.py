@@ -1,0 +1,129 @@
+"""The doctor: where each cache resolves, why, and whether it can be used.
+
+Unlike :func:`~cacheroot.envs.resolve`, the doctor looks at the disk (exists, writable, free
+space), so it lives off the start-up path.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib.util import find_spec
+from typing import TYPE_CHECKING
+
+from ._layout import INVALID, Layout, resolve
+from ._table import NEVER, TABLE
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+#: The module the installed hook's ``.pth`` line imports (shipped by cacheroot-sitecustomize).
+HOOK_MODULE = "_cacheroot_hook"
+
+
+class Check:
+    """What the doctor found for one directory."""
+
+    __slots__ = ("exists", "free", "is_dir", "under_root", "writable")
+
+    def __init__(
+        self, *, exists: bool, is_dir: bool, writable: bool, free: int | None, under_root: bool
+    ) -> None:
+        self.exists = exists
+        self.is_dir = is_dir
+        self.writable = writable
+        self.free = free
+        self.under_root = under_root
+
+
+def _nearest_existing(path: str) -> str:
+    current = path
+    while not os.path.lexists(current):
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return current
+
+
+def check(path: str, root: str | None) -> Check:
+    """Inspect ``path``; a missing directory is judged by its nearest existing ancestor."""
+    exists = os.path.exists(path)
+    is_dir = os.path.isdir(path)
+    anchor = path if exists else _nearest_existing(path)
+    writable = os.path.isdir(anchor) and os.access(anchor, os.W_OK | os.X_OK)
+    try:
+        st = os.statvfs(anchor)
+        free: int | None = st.f_bavail * st.f_frsize
+    except OSError:
+        free = None
+    under = root is not None and (path == root or path.startswith(root.rstrip("/") + "/"))
+    return Check(exists=exists, is_dir=is_dir, writable=writable, free=free, under_root=under)
+
+
+def human(size: float | None) -> str:
+    """A byte count for people: ``1.5 GiB``."""
+    if size is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"  # pragma: no cover - loop always returns
+
+
+def diagnose(layout: Layout) -> list[str]:
+    """Problems that make the layout unusable: the resolver's, plus the disk's."""
+    problems = list(layout.problems)
+    if layout.root is not None:
+        c = check(layout.root, layout.root)
+        if c.exists and not c.is_dir:
+            problems.append(
+                f"the root {layout.root!r} exists but is not a directory; "
+                "point CACHEROOT at a directory (or remove the file)"
+            )
+        elif not c.writable:
+            problems.append(
+                f"the root {layout.root!r} is not writable by this user "
+                f"(uid {os.getuid()}); fix its permissions or point CACHEROOT elsewhere"
+            )
+    return problems
+
+
+def report(environ: Mapping[str, str] | None = None, tag: str | None = None) -> tuple[str, int]:
+    """The doctor's table and its exit status (1 when anything is invalid)."""
+    env = os.environ if environ is None else environ
+    layout = resolve(env, tag)
+    root = layout.root
+    out = [
+        f"root: {root or '(invalid)'}  (from {layout.root_source})",
+        f"tag:  {layout.tag or '(none: vendor JIT caches left alone)'}",
+        f"hook: {'installed' if find_spec(HOOK_MODULE) else 'not installed'} in this environment",
+        "",
+    ]
+    header = ("variable", "value", "provenance", "exists", "writable", "free", "under root")
+    rows = [header]
+    for s in layout.settings.values():
+        if s.value is None or s.source == INVALID:
+            rows.append((s.name, s.value or "-", s.source, "", "", "", ""))
+            continue
+        c = check(s.value, root)
+        rows.append((
+            s.name,
+            s.value,
+            s.source,
+            "yes" if c.exists else "no",
+            "yes" if c.writable else "NO",
+            human(c.free),
+            "yes" if c.under_root else "no",
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    out += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    notes = [s for s in layout.settings.values() if s.reason]
+    if notes:
+        out += ["", "notes:"] + [f"  {s.name}: {s.reason}" for s in notes]
+    out += ["", "not set on purpose:"]
+    out += [f"  {v.name}: {v.purpose}" for v in TABLE if v.mode == NEVER]
+    problems = diagnose(layout)
+    if problems:
+        out += ["", "problems:"] + [f"  - {p}" for p in problems]
+    return "\n".join(out) + "\n", 1 if problems else 0

@@ -1,0 +1,121 @@
+"""Exporters: the same resolved layout as shell, docker, GitHub Actions and JSON text.
+
+Every exporter works from a :class:`~cacheroot.envs._layout.Layout`, so a variable added to the
+table reaches every format (and every CI script that uses one) without further edits.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ._layout import Layout, resolve
+from ._table import CACHEROOT, CACHEROOT_OPT_IN, CACHEROOT_TAG
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping
+
+FORMATS = ("docker", "github", "json", "sh")
+
+
+def _quote(value: str) -> str:
+    import shlex  # noqa: PLC0415 - exporters are off the start-up path; keep the hook lean
+
+    return shlex.quote(value)
+
+
+def to_sh(layout: Layout) -> str:
+    """POSIX ``export`` lines, quoted; unset and invalid variables as comments."""
+    lines = []
+    for s in layout.settings.values():
+        if s.value is not None and s.source != "invalid":
+            lines.append(f"export {s.name}={_quote(s.value)}")
+        else:
+            lines.append(f"# {s.name}: {s.source}{': ' + s.reason if s.reason else ''}")
+    return "\n".join(lines) + "\n"
+
+
+def to_github(layout: Layout) -> str:
+    """Lines for ``$GITHUB_ENV``; a value with a newline uses the delimiter form."""
+    lines = []
+    for s in layout.settings.values():
+        if s.value is None or s.source == "invalid":
+            continue
+        if "\n" in s.value:
+            delimiter = "CACHEROOT_EOF"
+            while delimiter in s.value:
+                delimiter += "_"
+            lines.append(f"{s.name}<<{delimiter}\n{s.value}\n{delimiter}")
+        else:
+            lines.append(f"{s.name}={s.value}")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(layout: Layout) -> str:
+    """``{"root": ..., "tag": ..., "variables": {NAME: {"value": ..., "source": ...}}}``."""
+    import json  # noqa: PLC0415 - off the start-up path
+
+    variables: dict[str, dict[str, str | None]] = {}
+    for s in layout.settings.values():
+        entry: dict[str, str | None] = {"value": s.value, "source": s.source}
+        if s.reason:
+            entry["reason"] = s.reason
+        variables[s.name] = entry
+    document = {
+        "root": layout.root,
+        "root_source": layout.root_source,
+        "tag": layout.tag,
+        "variables": variables,
+        "problems": layout.problems,
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def docker_args(
+    environ: Mapping[str, str],
+    *,
+    tag: str | None = None,
+    container_root: str | None = None,
+) -> list[str]:
+    """``--volume=HOST:CONTAINER`` for the root, then ``--env=K=V`` for each variable it sets.
+
+    Values are resolved for the container: against ``container_root`` (by default the host's
+    root path), with nothing inherited from the host but the tag and the opt-in list, since a
+    host's explicit paths mean nothing inside the container.
+    """
+    host = resolve(environ, tag)
+    if host.root is None:
+        raise ValueError(f"cannot export docker arguments: {host.root_reason}")
+    inside = container_root or host.root
+    clean = {CACHEROOT: inside, CACHEROOT_OPT_IN: environ.get(CACHEROOT_OPT_IN, "")}
+    layout = resolve(clean, host.tag)
+    if layout.root is None:
+        raise ValueError(f"cannot export docker arguments: {layout.root_reason}")
+    args = [f"--volume={host.root}:{layout.root}", f"--env={CACHEROOT}={layout.root}"]
+    if layout.tag:
+        args.append(f"--env={CACHEROOT_TAG}={layout.tag}")
+    args += [f"--env={name}={value}" for name, value in layout.applied().items()]
+    return args
+
+
+def to_docker(args: list[str]) -> str:
+    """One argument a line (``--volume=...``, ``--env=K=V``): ``mapfile -t`` reads it safely."""
+    return "\n".join(args) + "\n"
+
+
+def export(
+    fmt: str,
+    environ: Mapping[str, str] | None = None,
+    *,
+    tag: str | None = None,
+    container_root: str | None = None,
+) -> str:
+    """Render the layout of ``environ`` (default: this process's) in one of :data:`FORMATS`."""
+    env = os.environ if environ is None else environ
+    if fmt == "docker":
+        return to_docker(docker_args(env, tag=tag, container_root=container_root))
+    layout = resolve(env, tag)
+    renderers = {"sh": to_sh, "github": to_github, "json": to_json}
+    if fmt not in renderers:
+        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    return renderers[fmt](layout)
