@@ -29,12 +29,18 @@ def register_env(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         default=None,
         help="docker only: the root's path inside the container (default: the host path)",
     )
+    p.add_argument(
+        "--table", action="store_true", help="print the variable table (markdown) instead"
+    )
     p.set_defaults(func=_run_env)
 
 
 def _run_env(args: argparse.Namespace) -> int:
-    from ._export import export  # noqa: PLC0415
+    from ._export import export, table_markdown  # noqa: PLC0415
 
+    if args.table:
+        sys.stdout.write(table_markdown())
+        return 0
     try:
         text = export(args.format, tag=args.tag, container_root=args.container_root)
     except ValueError as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from ._layout import Layout, resolve
-from ._table import CACHEROOT, CACHEROOT_OPT_IN, CACHEROOT_TAG
+from ._table import CACHEROOT, CACHEROOT_OPT_IN, CACHEROOT_TAG, TABLE, TAGS, Variable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
@@ -119,3 +119,23 @@ def export(
     if fmt not in renderers:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     return renderers[fmt](layout)
+
+
+def _location(var: Variable) -> str:
+    if not var.parent:
+        return f"`$CACHEROOT/{var.path}`" if var.path else "`$CACHEROOT`"
+    return f"`${var.parent}/{var.path}`"
+
+
+def table_markdown() -> str:
+    """The README's variable table, generated from :data:`~cacheroot.envs._table.TABLE`."""
+    lines = [
+        "| variable | cacheroot sets | tags | purpose | replaces (upstream default) | read by |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for v in TABLE:
+        where = {"default": _location(v), "opt-in": f"{_location(v)} (opt-in)"}.get(v.mode, "never")
+        tags = "all" if v.tags == TAGS else ", ".join(v.tags)
+        cells = (f"`{v.name}`", where, tags, v.purpose, v.replaces, v.upstream)
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"

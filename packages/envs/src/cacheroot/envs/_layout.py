@@ -140,6 +140,12 @@ def path_problem(value: str) -> str:
     return ""
 
 
+def _norm(path: str) -> str:
+    """``normpath``, but POSIX's implementation-defined leading ``//`` becomes ``/``."""
+    path = os.path.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
 def _root(environ: Mapping[str, str]) -> tuple[str | None, str, str]:
     """The root, which variable it came from, and why it is invalid (or ``""``)."""
     raw = environ.get(CACHEROOT)
@@ -149,17 +155,17 @@ def _root(environ: Mapping[str, str]) -> tuple[str | None, str, str]:
         problem = path_problem(value)
         if problem:
             return None, CACHEROOT, f"{CACHEROOT}={raw!r} {problem}; set it to an absolute path"
-        return os.path.normpath(value), CACHEROOT, ""
+        return _norm(value), CACHEROOT, ""
     xdg = environ.get(XDG_CACHE_HOME)
     if not _blank(xdg) and xdg is not None and not path_problem(xdg.strip()):
-        return os.path.normpath(xdg.strip()), XDG_CACHE_HOME, ""
+        return _norm(xdg.strip()), XDG_CACHE_HOME, ""
     home = environ.get("HOME")
     base = home if not _blank(home) and home is not None else os.path.expanduser("~")
     value = os.path.join(base.strip(), ".cache")
     problem = path_problem(value)
     if problem:
         return None, "~/.cache", f"the default root {value!r} {problem}; set {CACHEROOT}"
-    return os.path.normpath(value), "~/.cache", ""
+    return _norm(value), "~/.cache", ""
 
 
 def _tag(environ: Mapping[str, str], tag: str | None, problems: list[str]) -> str | None:
@@ -246,7 +252,7 @@ def resolve(environ: Mapping[str, str], tag: str | None = None) -> Layout:
             settings[var.name] = Setting(var.name, None, INVALID, f"{value!r} {problem}")
             problems.append(f"{var.name} would be {value!r}, which {problem}")
             continue
-        settings[var.name] = Setting(var.name, os.path.normpath(value), source)
+        settings[var.name] = Setting(var.name, _norm(value), source)
     return Layout(root, root_source, root_reason, the_tag, settings, problems)
 
 

@@ -1,0 +1,100 @@
+"""Sessions: the test suite under each vendor tag, lint, type checks, and the non-default extras."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2024.10.9"
+nox.options.default_venv_backend = "uv"
+nox.options.sessions = ["lint", "typecheck", "tests-cuda", "tests-rocm"]
+
+ROOT = Path(__file__).resolve().parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+DISTRIBUTIONS = ("packages/envs", "packages/fetch", "packages/mediacache", "sitecustomize")
+
+# Variable names are spelled once, in cacheroot.envs, which has no dependencies: read them there.
+sys.path.insert(0, str(ROOT / "packages" / "envs" / "src"))
+from cacheroot.envs import CACHEROOT_TAG  # noqa: E402
+
+
+def build_wheels(session: nox.Session) -> list[str]:
+    """Build every distribution as a wheel, so packaging mistakes show in the tests."""
+    out = Path(session.create_tmp()) / "wheels"
+    if out.exists():
+        for old in out.glob("*.whl"):
+            old.unlink()
+    for dist in DISTRIBUTIONS:
+        session.run("uv", "build", "--quiet", "--wheel", "--out-dir", str(out), dist, external=True)
+    return sorted(str(p) for p in out.glob("*.whl"))
+
+
+def install_suite(session: nox.Session) -> None:
+    """The built wheels (hook included) plus the test dependency group."""
+    session.install(*build_wheels(session), *nox.project.dependency_groups(PYPROJECT, "test"))
+
+
+def run_tests(session: nox.Session, vendor: str) -> None:
+    install_suite(session)
+    session.env[CACHEROOT_TAG] = vendor
+    args = session.posargs or ["-n", "auto", "-m", "not slow"]
+    session.run("pytest", *args)
+
+
+@nox.session(name="tests-cuda", tags=["tests", "cuda"])
+def tests_cuda(session: nox.Session) -> None:
+    """Run the suite xdist-sharded under the CUDA tag, with the hook installed from wheels."""
+    run_tests(session, "cuda")
+
+
+@nox.session(name="tests-rocm", tags=["tests", "rocm"])
+def tests_rocm(session: nox.Session) -> None:
+    """Run the suite xdist-sharded under the ROCm tag, with the hook installed from wheels."""
+    run_tests(session, "rocm")
+
+
+@nox.session(default=False)
+def stress(session: nox.Session) -> None:
+    """Stress and chaos runs (tests marked slow): not part of the default run."""
+    install_suite(session)
+    session.run("pytest", "-n", "auto", "-m", "slow", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and format check; shellcheck over the CI scripts."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    scripts = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "ci").glob("*.sh"))
+    if scripts:
+        session.run("shellcheck", "--external-sources", *scripts, external=True)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy strict over the packages, the hook, the tests, the benchmarks and this file."""
+    session.install("-e", "packages/envs", "-e", "packages/fetch", "-e", "packages/mediacache")
+    session.install("-e", "sitecustomize")
+    session.install(*nox.project.dependency_groups(PYPROJECT, "typecheck"))
+    targets = ["packages", "sitecustomize/src", "tests", "noxfile.py"]
+    if (ROOT / "benchmarks").is_dir() and any((ROOT / "benchmarks").glob("*.py")):
+        targets.append("benchmarks")
+    session.run("mypy", *targets)
+
+
+@nox.session(python=False, default=False)
+def readme(session: nox.Session) -> None:
+    """Regenerate the README's variable table from the layout table."""
+    from cacheroot.envs._export import table_markdown
+
+    path = ROOT / "README.md"
+    text = path.read_text(encoding="utf-8")
+    start, end = "<!-- variables:start -->\n", "<!-- variables:end -->"
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    path.write_text(head + start + table_markdown() + end + tail, encoding="utf-8")
+    session.log("README.md variable table regenerated")
+

@@ -1,0 +1,70 @@
+"""Exporters: shell, docker, GitHub Actions and JSON, all from the one table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cacheroot.envs import CACHEROOT, CACHEROOT_TAG, TABLE, docker_args, export, resolve
+from cacheroot.envs._export import table_markdown
+
+ENV = {"HOME": "/home/u", CACHEROOT: "/r"}
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_sh_round_trips_through_a_real_shell() -> None:
+    env = {**ENV, "HF_HOME": "/with space/it's"}
+    text = export("sh", env)
+    script = text + 'printf "%s\\n" "$HF_HOME" "$TORCH_HOME"'
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["/with space/it's", "/r/torch"]
+    assert "# VLLM_MEDIA_CACHE: opt-in (off)" in text
+
+
+def test_github_env_file_lines() -> None:
+    lines = export("github", ENV).splitlines()
+    assert "HF_HOME=/r/huggingface" in lines
+    assert not any(line.startswith("VLLM_MEDIA_CACHE") for line in lines)
+
+
+def test_json_shape() -> None:
+    doc = json.loads(export("json", ENV, tag="cuda"))
+    assert doc["root"] == "/r"
+    assert doc["tag"] == "cuda"
+    assert doc["variables"]["CUDA_CACHE_PATH"] == {"value": "/r/nv/ComputeCache", "source": "derived"}
+    assert doc["variables"]["VLLM_MEDIA_CACHE"]["source"] == "opt-in (off)"
+
+
+@pytest.mark.parametrize("tag", ["cuda", "rocm"])
+def test_docker_args_cover_every_variable_for_the_container(tag: str) -> None:
+    env = {**ENV, "HF_HOME": "/host/only"}
+    args = docker_args(env, tag=tag, container_root="/cache")
+    assert args[0] == "--volume=/r:/cache"
+    envs = dict(a.removeprefix("--env=").split("=", 1) for a in args[1:])
+    expected = resolve({CACHEROOT: "/cache"}, tag).applied()
+    assert envs == {CACHEROOT: "/cache", CACHEROOT_TAG: tag, **expected}
+    assert envs["HF_HOME"] == "/cache/huggingface"  # the host's explicit path does not leak in
+
+
+def test_docker_refuses_an_invalid_root() -> None:
+    with pytest.raises(ValueError, match="absolute path"):
+        docker_args({CACHEROOT: "relative"})
+
+
+def test_unknown_format() -> None:
+    with pytest.raises(ValueError, match="expected one of"):
+        export("yaml", ENV)
+
+
+def test_readme_table_is_generated_from_the_table() -> None:
+    table = table_markdown()
+    for var in TABLE:
+        assert f"`{var.name}`" in table
+    text = README.read_text(encoding="utf-8")
+    start, end = "<!-- variables:start -->\n", "<!-- variables:end -->"
+    assert start in text, "README.md lacks the generated variable table markers"
+    block = text.split(start, 1)[1].split(end, 1)[0]
+    assert block == table, "README's table is stale: run `nox -s readme`"

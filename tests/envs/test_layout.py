@@ -1,0 +1,203 @@
+"""resolve() and apply(): the root, provenance, tags, opt-in and bad input."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cacheroot.envs import (
+    CACHEROOT,
+    CACHEROOT_OPT_IN,
+    CACHEROOT_TAG,
+    DEFAULT_SOURCE,
+    DERIVED,
+    EXPLICIT,
+    INVALID,
+    OPT_IN_OFF,
+    TABLE,
+    XDG_CACHE_HOME,
+    apply,
+    hook,
+    resolve,
+)
+from cacheroot.envs._table import BY_NAME, DEFAULT, NEVER, OPT_IN
+
+HOME = {"HOME": "/home/u"}
+ALL_TAG_DEFAULTS = [v.name for v in TABLE if v.mode == DEFAULT and len(v.tags) == 2]
+
+
+def full_path(name: str, root: str) -> str:
+    """Where ``name`` should land, following the parent chain of the table."""
+    var = BY_NAME[name]
+    base = full_path(var.parent, root) if var.parent else root
+    return os.path.normpath(os.path.join(base, var.path)) if var.path else root
+
+
+@pytest.mark.parametrize("raw", ["/mnt/cache", "/mnt/cache/", "  /mnt/cache  ", "//mnt//cache"])
+def test_cacheroot_is_the_root(raw: str) -> None:
+    layout = resolve({**HOME, CACHEROOT: raw})
+    assert layout.root == "/mnt/cache"
+    assert layout.root_source == CACHEROOT
+    assert layout.valid
+    for name in ALL_TAG_DEFAULTS:
+        setting = layout.settings[name]
+        assert setting.value == full_path(name, "/mnt/cache")
+        assert setting.source == DERIVED
+
+
+@pytest.mark.parametrize(
+    ("env", "root", "source"),
+    [
+        ({}, "/home/u/.cache", "~/.cache"),
+        ({CACHEROOT: ""}, "/home/u/.cache", "~/.cache"),
+        ({CACHEROOT: "   "}, "/home/u/.cache", "~/.cache"),
+        ({XDG_CACHE_HOME: "/x"}, "/x", XDG_CACHE_HOME),
+        ({XDG_CACHE_HOME: " /x "}, "/x", XDG_CACHE_HOME),
+        ({XDG_CACHE_HOME: ""}, "/home/u/.cache", "~/.cache"),
+        ({XDG_CACHE_HOME: "relative"}, "/home/u/.cache", "~/.cache"),
+        ({CACHEROOT: "~"}, "/home/u", CACHEROOT),
+        ({CACHEROOT: "~/c"}, "/home/u/c", CACHEROOT),
+        ({CACHEROOT: "/c", XDG_CACHE_HOME: "/x"}, "/c", CACHEROOT),
+    ],
+)
+def test_root_fallbacks(env: dict[str, str], root: str, source: str) -> None:
+    # expanduser reads HOME from the process, so pin it there too.
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = HOME["HOME"]
+    try:
+        layout = resolve({**HOME, **env})
+    finally:
+        if old is not None:
+            os.environ["HOME"] = old
+    assert (layout.root, layout.root_source) == (root, source)
+    expected = DERIVED if source == CACHEROOT else DEFAULT_SOURCE
+    assert layout.settings["HF_HOME"].source == expected
+
+
+def test_empty_xdg_is_replaced_not_kept() -> None:
+    layout = resolve({**HOME, XDG_CACHE_HOME: ""})
+    assert layout.applied()[XDG_CACHE_HOME] == "/home/u/.cache"
+    assert layout.applied()["HF_HOME"] == "/home/u/.cache/huggingface"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["relative/dir", "./x", "~nosuchuser_cacheroot/x", "/a\x00b", "/" + "a" * 5000, "/" + "b" * 300,
+     "/caf\udce9"],
+    ids=["relative", "dot", "unknown-user", "nul", "too-long", "long-name", "not-utf8"],
+)
+def test_invalid_cacheroot_derives_nothing(raw: str) -> None:
+    layout = resolve({**HOME, CACHEROOT: raw})
+    assert layout.root is None
+    assert not layout.valid
+    assert layout.applied() == {}
+    assert CACHEROOT in layout.problems[0]
+    assert all(s.source in (INVALID, OPT_IN_OFF) for s in layout.settings.values())
+
+
+def test_explicit_values_win_and_children_follow_their_parent() -> None:
+    env = {**HOME, CACHEROOT: "/r", "HF_HOME": "/mine/hf", "VLLM_CACHE_ROOT": "/v"}
+    layout = resolve(env)
+    assert layout.settings["HF_HOME"].source == EXPLICIT
+    assert layout.settings["HF_HOME"].value == "/mine/hf"
+    assert "HF_HOME" not in layout.applied()
+    assert layout.settings["VLLM_ASSETS_CACHE"].value == "/v/assets"
+    assert layout.settings["VLLM_ASSETS_CACHE"].source == DERIVED
+    assert layout.settings["VLLM_TEST_CACHE"].value == "/v/test_cache"
+
+
+def test_children_of_a_default_parent_are_default() -> None:
+    layout = resolve({**HOME, "VLLM_CACHE_ROOT": "/v"})
+    assert layout.settings["VLLM_XLA_CACHE_PATH"].value == "/v/xla_cache"
+    assert layout.settings["VLLM_XLA_CACHE_PATH"].source == DERIVED
+    assert layout.settings["TORCH_HOME"].source == DEFAULT_SOURCE
+
+
+def test_explicit_relative_value_is_invalid_and_left_alone() -> None:
+    layout = resolve({**HOME, CACHEROOT: "/r", "VLLM_CACHE_ROOT": "rel"})
+    assert layout.settings["VLLM_CACHE_ROOT"].source == INVALID
+    assert layout.settings["VLLM_ASSETS_CACHE"].source == INVALID
+    assert "VLLM_CACHE_ROOT" not in layout.applied()
+    assert any("VLLM_CACHE_ROOT" in p for p in layout.problems)
+
+
+@pytest.mark.parametrize("tag", [None, "cuda", "rocm", "CUDA"])
+def test_tags_select_vendor_caches(tag: str | None) -> None:
+    layout = resolve({**HOME, CACHEROOT: "/r"}, tag=tag)
+    wanted = (tag or "").lower()
+    for var in TABLE:
+        if var.mode == NEVER:
+            assert var.name not in layout.settings
+        elif len(var.tags) == 2 or wanted in var.tags:
+            assert var.name in layout.settings
+        else:
+            assert var.name not in layout.settings
+    assert layout.tag == (wanted or None)
+
+
+def test_tag_from_environment_and_unknown_tag() -> None:
+    assert resolve({**HOME, CACHEROOT_TAG: "rocm"}).settings["MIOPEN_USER_DB_PATH"].value
+    layout = resolve({**HOME, CACHEROOT_TAG: "tpu"})
+    assert layout.tag is None
+    assert any("tpu" in p and "cuda" in p for p in layout.problems)
+
+
+def test_opt_in_is_off_unless_asked() -> None:
+    opt_ins = [v.name for v in TABLE if v.mode == OPT_IN]
+    assert "VLLM_MEDIA_CACHE" in opt_ins
+    off = resolve({**HOME, CACHEROOT: "/r"})
+    for name in opt_ins:
+        assert off.settings[name].source == OPT_IN_OFF
+        assert name not in off.applied()
+    on = resolve({**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: " VLLM_MEDIA_CACHE "})
+    assert on.applied()["VLLM_MEDIA_CACHE"] == "/r/vllm/media_cache"
+    assert resolve({**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: "all"}).applied().keys() >= set(
+        opt_ins
+    )
+
+
+def test_unknown_opt_in_is_reported() -> None:
+    layout = resolve({**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: "HF_HOME,NOPE"})
+    assert any("NOPE" in p and "HF_HOME" in p for p in layout.problems)
+
+
+def test_resolve_is_pure_and_apply_sets_only_derived() -> None:
+    env = {**HOME, CACHEROOT: "/r", "HF_HOME": "/mine"}
+    before = dict(env)
+    resolve(env)
+    assert env == before
+    layout = apply(env)
+    assert env["HF_HOME"] == "/mine"
+    assert env["TORCH_HOME"] == "/r/torch"
+    assert set(env) - set(before) == set(layout.applied())
+
+
+def test_apply_is_idempotent() -> None:
+    env = {**HOME, CACHEROOT: "/r"}
+    apply(env)
+    once = dict(env)
+    apply(env)
+    assert env == once
+
+
+def test_hook_respects_disable_and_never_raises() -> None:
+    env = {**HOME, CACHEROOT: "/r", "CACHEROOT_DISABLE": "1"}
+    hook(env)
+    assert "HF_HOME" not in env
+
+    class Exploding(dict[str, str]):
+        def get(self, *_: object, **__: object) -> str:  # type: ignore[override]
+            raise RuntimeError("boom")
+
+    hook(Exploding())
+
+
+def test_every_table_row_is_documented() -> None:
+    names = [v.name for v in TABLE]
+    assert len(names) == len(set(names))
+    for var in TABLE:
+        assert var.purpose
+        assert var.replaces
+        assert var.upstream
+        assert not var.parent or names.index(var.parent) < names.index(var.name)
