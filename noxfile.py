@@ -17,7 +17,7 @@ DISTRIBUTIONS = ("packages/envs", "packages/fetch", "packages/mediacache", "site
 
 # Variable names are spelled once, in cacheroot.envs, which has no dependencies: read them there.
 sys.path.insert(0, str(ROOT / "packages" / "envs" / "src"))
-from cacheroot.envs import CACHEROOT_TAG  # noqa: E402
+from cacheroot.envs import CACHEROOT_TAG
 
 
 def build_wheels(session: nox.Session) -> list[str]:
@@ -97,4 +97,3 @@ def readme(session: nox.Session) -> None:
     tail = rest.split(end, 1)[1]
     path.write_text(head + start + table_markdown() + end + tail, encoding="utf-8")
     session.log("README.md variable table regenerated")
-

@@ -32,7 +32,9 @@ ISOLATED = (
 
 
 @pytest.fixture(autouse=True)
-def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Point the whole layout at a fresh root so no test writes into a real home.
 
     Every cache variable is removed and ``CACHEROOT`` set to a new directory; the layout is then

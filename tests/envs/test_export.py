@@ -34,7 +34,10 @@ def test_json_shape() -> None:
     doc = json.loads(export("json", ENV, tag="cuda"))
     assert doc["root"] == "/r"
     assert doc["tag"] == "cuda"
-    assert doc["variables"]["CUDA_CACHE_PATH"] == {"value": "/r/nv/ComputeCache", "source": "derived"}
+    assert doc["variables"]["CUDA_CACHE_PATH"] == {
+        "value": "/r/nv/ComputeCache",
+        "source": "derived",
+    }
     assert doc["variables"]["VLLM_MEDIA_CACHE"]["source"] == "opt-in (off)"
 
 

@@ -83,8 +83,15 @@ def test_empty_xdg_is_replaced_not_kept() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    ["relative/dir", "./x", "~nosuchuser_cacheroot/x", "/a\x00b", "/" + "a" * 5000, "/" + "b" * 300,
-     "/caf\udce9"],
+    [
+        "relative/dir",
+        "./x",
+        "~nosuchuser_cacheroot/x",
+        "/a\x00b",
+        "/" + "a" * 5000,
+        "/" + "b" * 300,
+        "/caf\udce9",
+    ],
     ids=["relative", "dot", "unknown-user", "nul", "too-long", "long-name", "not-utf8"],
 )
 def test_invalid_cacheroot_derives_nothing(raw: str) -> None:
@@ -187,7 +194,7 @@ def test_hook_respects_disable_and_never_raises() -> None:
     assert "HF_HOME" not in env
 
     class Exploding(dict[str, str]):
-        def get(self, *_: object, **__: object) -> str:  # type: ignore[override]
+        def get(self, *_: object, **__: object) -> str:  # type: ignore[override,unused-ignore]
             raise RuntimeError("boom")
 
     hook(Exploding())

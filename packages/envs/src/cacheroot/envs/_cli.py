@@ -44,7 +44,7 @@ def _run_env(args: argparse.Namespace) -> int:
     try:
         text = export(args.format, tag=args.tag, container_root=args.container_root)
     except ValueError as exc:
-        print(f"cacheroot env: {exc}", file=sys.stderr)
+        sys.stderr.write(f"cacheroot env: {exc}\n")
         return 1
     sys.stdout.write(text)
     return 0

@@ -107,17 +107,21 @@ def report(environ: Mapping[str, str] | None = None, tag: str | None = None) -> 
             rows.append((s.name, s.value or "-", s.source, "", "", "", ""))
             continue
         c = check(s.value, root)
-        rows.append((
-            s.name,
-            s.value,
-            s.source,
-            "yes" if c.exists else "no",
-            "yes" if c.writable else "NO",
-            human(c.free),
-            "yes" if c.under_root else "no",
-        ))
+        rows.append(
+            (
+                s.name,
+                s.value,
+                s.source,
+                "yes" if c.exists else "no",
+                "yes" if c.writable else "NO",
+                human(c.free),
+                "yes" if c.under_root else "no",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    out += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    out += [
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
     notes = [s for s in layout.settings.values() if s.reason]
     if notes:
         out += ["", "notes:"] + [f"  {s.name}: {s.reason}" for s in notes]

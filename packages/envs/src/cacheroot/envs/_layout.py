@@ -84,6 +84,7 @@ class Layout:
 
     def __init__(
         self,
+        *,
         root: str | None,
         root_source: str,
         root_reason: str,
@@ -220,7 +221,9 @@ def resolve(environ: Mapping[str, str], tag: str | None = None) -> Layout:
             assert raw is not None  # noqa: S101 - narrowed by _blank
             problem = path_problem(raw.strip())
             if problem and var.name != XDG_CACHE_HOME:
-                settings[var.name] = Setting(var.name, raw, INVALID, f"{var.name}={raw!r} {problem}")
+                settings[var.name] = Setting(
+                    var.name, raw, INVALID, f"{var.name}={raw!r} {problem}"
+                )
                 problems.append(f"{var.name}={raw!r} {problem}; set it to an absolute path")
                 continue
             if not problem:
@@ -238,13 +241,16 @@ def resolve(environ: Mapping[str, str], tag: str | None = None) -> Layout:
             settings[var.name] = Setting(var.name, None, INVALID, reason)
             continue
         if parent is not None and parent.value:
-            base, source = parent.value.strip(), (
-                DERIVED if parent.source == EXPLICIT else parent.source
+            base, source = (
+                parent.value.strip(),
+                (DERIVED if parent.source == EXPLICIT else parent.source),
             )
         elif root is not None:
             base, source = root, base_source
         else:
-            settings[var.name] = Setting(var.name, None, INVALID, f"the root is unusable: {root_reason}")
+            settings[var.name] = Setting(
+                var.name, None, INVALID, f"the root is unusable: {root_reason}"
+            )
             continue
         value = os.path.join(base, var.path) if var.path else base
         problem = path_problem(value)
@@ -253,7 +259,14 @@ def resolve(environ: Mapping[str, str], tag: str | None = None) -> Layout:
             problems.append(f"{var.name} would be {value!r}, which {problem}")
             continue
         settings[var.name] = Setting(var.name, _norm(value), source)
-    return Layout(root, root_source, root_reason, the_tag, settings, problems)
+    return Layout(
+        root=root,
+        root_source=root_source,
+        root_reason=root_reason,
+        tag=the_tag,
+        settings=settings,
+        problems=problems,
+    )
 
 
 def apply(environ: MutableMapping[str, str] | None = None, tag: str | None = None) -> Layout:

@@ -105,7 +105,7 @@ TABLE: tuple[Variable, ...] = (
     Variable(
         "MODELSCOPE_CACHE",
         "modelscope",
-        purpose="ModelScope cache; the same directory for modelscope's and modelscope_hub's resolvers.",
+        purpose="ModelScope cache; one directory for modelscope's and modelscope_hub's resolvers.",
         replaces="~/.cache/modelscope (ignores XDG_CACHE_HOME)",
         upstream=(
             "modelscope `modelscope/utils/file_utils.py`; "
@@ -229,7 +229,7 @@ TABLE: tuple[Variable, ...] = (
     Variable(
         "NUMBA_CACHE_DIR",
         "numba",
-        purpose="Numba's cached functions (default: __pycache__ beside the source, often read-only).",
+        purpose="Numba's cached functions (default: beside the source, often read-only).",
         replaces="__pycache__ next to each source file",
         upstream="numba `numba/core/config.py`",
     ),
@@ -245,7 +245,7 @@ TABLE: tuple[Variable, ...] = (
         "FLASHINFER_WORKSPACE_BASE",
         "flashinfer",
         tags=("cuda",),
-        purpose="FlashInfer's JIT cache and cubins live in $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer.",
+        purpose="FlashInfer's JIT cache and cubins ($FLASHINFER_WORKSPACE_BASE/.cache/flashinfer).",
         replaces="$HOME (cache in ~/.cache/flashinfer, ignores XDG_CACHE_HOME)",
         upstream="flashinfer `flashinfer/jit/env.py`",
     ),
