@@ -72,7 +72,16 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        ep.load()(sub)
+        try:
+            register = ep.load()
+        except (ImportError, AttributeError) as exc:
+            # One broken distribution must not take every other subcommand down with it.
+            sys.stderr.write(
+                f"cacheroot: skipping subcommand {ep.name!r} ({ep.value}): {exc}; "
+                f"reinstall the distribution that provides it\n"
+            )
+            continue
+        register(sub)
     return top
 
 
