@@ -23,6 +23,15 @@ XDG_CACHE_HOME = "XDG_CACHE_HOME"
 #: Hugging Face's switch for cache-only operation (read by huggingface_hub, set by the harness).
 HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
 
+#: Upstream vLLM's bound on the media cache, in MiB (default 5120).
+VLLM_MEDIA_CACHE_MAX_SIZE_MB = "VLLM_MEDIA_CACHE_MAX_SIZE_MB"
+#: Upstream vLLM's time-to-live of a media cache entry, in hours (default 24).
+VLLM_MEDIA_CACHE_TTL_HOURS = "VLLM_MEDIA_CACHE_TTL_HOURS"
+#: Hugging Face's hub endpoint (the tests point it at a local hub).
+HF_ENDPOINT = "HF_ENDPOINT"
+#: ModelScope's hub endpoint (modelscope_hub; the deprecated MODELSCOPE_DOMAIN is its fallback).
+MODELSCOPE_ENDPOINT = "MODELSCOPE_ENDPOINT"
+
 #: The tags a variable may belong to. ``all`` means every tag, and no tag at all.
 TAGS = ("cuda", "rocm")
 
