@@ -1,5 +1,52 @@
-"""Cached, single-flight, atomic, verified and resumable downloads (filled in by the fetch work)."""
+"""Cached, single-flight, atomic, verified and resumable downloads.
+
+``fetch(url, sha256=...)`` returns a path under ``$VLLM_TEST_CACHE/<namespace>/``; the building
+blocks (the lock, atomic publishing of files and directories, the error hierarchy) are public for
+the other cacheroot packages.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._errors import CacheMissError, ChecksumError, DownloadError, FetchError, LockTimeout
+from ._lock import PathLock, holder
+from ._stats import reset_stats, stats
+from ._store import (
+    Partial,
+    Staging,
+    atomic_write,
+    current_meta,
+    fsync_dir,
+    partial_abandoned,
+    partials,
+    publish_dir,
+    read_meta,
+    remove_abandoned,
+    sha256_file,
+    staged_dir,
+    write_meta,
+)
+
+__all__ = [
+    "CacheMissError",
+    "ChecksumError",
+    "DownloadError",
+    "FetchError",
+    "LockTimeout",
+    "Partial",
+    "PathLock",
+    "Staging",
+    "atomic_write",
+    "current_meta",
+    "fsync_dir",
+    "holder",
+    "partial_abandoned",
+    "partials",
+    "publish_dir",
+    "read_meta",
+    "remove_abandoned",
+    "reset_stats",
+    "sha256_file",
+    "staged_dir",
+    "stats",
+    "write_meta",
+]

@@ -1,0 +1,141 @@
+"""Errors of :mod:`cacheroot.fetch`: a small hierarchy rooted at :class:`FetchError`.
+
+Each leaf is also the built-in a caller would naturally catch (a checksum mismatch is a
+``ValueError``, an offline miss a ``FileNotFoundError``, ...), so code that knows nothing of
+cacheroot still handles them sensibly. Every class pickles through ``__reduce__`` with its own
+constructor arguments: pytest-xdist sends exceptions from workers to the controller, and
+``OSError`` subclasses with keyword arguments do not survive the default pickling.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FetchError(Exception):
+    """Root of every error that :mod:`cacheroot.fetch` raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), self.args)
+
+
+class ChecksumError(FetchError, ValueError):
+    """The downloaded (or cached) bytes do not have the expected sha256; nothing was published."""
+
+    def __init__(self, url: str, expected: str, actual: str, size: int) -> None:
+        super().__init__(
+            f"sha256 mismatch for {url}: expected {expected}, got {actual} over {size} bytes; "
+            "nothing was published. If the file changed upstream, update the expected digest; "
+            "otherwise the origin or a proxy served bad bytes (retry later)"
+        )
+        self._url, self._expected, self._actual, self._size = url, expected, actual, size
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._url, self._expected, self._actual, self._size))
+
+    @property
+    def url(self) -> str:
+        """The URL that was downloaded."""
+        return self._url
+
+    @property
+    def expected(self) -> str:
+        """The digest the caller asked for."""
+        return self._expected
+
+    @property
+    def actual(self) -> str:
+        """The digest of the bytes received."""
+        return self._actual
+
+    @property
+    def size(self) -> int:
+        """How many bytes were received."""
+        return self._size
+
+
+class CacheMissError(FetchError, FileNotFoundError):
+    """Offline mode and the entry is not in the cache: no request was made."""
+
+    def __init__(self, url: str, path: str, hint: str = "") -> None:
+        hint = hint or f"warm it first with `cacheroot fetch {url}` (or `cacheroot warm MANIFEST`)"
+        super().__init__(f"offline and {url} is not cached at {path}: {hint}")
+        self._url, self._path, self._hint = url, path, hint
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._url, self._path, self._hint))
+
+    def __str__(self) -> str:
+        # FileNotFoundError would render only its errno fields; show the whole message.
+        return str(self.args[0])
+
+    @property
+    def url(self) -> str:
+        """The URL that was asked for."""
+        return self._url
+
+    @property
+    def path(self) -> str:
+        """Where the entry was expected."""
+        return self._path
+
+
+class DownloadError(FetchError, OSError):
+    """A transfer failed for good (after retries), or could not be stored.
+
+    ``status`` is the last HTTP status seen (``None`` when no response came, or when the failure
+    was local, such as a full disk; then ``errno`` says which).
+    """
+
+    def __init__(
+        self, url: str, message: str, status: int | None = None, err: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self._url, self._message, self._status, self._err = url, message, status, err
+        if err is not None:
+            self.errno = err
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._url, self._message, self._status, self._err))
+
+    def __str__(self) -> str:
+        return self._message
+
+    @property
+    def url(self) -> str:
+        """The URL that was being fetched."""
+        return self._url
+
+    @property
+    def status(self) -> int | None:
+        """The last HTTP status received, if any."""
+        return self._status
+
+
+class LockTimeout(FetchError, TimeoutError):  # noqa: N818 - filelock names it Timeout too
+    """Waiting for another process's download of the same entry took longer than allowed."""
+
+    def __init__(self, path: str, timeout: float, holder: str = "") -> None:
+        who = f"; it is held by {holder}" if holder else ""
+        super().__init__(
+            f"waited {timeout:g} s for the lock on {path}{who}. Another process is still "
+            "downloading that entry: wait longer (lock_timeout=...), or, if that process hangs, "
+            "stop it; a holder that died is detected and its lock reclaimed automatically"
+        )
+        self._path, self._timeout, self._holder = path, timeout, holder
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._path, self._timeout, self._holder))
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    @property
+    def path(self) -> str:
+        """The lock file."""
+        return self._path
+
+    @property
+    def timeout(self) -> float:
+        """How long the caller waited, in seconds."""
+        return self._timeout

@@ -1,0 +1,156 @@
+"""A cross-process lock on a path that only makes concurrent callers single-flight.
+
+Nothing relies on it for correctness: every writer writes its own partial file and publishes it
+with ``os.replace``, so where locks do not work (some NFS and Lustre mounts grant every
+process) the worst case is a duplicate download. What the lock must do well is not to hang:
+
+- waiting has a timeout and raises :class:`LockTimeout` naming the holder;
+- the holder writes who it is (pid, machine, process start time) into a sidecar
+  ``<lock>.holder``; a waiter that finds the holder dead on the same machine reclaims the lock
+  by unlinking the lock file, so a lock kept alive by a descriptor leaked into an orphaned child,
+  or a soft lock left behind by a crash, does not block anyone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import filelock
+
+from . import _proc
+from ._errors import LockTimeout
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+#: How often a waiter re-checks the holder while it waits (seconds).
+POLL = 0.05
+
+
+def holder(lock_path: str) -> dict[str, object] | None:
+    """The record the current holder of ``lock_path`` wrote, or ``None`` when there is none."""
+    try:
+        with open(lock_path + ".holder", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _describe(record: dict[str, object] | None) -> str:
+    if record is None:
+        return ""
+    since = record.get("since")
+    age = f", for {time.time() - since:.0f} s" if isinstance(since, (int, float)) else ""
+    where = str(record.get("machine", "?")).split("|", 1)[0]
+    return f"pid {record.get('pid')} on {where}{age}"
+
+
+class PathLock:
+    """An exclusive lock on ``path`` (a file named ``path`` is created for it).
+
+    ``timeout`` is how long :meth:`acquire` waits, in seconds (``None``: forever). The lock is
+    not reentrant and not shared between threads: each thread that needs it creates its own
+    :class:`PathLock`, and threads of one process exclude each other as processes do.
+    """
+
+    def __init__(self, path: str, *, timeout: float | None = 1800.0, poll: float = POLL) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.poll = poll
+        self.waited = 0.0
+        self._lock: filelock.BaseFileLock | None = None
+
+    def _new(self) -> filelock.BaseFileLock:
+        return filelock.FileLock(self.path, thread_local=False, is_singleton=False)
+
+    def acquire(self) -> float:
+        """Take the lock; return the seconds spent waiting. Raises :class:`LockTimeout`."""
+        start = time.monotonic()
+        deadline = None if self.timeout is None else start + self.timeout
+        lock = self._new()
+        while True:
+            try:
+                lock.acquire(timeout=self.poll, poll_interval=min(self.poll, 0.05))
+                break
+            except filelock.Timeout:
+                pass
+            if self._reclaim():
+                lock = self._new()
+                continue
+            if deadline is not None and time.monotonic() >= deadline:
+                self.waited = time.monotonic() - start
+                raise LockTimeout(self.path, self.timeout or 0.0, _describe(holder(self.path)))
+        self._lock = lock
+        self.waited = time.monotonic() - start
+        self._write_holder()
+        return self.waited
+
+    def _write_holder(self) -> None:
+        record = {**_proc.me(), "since": time.time()}
+        tmp = f"{self.path}.holder.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(record, f)
+            os.replace(tmp, self.path + ".holder")
+        except OSError:
+            # The sidecar only helps others recover from our death; never fail the caller.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _reclaim(self) -> bool:
+        """Break the lock if its recorded holder is dead on this machine; say whether we did."""
+        record = holder(self.path)
+        if record is None or _proc.alive(record) is not False:
+            return False
+        # Claim the stale record by renaming it: of several waiters, exactly one succeeds.
+        claimed = f"{self.path}.holder.{uuid.uuid4().hex[:8]}.stale"
+        try:
+            os.rename(self.path + ".holder", claimed)
+        except OSError:
+            return False
+        try:
+            with open(claimed, encoding="utf-8") as f:
+                same = json.load(f) == record
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            # A new holder replaced the record in between: give it back and keep waiting.
+            with contextlib.suppress(OSError):
+                os.replace(claimed, self.path + ".holder")
+            return False
+        for stale in (self.path, claimed):
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
+        return True
+
+    def release(self) -> None:
+        """Let the next waiter in (the holder record goes first, then the lock itself)."""
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.path + ".holder")
+        lock.release(force=True)
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock now."""
+        return self._lock is not None
+
+    def __enter__(self) -> PathLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

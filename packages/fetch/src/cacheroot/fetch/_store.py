@@ -1,0 +1,375 @@
+"""Publishing files and directories atomically, and recognising them later without re-hashing.
+
+Every writer works on its own uniquely named partial (``.<name>.<machine>-<pid>.<uuid>.partial``
+in the destination's directory, so the final ``os.replace`` never crosses a file system), flushes
+and fsyncs it, and only then renames it into place and fsyncs the directory. A reader therefore
+sees either nothing or a complete file, whatever crashes and whatever the lock did.
+
+Next to each entry a JSON sidecar (``.<name>.meta.json``) records the URL, sha256, size, ETag,
+time fetched and the entry's ``(size, mtime_ns, inode)`` at publish time. A later hit compares
+that triple with ``os.stat`` and re-hashes only when it changed. The sidecar is written *before*
+the rename: a crash in between leaves a sidecar whose triple matches nothing, never an entry
+that is trusted without its record.
+
+Internal files all start with a dot; entry names never do, so they cannot collide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from . import _proc
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+#: The longest entry name accepted: NAME_MAX (255) less room for the partial and meta suffixes.
+MAX_NAME = 200
+_PARTIAL = re.compile(
+    r"^\.(?P<name>.+)\.(?P<tag>[0-9a-f]{8})-(?P<pid>\d+)\.(?P<uid>[0-9a-f]{8})\.partial$"
+)
+_HASH_CHUNK = 1 << 20
+
+
+def meta_path(dest: str) -> str:
+    """Where the metadata sidecar of the entry ``dest`` lives."""
+    head, name = os.path.split(dest)
+    return os.path.join(head, f".{name}.meta.json")
+
+
+def partial_path(dest: str) -> str:
+    """A fresh partial name for ``dest``, unique to this process and call."""
+    head, name = os.path.split(dest)
+    tag = _proc.machine_tag()
+    return os.path.join(head, f".{name}.{tag}-{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
+
+
+def parse_partial(filename: str) -> tuple[str, str, int] | None:
+    """``(entry name, machine tag, pid)`` of a partial's base name, or ``None`` if it is not one."""
+    m = _PARTIAL.match(filename)
+    if m is None:
+        return None
+    return m["name"], m["tag"], int(m["pid"])
+
+
+def partial_abandoned(path: str, *, stale_after: float = 3600.0) -> bool:
+    """Whether the writer of partial ``path`` is gone (so its file may be adopted or removed).
+
+    On this machine the owner's pid is checked; elsewhere (another host or container sharing
+    the volume) only age tells: untouched for ``stale_after`` seconds.
+    """
+    parsed = parse_partial(os.path.basename(path))
+    if parsed is None:
+        return False
+    _, tag, pid = parsed
+    if tag == _proc.machine_tag() and pid != os.getpid() and _proc.start_time(pid) is None:
+        return True
+    try:
+        return time.time() - os.stat(path).st_mtime > stale_after
+    except OSError:
+        return False
+
+
+def partials(dest: str) -> list[str]:
+    """Paths of every partial of ``dest`` that exists now (any writer's)."""
+    head, name = os.path.split(dest)
+    try:
+        names = os.listdir(head or ".")
+    except OSError:
+        return []
+    found = []
+    for entry in names:
+        parsed = parse_partial(entry)
+        if parsed is not None and parsed[0] == name:
+            found.append(os.path.join(head, entry))
+    return sorted(found)
+
+
+def stat_key(st: os.stat_result) -> list[int]:
+    """The triple that identifies one published version of a file."""
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def fsync_dir(path: str) -> None:
+    """Make a rename in directory ``path`` durable (best effort where directories cannot sync)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def sha256_file(path: str) -> tuple[str, int]:
+    """``(hex digest, size)`` of the file at ``path``, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(_HASH_CHUNK)
+        view = memoryview(buf)
+        while n := f.readinto(buf):
+            h.update(view[:n])
+            size += n
+    return h.hexdigest(), size
+
+
+def read_meta(dest: str) -> dict[str, Any] | None:
+    """The sidecar of ``dest`` (``None`` when missing or unreadable)."""
+    try:
+        with open(meta_path(dest), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_meta(dest: str, meta: dict[str, Any]) -> None:
+    """Write the sidecar of ``dest`` atomically (its own partial, then ``os.replace``)."""
+    final = meta_path(dest)
+    tmp = partial_path(final)
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(meta, f, sort_keys=True)
+    os.replace(tmp, final)
+
+
+def current_meta(dest: str) -> dict[str, Any] | None:
+    """The sidecar of ``dest`` if the file on disk is still the one it describes, else ``None``."""
+    meta = read_meta(dest)
+    if meta is None:
+        return None
+    try:
+        st = os.stat(dest)
+    except OSError:
+        return None
+    return meta if meta.get("stat") == stat_key(st) else None
+
+
+class Partial:
+    """One writer's partial file for ``dest``, hashed as it is written.
+
+    Create it fresh, or :meth:`adopt` an abandoned partial (its bytes are re-hashed so that the
+    final digest covers the whole file). :meth:`commit` publishes; :meth:`discard` removes it.
+    """
+
+    def __init__(self, dest: str, path: str | None = None) -> None:
+        self.dest = dest
+        self.path = path or partial_path(dest)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        if path is None:
+            flags |= os.O_EXCL
+        self.fd: int | None = os.open(self.path, flags, 0o666)
+        self.hasher = hashlib.sha256()
+        self.size = 0
+
+    @classmethod
+    def adopt(cls, dest: str, *, stale_after: float = 3600.0) -> Partial | None:
+        """Take over an abandoned partial of ``dest`` (the rename makes the claim exclusive).
+
+        Other abandoned partials of ``dest`` are removed. Returns ``None`` when there is none.
+        """
+        mine: Partial | None = None
+        for old in partials(dest):
+            if not partial_abandoned(old, stale_after=stale_after):
+                continue
+            if mine is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(old)
+                continue
+            new = partial_path(dest)
+            try:
+                os.rename(old, new)
+            except OSError:
+                continue  # another process claimed it first
+            mine = cls(dest, new)
+            mine._rehash()
+        return mine
+
+    def _rehash(self) -> None:
+        assert self.fd is not None  # noqa: S101 - internal invariant
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        while chunk := os.read(self.fd, _HASH_CHUNK):
+            self.hasher.update(chunk)
+            self.size += len(chunk)
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Append ``data`` (all of it; short writes are continued)."""
+        assert self.fd is not None  # noqa: S101 - internal invariant
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        self.hasher.update(data)
+        self.size += len(data)
+
+    def reset(self) -> None:
+        """Drop everything written so far (the origin ignored a ``Range`` request)."""
+        assert self.fd is not None  # noqa: S101 - internal invariant
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        self.hasher = hashlib.sha256()
+        self.size = 0
+
+    def truncate(self, size: int) -> None:
+        """Cut the file back to ``size`` bytes and re-hash them (after an unclear failure)."""
+        assert self.fd is not None  # noqa: S101 - internal invariant
+        os.ftruncate(self.fd, size)
+        self.hasher = hashlib.sha256()
+        self.size = 0
+        self._rehash()
+
+    @property
+    def sha256(self) -> str:
+        """Hex digest of the bytes written so far."""
+        return self.hasher.hexdigest()
+
+    def commit(self, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """fsync, record the sidecar, ``os.replace`` into ``dest``, fsync the directory.
+
+        Returns the sidecar written (``meta`` plus ``sha256``, ``size``, ``fetched``, ``stat``).
+        """
+        assert self.fd is not None  # noqa: S101 - internal invariant
+        os.fsync(self.fd)
+        st = os.fstat(self.fd)
+        record = {
+            **(meta or {}),
+            "sha256": self.sha256,
+            "size": self.size,
+            "fetched": time.time(),
+            "stat": stat_key(st),
+        }
+        os.close(self.fd)
+        self.fd = None
+        write_meta(self.dest, record)
+        os.replace(self.path, self.dest)
+        fsync_dir(os.path.dirname(self.dest) or ".")
+        return record
+
+    def discard(self) -> None:
+        """Close and remove the partial (idempotent)."""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+def atomic_write(dest: str, data: bytes, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Publish ``data`` at ``dest`` in one step (small files: manifests, media entries)."""
+    part = Partial(dest)
+    try:
+        part.write(data)
+        return part.commit(meta)
+    except BaseException:
+        part.discard()
+        raise
+
+
+def _sync_tree(root: str) -> None:
+    for here, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                fd = os.open(os.path.join(here, name), os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(here)
+
+
+def publish_dir(staging: str, dest: str, *, replace: bool = False, sync: bool = True) -> bool:
+    """Rename the finished directory ``staging`` to ``dest``; say whether ours was published.
+
+    Without ``replace``, the first publisher wins: if ``dest`` already exists (non-empty), our
+    copy is removed and ``False`` returned. With ``replace``, an existing ``dest`` is renamed
+    aside and removed after ours is in place (readers see the old or the new tree, and for an
+    instant nothing). ``staging`` must be in the same directory as ``dest``.
+    """
+    if sync:
+        _sync_tree(staging)
+    parent = os.path.dirname(dest) or "."
+    try:
+        os.rename(staging, dest)
+    except OSError:
+        if not os.path.isdir(dest):
+            raise
+        if not replace:
+            shutil.rmtree(staging, ignore_errors=True)
+            return False
+        aside = partial_path(dest) + ".old"
+        os.rename(dest, aside)
+        os.rename(staging, dest)
+        shutil.rmtree(aside, ignore_errors=True)
+    fsync_dir(parent)
+    return True
+
+
+class Staging:
+    """What :func:`staged_dir` yields: the private ``path`` to build in; ``published`` after."""
+
+    __slots__ = ("dest", "path", "published")
+
+    def __init__(self, dest: str, path: str) -> None:
+        self.dest = dest
+        self.path = path
+        self.published: bool | None = None
+
+
+@contextlib.contextmanager
+def staged_dir(dest: str, *, replace: bool = False, sync: bool = True) -> Iterator[Staging]:
+    """Build a directory privately, then publish it at ``dest`` atomically.
+
+    ``with staged_dir(dest) as st: build into st.path``. On an exception the staging directory
+    is removed and nothing is published. ``st.published`` says whether ours won.
+    """
+    parent = os.path.dirname(dest) or "."
+    os.makedirs(parent, exist_ok=True)
+    path = partial_path(dest)
+    os.mkdir(path)
+    staging = Staging(dest, path)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    staging.published = publish_dir(path, dest, replace=replace, sync=sync)
+
+
+def remove_abandoned(directory: str, *, stale_after: float = 3600.0) -> list[str]:
+    """Remove the partial files and staging directories in ``directory`` whose writer is gone.
+
+    A partial of a live writer is left alone; returns the paths removed.
+    """
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for entry in names:
+        path = os.path.join(directory, entry)
+        candidate = path[: -len(".old")] if entry.endswith(".partial.old") else path
+        if entry.endswith(".partial.old") or (
+            parse_partial(entry) is not None
+            and partial_abandoned(candidate, stale_after=stale_after)
+        ):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            removed.append(path)
+    return sorted(removed)
