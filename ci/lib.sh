@@ -1,0 +1,180 @@
+# shellcheck shell=bash
+# Shared code of ci/run-amd-test.sh, ci/run-cuda-test.sh and ci/isolated-run.sh; sourced, never run.
+#
+# The one rule of this file: no cache variable is named here. Every `--volume`/`--env` argument of
+# the cache layout comes from `cacheroot env --format docker`, which renders the layout table of
+# cacheroot.envs, so a variable added to that table reaches every container without an edit here.
+
+# Print a message on stderr, prefixed with the running script's name, and exit (default status 2).
+cr_die() {
+    printf '%s: %s\n' "${0##*/}" "$1" >&2
+    exit "${2:-2}"
+}
+
+cr_warn() {
+    printf '%s: warning: %s\n' "${0##*/}" "$1" >&2
+}
+
+# The `cacheroot` command: $CACHEROOT_CLI when set, else the first one on PATH. Sets CR_CLI.
+cr_find_cli() {
+    if [[ -n "${CACHEROOT_CLI:-}" ]]; then
+        CR_CLI=$CACHEROOT_CLI
+        command -v -- "$CR_CLI" >/dev/null 2>&1 ||
+            cr_die "CACHEROOT_CLI=$CR_CLI is not an executable command; point it at the cacheroot console script or unset it"
+    elif CR_CLI=$(command -v cacheroot); then
+        :
+    else
+        cr_die "the cacheroot command is not on PATH; install cacheroot-envs (pip install cacheroot-envs) or set CACHEROOT_CLI to its path"
+    fi
+}
+
+# The layout's container arguments for TAG (cuda, rocm or empty) with the volume mounted at
+# CONTAINER_ROOT: one argument a line from the CLI, read into the array CR_LAYOUT.
+# The host side of the volume is the CLI's own root (CACHEROOT, else its documented fallback); it
+# is returned in CR_HOST_ROOT so the callers can create it (podman refuses a missing source).
+cr_layout_args() {
+    local tag=$1 container_root=$2 text line
+    local -a cmd=("$CR_CLI" env --format docker --container-root "$container_root")
+    [[ -n "$tag" ]] && cmd+=(--tag "$tag")
+    # A command substitution, not `< <(...)`: a failing CLI (an invalid root) must stop the script.
+    text=$("${cmd[@]}") || cr_die "'${cmd[*]}' failed (see its message above); fix the cache root and retry"
+    mapfile -t CR_LAYOUT <<<"$text"
+    CR_HOST_ROOT=
+    for line in "${CR_LAYOUT[@]}"; do
+        if [[ "$line" == --volume=*":$container_root" ]]; then
+            line=${line#--volume=}
+            CR_HOST_ROOT=${line%":$container_root"}
+        fi
+    done
+    [[ -n "$CR_HOST_ROOT" ]] ||
+        cr_die "'${cmd[*]}' printed no --volume=HOST:$container_root line; is cacheroot-envs up to date?"
+}
+
+# `--env=NAME` (the value stays out of the printed command) for each named variable that is set.
+# Appends to the array CR_PASS.
+cr_pass_env() {
+    local name
+    for name in "$@"; do
+        [[ "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || cr_die "PASS_ENV names '$name', which is not a variable name"
+        if [[ -n "${!name+set}" ]]; then
+            CR_PASS+=("--env=$name")
+        fi
+    done
+}
+
+# Print ARGS as one shell-quoted line that a shell reads back as the same words.
+cr_print_command() {
+    local line
+    printf -v line '%q ' "$@"
+    printf '%s\n' "${line% }"
+}
+
+# The container runtime from CONTAINER_RUNTIME (docker or podman). Sets CR_RUNTIME.
+cr_runtime() {
+    CR_RUNTIME=${CONTAINER_RUNTIME:-docker}
+    case "$CR_RUNTIME" in
+        docker | podman) ;;
+        *) cr_die "CONTAINER_RUNTIME=$CR_RUNTIME is not supported: expected docker or podman" ;;
+    esac
+}
+
+# Run ARGS in the background and wait, so that INT/TERM/HUP reach the trap at once (bash defers
+# traps while a foreground child runs): the trap removes the container by NAME, since a CI agent
+# that cancels a job may kill the runtime's client before it stops the container.
+# Sets CR_STATUS to the command's exit status.
+cr_run_and_wait() {
+    local name=$1
+    shift
+    "$@" &
+    CR_CHILD=$!
+    CR_CONTAINER_NAME=$name
+    trap 'cr_cancel 130' INT
+    trap 'cr_cancel 143' TERM
+    trap 'cr_cancel 129' HUP
+    CR_STATUS=0
+    wait "$CR_CHILD" || CR_STATUS=$?
+    trap - INT TERM HUP
+}
+
+cr_cancel() {
+    cr_warn "interrupted: removing container $CR_CONTAINER_NAME"
+    "$CR_RUNTIME" rm -f "$CR_CONTAINER_NAME" >/dev/null 2>&1 || true
+    kill -TERM "$CR_CHILD" 2>/dev/null || true
+    wait "$CR_CHILD" 2>/dev/null || true
+    exit "$1"
+}
+
+# The shared body of the two test runners. TAG is cuda or rocm; the caller has filled the array
+# CR_DEVICES with its vendor's device arguments; ARGS are the script's own arguments.
+cr_main() {
+    local tag=$1
+    shift
+    local image=${IMAGE:-}
+    case "${1:-}" in
+        --image) [[ $# -ge 2 ]] || cr_die "--image needs a value"; image=$2; shift 2 ;;
+        --image=*) image=${1#--image=}; shift ;;
+        -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) ;;
+    esac
+    [[ -n "$image" ]] || cr_die "no image: set IMAGE or pass --image IMAGE as the first argument"
+
+    cr_runtime
+    cr_find_cli
+    local container_root=${CACHEROOT_CONTAINER:-/cacheroot}
+    [[ "$container_root" == /* ]] || cr_die "CACHEROOT_CONTAINER=$container_root is not an absolute path"
+    cr_layout_args "$tag" "$container_root"
+
+    CR_PASS=()
+    local -a extra_names=() extra_args=()
+    read -ra extra_names <<<"${PASS_ENV:-}"
+    cr_pass_env HF_TOKEN BUILDKITE_PARALLEL_JOB BUILDKITE_PARALLEL_JOB_COUNT "${extra_names[@]}"
+    read -ra extra_args <<<"${CONTAINER_EXTRA_ARGS:-}"
+
+    # A relative source would be read as a named volume: anchor it at the working directory.
+    local artifacts_dir=${ARTIFACTS_DIR:-}
+    [[ -z "$artifacts_dir" || "$artifacts_dir" == /* ]] || artifacts_dir=$PWD/$artifacts_dir
+    local -a artifacts=()
+    if [[ -n "$artifacts_dir" ]]; then
+        artifacts=("--volume=$artifacts_dir:${ARTIFACTS_CONTAINER:-/artifacts}")
+    fi
+
+    local name=${CI_CONTAINER_NAME:-cacheroot-$tag-${BUILDKITE_JOB_ID:-$$}}
+    local session=${NOX_SESSION:-tests-$tag}
+    local -a cmd=(
+        "$CR_RUNTIME" run --rm "--name=$name"
+        "${CR_DEVICES[@]}"
+        "--shm-size=${SHM_SIZE:-16g}"
+        "${CR_LAYOUT[@]}"
+        "${artifacts[@]}"
+        "${CR_PASS[@]}"
+        "${extra_args[@]}"
+        "$image"
+        nox -s "$session" "$@"
+    )
+
+    if [[ "${DRY_RUN:-0}" == 1 ]]; then
+        cr_print_command "${cmd[@]}"
+        return 0
+    fi
+
+    mkdir -p -- "$CR_HOST_ROOT" || cr_die "cannot create the cache volume's host directory $CR_HOST_ROOT"
+    if [[ -n "$artifacts_dir" ]]; then
+        mkdir -p -- "$artifacts_dir" || cr_die "cannot create ARTIFACTS_DIR=$artifacts_dir"
+    fi
+    printf -- '--- Running %s in %s (%s)\n' "$session" "$image" "$CR_RUNTIME"
+    cr_run_and_wait "$name" "${cmd[@]}"
+    cr_exit_status "$CR_STATUS"
+}
+
+# Map the container's exit status to the script's (see "Exit status" in the runners' headers).
+cr_exit_status() {
+    local status=$1
+    if [[ "$status" == 5 ]]; then
+        if [[ "${ALLOW_NO_TESTS:-0}" == 1 ]]; then
+            printf '%s: pytest collected no tests (exit status 5); ALLOW_NO_TESTS=1, so this counts as success\n' "${0##*/}"
+            exit 0
+        fi
+        cr_die "pytest collected no tests (exit status 5): a wrong selection, or a shard with nothing to run. Fix the selection, or set ALLOW_NO_TESTS=1 where an empty shard is expected" 5
+    fi
+    exit "$status"
+}
