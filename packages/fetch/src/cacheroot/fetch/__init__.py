@@ -8,7 +8,9 @@ the other cacheroot packages.
 from __future__ import annotations
 
 from ._errors import CacheMissError, ChecksumError, DownloadError, FetchError, LockTimeout
+from ._fetcher import Fetcher, cache_dir, default_fetcher, fetch
 from ._lock import PathLock, holder
+from ._naming import check_filename, check_namespace, entry_name, entry_path
 from ._stats import reset_stats, stats
 from ._store import (
     Partial,
@@ -31,12 +33,20 @@ __all__ = [
     "ChecksumError",
     "DownloadError",
     "FetchError",
+    "Fetcher",
     "LockTimeout",
     "Partial",
     "PathLock",
     "Staging",
     "atomic_write",
+    "cache_dir",
+    "check_filename",
+    "check_namespace",
     "current_meta",
+    "default_fetcher",
+    "entry_name",
+    "entry_path",
+    "fetch",
     "fsync_dir",
     "holder",
     "partial_abandoned",

@@ -9,7 +9,9 @@ constructor arguments: pytest-xdist sends exceptions from workers to the control
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Any
 
 
 class FetchError(Exception):

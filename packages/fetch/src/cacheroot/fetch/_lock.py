@@ -20,13 +20,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-import filelock
-
 from . import _proc
 from ._errors import LockTimeout
 
 if TYPE_CHECKING:
     from types import TracebackType
+
+    import filelock
 
 #: How often a waiter re-checks the holder while it waits (seconds).
 POLL = 0.05
@@ -67,10 +67,14 @@ class PathLock:
         self._lock: filelock.BaseFileLock | None = None
 
     def _new(self) -> filelock.BaseFileLock:
+        import filelock  # noqa: PLC0415 - a hit never locks; keep filelock off its import path
+
         return filelock.FileLock(self.path, thread_local=False, is_singleton=False)
 
     def acquire(self) -> float:
         """Take the lock; return the seconds spent waiting. Raises :class:`LockTimeout`."""
+        from filelock import Timeout  # noqa: PLC0415 - see _new
+
         start = time.monotonic()
         deadline = None if self.timeout is None else start + self.timeout
         lock = self._new()
@@ -78,7 +82,7 @@ class PathLock:
             try:
                 lock.acquire(timeout=self.poll, poll_interval=min(self.poll, 0.05))
                 break
-            except filelock.Timeout:
+            except Timeout:
                 pass
             if self._reclaim():
                 lock = self._new()

@@ -1,0 +1,410 @@
+"""The cache in front of :mod:`._http`: hits, single-flight misses, publishing, offline mode.
+
+The hit path is what test suites run thousands of times, so it is kept to one ``os.stat`` and
+two dictionary look-ups once a process has seen an entry: the sidecar is read the first time and
+remembered with the entry's ``(size, mtime_ns, inode)``; nothing is re-hashed unless that triple
+changed. ``requests`` is imported only when something must be downloaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from cacheroot.envs import CACHEROOT as _CACHEROOT
+from cacheroot.envs import CACHEROOT_OFFLINE, TABLE, XDG_CACHE_HOME, resolve, truthy
+
+from . import _stats, _store
+from ._errors import CacheMissError, ChecksumError, DownloadError, FetchError
+from ._lock import PathLock
+from ._naming import entry_path, url_key
+
+if TYPE_CHECKING:
+    import requests
+
+log = logging.getLogger("cacheroot.fetch")
+
+#: The layout variable that holds the cache directory (its name is spelled in the layout table).
+CACHE_VARIABLE = "VLLM_TEST_CACHE"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _ancestry(name: str) -> tuple[str, ...]:
+    by_name = {v.name: v for v in TABLE}
+    names = []
+    while name:
+        names.append(name)
+        name = by_name[name].parent if name in by_name else ""
+    return tuple(names)
+
+
+#: Every variable that the cache directory's value depends on (memo key of :func:`cache_dir`).
+_DEPENDS = (_CACHEROOT, XDG_CACHE_HOME, "HOME", *_ancestry(CACHE_VARIABLE))
+_dir_memo: dict[tuple[str | None, ...], str] = {}
+
+
+def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """``VLLM_TEST_CACHE`` as :func:`cacheroot.envs.resolve` derives it now.
+
+    Resolved at every call (the environment may change between calls), but memoised on the
+    values of the variables it depends on, which is a tuple of look-ups instead of resolving the
+    whole layout. Raises :class:`FetchError` when the layout makes it unusable.
+    """
+    env = os.environ if environ is None else environ
+    key = tuple(env.get(n) for n in _DEPENDS)
+    found = _dir_memo.get(key)
+    if found is not None:
+        return found
+    setting = resolve(env).settings.get(CACHE_VARIABLE)
+    if setting is None or not setting.value:
+        reason = setting.reason if setting is not None else "it is not in the layout"
+        raise FetchError(
+            f"{CACHE_VARIABLE} is unusable ({reason}); set {_CACHEROOT} or {CACHE_VARIABLE} to "
+            "an absolute path (`cacheroot doctor` explains the layout)"
+        )
+    value = os.path.expanduser(setting.value.strip())
+    _dir_memo[key] = value
+    return value
+
+
+def _check_sha256(sha256: str | None) -> str | None:
+    if sha256 is None:
+        return None
+    digest = sha256.strip().lower()
+    if digest.startswith("sha256:"):
+        digest = digest[7:]
+    if not _SHA256.fullmatch(digest):
+        raise ValueError(f"sha256 {sha256!r} is not a digest: expected 64 hexadecimal digits")
+    return digest
+
+
+class Fetcher:
+    """Shared settings and one pooled HTTP session for many :meth:`fetch` calls.
+
+    Thread-safe: threads of one process exclude each other on an entry as processes do.
+    ``retries`` counts failed attempts in a row (an attempt that moved at least one chunk
+    forward resets it); ``backoff`` doubles per failure up to ``backoff_max``, with jitter;
+    ``Retry-After`` is honoured up to ``retry_after_max``. ``max_size`` (bytes) refuses larger
+    bodies. ``file://`` URLs are read only with ``allow_file``. ``stale_after`` is how old a
+    partial file written on another machine must be before it is taken over.
+    """
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        retries: int = 5,
+        backoff: float = 0.5,
+        backoff_max: float = 30.0,
+        retry_after_max: float = 120.0,
+        chunk_size: int = 1 << 20,
+        max_size: int | None = None,
+        max_redirects: int = 10,
+        lock_timeout: float | None = 1800.0,
+        stale_after: float = 3600.0,
+        allow_file: bool = False,
+        pool: int = 16,
+        user_agent: str = "cacheroot-fetch",
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self.retry_after_max = retry_after_max
+        self.chunk_size = chunk_size
+        self.max_size = max_size
+        self.max_redirects = max_redirects
+        self.lock_timeout = lock_timeout
+        self.stale_after = stale_after
+        self.allow_file = allow_file
+        self.pool = pool
+        self.user_agent = user_agent
+        self._session: requests.Session | None = None
+        self._session_lock = threading.Lock()
+        # entry path -> (stat triple, sha256, url key) of a sidecar already checked
+        self._known: dict[str, tuple[tuple[int, int, int], str | None, str | None]] = {}
+
+    # -- public --------------------------------------------------------------------------
+    def path(self, url: str, *, namespace: str = "downloads", filename: str | None = None) -> Path:
+        """Where ``url`` is (or would be) cached; touches nothing."""
+        return Path(entry_path(cache_dir(), namespace, url, filename))
+
+    def fetch(
+        self,
+        url: str,
+        *,
+        sha256: str | None = None,
+        namespace: str = "downloads",
+        filename: str | None = None,
+        offline: bool | None = None,
+        timeout: float | tuple[float, float] | None = None,
+        progress: bool | None = None,
+    ) -> Path:
+        """The local path of ``url``'s bytes, downloading them first on a miss.
+
+        ``sha256`` (hex) is verified on every download, and a cached entry recorded with another
+        digest is downloaded again. ``offline`` (default: ``CACHEROOT_OFFLINE``) forbids the
+        network: a miss raises :class:`CacheMissError`. ``timeout`` is the read timeout, or a
+        ``(connect, read)`` pair. ``progress`` shows a bar (default: when stderr is a terminal).
+        """
+        digest = _check_sha256(sha256)
+        dest = entry_path(cache_dir(), namespace, url, filename)
+        key = url_key(url)
+        size = self._hit(dest, key, digest)
+        if size is not None:
+            _stats.add(hits=1, bytes_from_cache=size)
+            return Path(dest)
+        if offline is None:
+            offline = truthy(os.environ.get(CACHEROOT_OFFLINE))
+        if offline:
+            hint = ""
+            if filename is not None or namespace != "downloads":
+                extra = f" --namespace {namespace}" if namespace != "downloads" else ""
+                extra += f" --filename {filename}" if filename is not None else ""
+                hint = (
+                    f"warm it first with `cacheroot fetch {url}{extra}` "
+                    "(or `cacheroot warm MANIFEST`)"
+                )
+            raise CacheMissError(url, dest, hint)
+        self._check_scheme(url)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        lock = PathLock(_lock_path(dest), timeout=self.lock_timeout)
+        try:
+            waited = lock.acquire()
+        finally:
+            _stats.add(lock_wait_seconds=lock.waited)
+        try:
+            size = self._hit(dest, key, digest)
+            if size is not None:
+                _stats.add(hits=1, bytes_from_cache=size)
+                log.debug("%s arrived while waiting %.2f s for the lock", url, waited)
+                return Path(dest)
+            _stats.add(misses=1)
+            self._download(url, dest, digest, timeout=timeout, progress=progress)
+        finally:
+            lock.release()
+        return Path(dest)
+
+    def close(self) -> None:
+        """Close the HTTP session (a later miss opens a new one)."""
+        with self._session_lock:
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+
+    # -- the hit path --------------------------------------------------------------------
+    def _hit(self, dest: str, key: str, digest: str | None) -> int | None:
+        """The entry's size if ``dest`` holds ``key``'s bytes (matching ``digest``), else None."""
+        try:
+            st = os.stat(dest)
+        except OSError:
+            return None
+        triple = (st.st_size, st.st_mtime_ns, st.st_ino)
+        known = self._known.get(dest)
+        if known is None or known[0] != triple:
+            known = self._recheck(dest, triple, key, digest)
+            if known is None:
+                return None
+            self._known[dest] = known
+        if known[2] != key or (digest is not None and known[1] != digest):
+            return None
+        return st.st_size
+
+    def _recheck(
+        self, dest: str, triple: tuple[int, int, int], key: str, digest: str | None
+    ) -> tuple[tuple[int, int, int], str | None, str | None] | None:
+        meta = _store.read_meta(dest)
+        if meta is not None and meta.get("stat") == list(triple):
+            return triple, meta.get("sha256"), meta.get("url")
+        if digest is None:
+            return None  # changed behind our back and nothing to check it against: download
+        actual, size = _store.sha256_file(dest)
+        if actual != digest:
+            return None
+        # The file is right but its record is stale (copied, touched, restored): renew it.
+        st = os.stat(dest)
+        record = {**(meta or {}), "url": key, "sha256": actual, "size": size}
+        record["stat"] = _store.stat_key(st)
+        with contextlib.suppress(OSError):  # read-only cache: the hash check is what counts
+            _store.write_meta(dest, record)
+        return (st.st_size, st.st_mtime_ns, st.st_ino), actual, key
+
+    # -- the miss path -------------------------------------------------------------------
+    def _check_scheme(self, url: str) -> None:
+        scheme = urlsplit(url).scheme.lower()
+        if scheme in ("http", "https") or (scheme == "file" and self.allow_file):
+            return
+        allowed = "http, https" + (", file" if self.allow_file else "")
+        extra = "" if self.allow_file else " (file:// needs Fetcher(allow_file=True))"
+        raise DownloadError(url, f"{url}: scheme {scheme!r} is not supported: use {allowed}{extra}")
+
+    def _session_(self) -> requests.Session:
+        from ._http import new_session  # noqa: PLC0415 - requests only on a miss
+
+        with self._session_lock:
+            if self._session is None:
+                self._session = new_session(self.pool)
+            return self._session
+
+    def _download(
+        self,
+        url: str,
+        dest: str,
+        digest: str | None,
+        *,
+        timeout: float | tuple[float, float] | None,
+        progress: bool | None,
+    ) -> None:
+        from ._http import Settings  # noqa: PLC0415 - requests only on a miss
+
+        settings = Settings(
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            retries=self.retries,
+            backoff=self.backoff,
+            backoff_max=self.backoff_max,
+            retry_after_max=self.retry_after_max,
+            chunk_size=self.chunk_size,
+            max_size=self.max_size,
+            max_redirects=self.max_redirects,
+            user_agent=self.user_agent,
+        )
+        if timeout is None:
+            timeouts = (self.connect_timeout, self.read_timeout)
+        elif isinstance(timeout, tuple):
+            timeouts = timeout
+        else:
+            timeouts = (min(self.connect_timeout, timeout), timeout)
+        show = sys.stderr.isatty() if progress is None else progress
+        started = time.monotonic()
+        # A partial left by a process that died is only worth adopting when a digest will
+        # check the spliced result; without one, start clean.
+        part = _store.Partial.adopt(dest, stale_after=self.stale_after)
+        adopted = part is not None
+        if part is not None and digest is None:
+            part.discard()
+            part, adopted = None, False
+        if part is None:
+            part = self._new_partial(url, dest)
+        try:
+            meta = self._transfer(url, part, digest, settings, timeouts, adopted=adopted, show=show)
+            self._publish(url, dest, part, meta)
+        except BaseException:
+            part.discard()
+            raise
+        elapsed = time.monotonic() - started
+        _stats.add(downloads=1)
+        rate = part.size / elapsed / 1e6 if elapsed > 0 else float("inf")
+        log.info(
+            "fetched %s: %d bytes in %.2f s (%.1f MB/s) -> %s", url, part.size, elapsed, rate, dest
+        )
+
+    def _transfer(
+        self,
+        url: str,
+        part: _store.Partial,
+        digest: str | None,
+        settings: Any,
+        timeouts: tuple[float, float],
+        *,
+        adopted: bool,
+        show: bool,
+    ) -> dict[str, Any]:
+        """Fill ``part`` and verify it; an adopted partial that fails gets one clean retry."""
+        from ._http import Transfer  # noqa: PLC0415 - requests only on a miss
+
+        while True:
+            transfer = Transfer(
+                self._session_(),
+                settings,
+                url,
+                part,
+                timeout=timeouts,
+                progress=show,
+                allow_file=self.allow_file,
+            )
+            meta = transfer.run()
+            _stats.add(bytes_downloaded=transfer.received)
+            if digest is None or part.sha256 == digest:
+                return meta
+            if not adopted:
+                raise ChecksumError(url, digest, part.sha256, part.size)
+            # The spliced file is wrong: the partial may have come from another version.
+            log.info("%s: adopted partial did not verify; downloading again", url)
+            part.reset()
+            adopted = False
+
+    def _new_partial(self, url: str, dest: str) -> _store.Partial:
+        try:
+            return _store.Partial(dest)
+        except OSError as exc:
+            raise DownloadError(
+                url, f"cannot create a file next to {dest}: {exc.strerror}", err=exc.errno
+            ) from exc
+
+    def _publish(self, url: str, dest: str, part: _store.Partial, meta: dict[str, Any]) -> None:
+        try:
+            record = part.commit({**meta, "url": url_key(url)})
+        except OSError as exc:
+            raise DownloadError(
+                url,
+                f"could not publish {dest}: {exc.strerror or exc}; free space there or point "
+                "VLLM_TEST_CACHE at a larger volume",
+                err=exc.errno,
+            ) from exc
+        stat = record["stat"]
+        self._known[dest] = ((stat[0], stat[1], stat[2]), record["sha256"], record["url"])
+
+
+def _lock_path(dest: str) -> str:
+    head, name = os.path.split(dest)
+    return os.path.join(head, f".{name}.lock")
+
+
+_default: Fetcher | None = None
+_default_lock = threading.Lock()
+
+
+def default_fetcher() -> Fetcher:
+    """The :class:`Fetcher` that :func:`fetch` uses (created on first use)."""
+    global _default  # noqa: PLW0603 - one lazily built default, like requests' own
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Fetcher()
+    return _default
+
+
+def fetch(
+    url: str,
+    *,
+    sha256: str | None = None,
+    namespace: str = "downloads",
+    filename: str | None = None,
+    offline: bool | None = None,
+    timeout: float | tuple[float, float] | None = None,
+    progress: bool | None = None,
+) -> Path:
+    """Download ``url`` once into ``$VLLM_TEST_CACHE/<namespace>/`` and return its path.
+
+    See :meth:`Fetcher.fetch`; this calls it on :func:`default_fetcher`.
+    """
+    return default_fetcher().fetch(
+        url,
+        sha256=sha256,
+        namespace=namespace,
+        filename=filename,
+        offline=offline,
+        timeout=timeout,
+        progress=progress,
+    )

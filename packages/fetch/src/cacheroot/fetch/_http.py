@@ -1,0 +1,353 @@
+"""One transfer: bytes of a URL into a :class:`~._store.Partial`, surviving a flaky network.
+
+Only the miss path imports this module (and with it ``requests``), so a warm cache never pays
+for it. What it handles, and how:
+
+- connection errors, read timeouts, 408, 429 and 5xx are retried with exponential backoff and
+  jitter; ``Retry-After`` (seconds or an HTTP date) is honoured up to a bound;
+- a body that breaks off (reset, short read against ``Content-Length``) is resumed with
+  ``Range`` from the bytes already written, guarded by ``If-Range`` so that a changed file
+  restarts instead of splicing; a server that ignores ``Range`` (200 instead of 206) restarts
+  from zero;
+- ``Content-Encoding`` is never decoded (``Accept-Encoding: identity`` is asked for, and a
+  server that compresses anyway is stored as sent): the cache holds the bytes the URL names;
+- redirects are followed by hand, at most ``max_redirects`` times, and only http to http(s)
+  or https to https (a downgrade or another scheme is refused);
+- ``max_size`` is checked against the announced length and while streaming.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import random
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+from urllib.request import url2pathname
+
+import requests
+import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+
+from ._errors import DownloadError
+
+if TYPE_CHECKING:
+    from ._store import Partial
+
+log = logging.getLogger("cacheroot.fetch")
+
+#: Statuses worth another try: the origin or something in front of it is busy or broken.
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: What a broken transfer raises from inside requests, urllib3 or the socket layer.
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    requests.RequestException,
+    urllib3.exceptions.HTTPError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+class Settings:
+    """The knobs of a transfer (a :class:`~._fetcher.Fetcher` holds one)."""
+
+    __slots__ = (
+        "backoff",
+        "backoff_max",
+        "chunk_size",
+        "connect_timeout",
+        "max_redirects",
+        "max_size",
+        "read_timeout",
+        "retries",
+        "retry_after_max",
+        "user_agent",
+    )
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        retries: int,
+        backoff: float,
+        backoff_max: float,
+        retry_after_max: float,
+        chunk_size: int,
+        max_size: int | None,
+        max_redirects: int,
+        user_agent: str,
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self.retry_after_max = retry_after_max
+        self.chunk_size = chunk_size
+        self.max_size = max_size
+        self.max_redirects = max_redirects
+        self.user_agent = user_agent
+
+
+def new_session(pool: int = 16) -> requests.Session:
+    """A pooled session that never retries or decodes behind our back."""
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=pool, pool_maxsize=pool, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds to wait that a ``Retry-After`` header asks for (``None`` if absent or garbled)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class _Retry(Exception):  # noqa: N818 - control flow, never escapes this module
+    """One attempt failed in a way worth retrying."""
+
+    def __init__(self, reason: str, status: int | None = None, wait: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.status, self.wait = reason, status, wait
+
+
+class Transfer:
+    """Moves the bytes of ``url`` into ``part``; :meth:`run` returns what the sidecar records."""
+
+    def __init__(
+        self,
+        session: requests.Session,
+        settings: Settings,
+        url: str,
+        part: Partial,
+        *,
+        timeout: tuple[float, float],
+        progress: bool,
+        allow_file: bool,
+    ) -> None:
+        self.session, self.settings, self.url, self.part = session, settings, url, part
+        self.timeout, self.show_progress, self.allow_file = timeout, progress, allow_file
+        self.validator: str | None = None
+        self.etag: str | None = None
+        self.total: int | None = None
+        self.received = 0
+        self._bar: Any = None
+
+    # -- the retry loop ------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Download until complete, retrying what is worth it; raise :class:`DownloadError`."""
+        if urlsplit(self.url).scheme == "file":
+            self._copy_file()
+            return {"url": self.url, "etag": None}
+        failures = 0
+        try:
+            while True:
+                before = self.part.size
+                try:
+                    self._attempt()
+                    break
+                except _Retry as r:
+                    failures = (
+                        0 if self.part.size - before >= self.settings.chunk_size else failures
+                    )
+                    failures += 1
+                    if failures > self.settings.retries:
+                        raise DownloadError(
+                            self.url,
+                            f"giving up on {self.url} after {failures} attempts: {r.reason}; "
+                            "the origin may be down or rate-limiting: retry later, or warm the "
+                            "cache from a machine that can reach it",
+                            status=r.status,
+                        ) from r
+                    self._sleep(failures, r)
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+        return {"url": self.url, "etag": self.etag}
+
+    def _sleep(self, failures: int, r: _Retry) -> None:
+        s = self.settings
+        delay = min(s.backoff_max, s.backoff * 2 ** (failures - 1))
+        delay *= 0.5 + random.random() / 2  # noqa: S311 - jitter, not cryptography
+        if r.wait is not None:
+            delay = max(delay, min(r.wait, s.retry_after_max))
+        log.debug("retrying %s in %.2f s: %s", self.url, delay, r.reason)
+        time.sleep(delay)
+
+    # -- one attempt ---------------------------------------------------------------------
+    def _attempt(self) -> None:
+        offset = self.part.size
+        headers = {"Accept-Encoding": "identity", "User-Agent": self.settings.user_agent}
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+            if self.validator:
+                headers["If-Range"] = self.validator
+        resp = self._get(headers)
+        with resp:
+            status = resp.status_code
+            if status in RETRY_STATUSES:
+                raise _Retry(f"HTTP {status}", status, retry_after(resp.headers.get("Retry-After")))
+            if status == 416 and offset:
+                # Our partial is at least as long as the file: it changed; start again.
+                self.part.reset()
+                raise _Retry("HTTP 416 on resume: restarting from the first byte", status, 0.0)
+            if status == 206 and offset:
+                start, total = _content_range(resp.headers.get("Content-Range"))
+                if start != offset:
+                    self.part.reset()
+                    raise _Retry(f"206 from byte {start}, asked for {offset}: restarting", status)
+                self.total = total
+            elif status == 200:
+                if offset:
+                    log.debug("%s ignored Range: restarting from the first byte", self.url)
+                    self.part.reset()
+                length = resp.headers.get("Content-Length")
+                self.total = int(length) if length and length.isdigit() else None
+            else:
+                raise DownloadError(
+                    self.url,
+                    f"HTTP {status} {resp.reason} from {resp.url}: expected 200 (or 206 on "
+                    "resume); check the URL",
+                    status=status,
+                )
+            self.etag = resp.headers.get("ETag") or self.etag
+            self.validator = self._validator(resp) or self.validator
+            self._check_size(self.total)
+            self._stream(resp)
+        if self.total is not None and self.part.size != self.total:
+            raise _Retry(f"body ended at byte {self.part.size} of {self.total}", status)
+
+    def _validator(self, resp: requests.Response) -> str | None:
+        etag = resp.headers.get("ETag")
+        if etag and not etag.startswith("W/"):
+            return etag
+        return resp.headers.get("Last-Modified")
+
+    def _get(self, headers: dict[str, str]) -> requests.Response:
+        url = self.url
+        for _ in range(self.settings.max_redirects + 1):
+            try:
+                resp = self.session.get(
+                    url, headers=headers, stream=True, allow_redirects=False, timeout=self.timeout
+                )
+            except _TRANSIENT as exc:
+                raise _Retry(f"{type(exc).__name__}: {exc}") from exc
+            if resp.status_code not in _REDIRECTS:
+                return resp
+            location = resp.headers.get("Location", "")
+            resp.close()
+            target = urljoin(url, location)
+            before, after = urlsplit(url).scheme, urlsplit(target).scheme
+            if after not in ("http", "https") or (before == "https" and after != "https"):
+                raise DownloadError(
+                    self.url,
+                    f"{url} redirects to {target!r}: a redirect from {before} to {after} is "
+                    "refused (only http to http(s) and https to https are followed)",
+                    status=resp.status_code,
+                )
+            url = target
+        raise DownloadError(
+            self.url,
+            f"{self.url} redirected more than {self.settings.max_redirects} times (last: {url}); "
+            "a redirect loop on the server",
+            status=resp.status_code,
+        )
+
+    def _check_size(self, size: int | None) -> None:
+        limit = self.settings.max_size
+        if limit is not None and size is not None and size > limit:
+            raise DownloadError(
+                self.url,
+                f"{self.url} is larger than the maximum size: {size} > {limit} bytes; "
+                "raise max_size on the Fetcher if that is expected",
+            )
+
+    def _stream(self, resp: requests.Response) -> None:
+        self._start_progress()
+        raw = resp.raw
+        try:
+            for chunk in raw.stream(self.settings.chunk_size, decode_content=False):
+                self._write(chunk)
+        except DownloadError:
+            raise
+        except _TRANSIENT as exc:
+            raise _Retry(f"transfer broke at byte {self.part.size}: {exc}") from exc
+
+    def _write(self, chunk: bytes) -> None:
+        try:
+            self.part.write(chunk)
+        except OSError as exc:
+            raise DownloadError(
+                self.url,
+                f"could not write {self.part.path}: {exc.strerror or exc}; free space there or "
+                "point VLLM_TEST_CACHE at a larger volume",
+                err=exc.errno,
+            ) from exc
+        self.received += len(chunk)
+        self._check_size(self.part.size)
+        if self._bar is not None:
+            self._bar.update(len(chunk))
+
+    def _start_progress(self) -> None:
+        if not self.show_progress:
+            return
+        from tqdm import tqdm  # noqa: PLC0415 - only when a bar is shown
+
+        if self._bar is None:
+            self._bar = tqdm(
+                total=self.total,
+                initial=self.part.size,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=os.path.basename(self.part.dest)[:40],
+                file=sys.stderr,
+                leave=False,
+            )
+        else:
+            self._bar.reset(total=self.total)
+            self._bar.update(self.part.size)
+
+    def _copy_file(self) -> None:
+        if not self.allow_file:
+            raise DownloadError(
+                self.url,
+                f"{self.url}: file:// URLs are refused unless allowed (Fetcher(allow_file=True)); "
+                "they are meant for local mirrors",
+            )
+        path = url2pathname(urlsplit(self.url).path)
+        try:
+            f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise DownloadError(self.url, f"cannot read {path}: {exc.strerror}") from exc
+        with f:
+            self.part.reset()
+            self.total = os.fstat(f.fileno()).st_size
+            self._check_size(self.total)
+            while chunk := f.read(self.settings.chunk_size):
+                self._write(chunk)
+
+
+def _content_range(value: str | None) -> tuple[int | None, int | None]:
+    """``(first byte, total length)`` of a ``Content-Range: bytes a-b/n`` header."""
+    if not value or not value.startswith("bytes "):
+        return None, None
+    span, _, total = value[6:].partition("/")
+    first = span.partition("-")[0]
+    return (
+        int(first) if first.isdigit() else None,
+        int(total) if total.isdigit() else None,
+    )

@@ -1,0 +1,82 @@
+"""Where an entry lives: ``<cache>/<namespace>/<name>``, with no way out of the cache.
+
+A name is ``<16 hex digits of sha256(url)>-<sanitised basename>``: deterministic, different for
+different URLs (64 bits of digest), recognisable (``3f9c...-test.jsonl``) and short (at most
+:data:`~._store.MAX_NAME` bytes, so partial and sidecar names stay within NAME_MAX). Only
+``[A-Za-z0-9._-]`` survive sanitising and the name never starts with a dot, so it cannot be
+``..``, absolute, contain a separator or NUL, or collide with the store's dot-files.
+
+Namespaces and caller-chosen file names are *checked* rather than sanitised: silently mapping
+``../x`` to something else would hide a bug in the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from urllib.parse import unquote, urlsplit
+
+from ._store import MAX_NAME
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_VALID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_MAX_BASENAME = 100
+_MAX_NAMESPACE = 64
+#: Names Windows reserves in every directory (the cache may be an SMB share).
+_RESERVED = frozenset(
+    ["CON", "PRN", "AUX", "NUL"]
+    + [f"COM{i}" for i in range(1, 10)]
+    + [f"LPT{i}" for i in range(1, 10)]
+)
+
+
+def _sanitise(basename: str) -> str:
+    clean = _UNSAFE.sub("_", basename).lstrip("._-")
+    if len(clean) > _MAX_BASENAME:
+        stem, ext = os.path.splitext(clean)
+        ext = ext[:20]
+        clean = stem[: _MAX_BASENAME - len(ext)] + ext
+    return clean or "index"
+
+
+def url_key(url: str) -> str:
+    """The URL as it identifies an entry: without its fragment, which no server ever sees."""
+    return url.split("#", 1)[0]
+
+
+def entry_name(url: str) -> str:
+    """The file name of ``url``'s entry (see the module docstring)."""
+    key = url_key(url)
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    path = urlsplit(key).path
+    return f"{digest}-{_sanitise(unquote(path.rsplit('/', 1)[-1]))}"
+
+
+def _check(kind: str, value: str, limit: int) -> str:
+    if not isinstance(value, str) or not _VALID.fullmatch(value):
+        raise ValueError(
+            f"{kind} {value!r} is not allowed: expected letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (no separators, no '..', no NUL)"
+        )
+    if len(value) > limit:
+        raise ValueError(f"{kind} {value!r} is longer than {limit} characters")
+    if value.split(".", 1)[0].upper() in _RESERVED:
+        raise ValueError(f"{kind} {value!r} is a reserved device name on Windows file systems")
+    return value
+
+
+def check_namespace(namespace: str) -> str:
+    """``namespace`` if it is one safe directory name, else ``ValueError`` saying why."""
+    return _check("namespace", namespace, _MAX_NAMESPACE)
+
+
+def check_filename(filename: str) -> str:
+    """``filename`` if it is one safe file name, else ``ValueError`` saying why."""
+    return _check("filename", filename, MAX_NAME)
+
+
+def entry_path(cache_dir: str, namespace: str, url: str, filename: str | None = None) -> str:
+    """``<cache_dir>/<namespace>/<name>`` for ``url`` (``filename`` replaces the derived name)."""
+    name = entry_name(url) if filename is None else check_filename(filename)
+    return os.path.join(cache_dir, check_namespace(namespace), name)
