@@ -5,21 +5,23 @@ image's own (Debian ships one in ``/usr/lib/python3.X``). It applies the cachero
 finds the next ``sitecustomize`` on ``sys.path`` and runs it, so nothing the image did is lost.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 
 
 def _apply() -> None:
     try:
-        from cacheroot.envs import hook
+        from cacheroot.envs import hook  # noqa: PLC0415 - a broken install is caught here
     except Exception:  # noqa: BLE001 - an interpreter must always start
         return
     hook()
 
 
 def _chain() -> None:
-    from importlib.machinery import PathFinder
-    from importlib.util import module_from_spec
+    from importlib.machinery import PathFinder  # noqa: PLC0415 - only this image hook needs it
+    from importlib.util import module_from_spec  # noqa: PLC0415
 
     here = os.path.dirname(os.path.abspath(__file__))
     rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
@@ -30,7 +32,7 @@ def _chain() -> None:
     try:
         spec.loader.exec_module(module)
     except Exception:  # noqa: BLE001 - the shadowed hook failing must not stop the interpreter
-        import traceback
+        import traceback  # noqa: PLC0415 - only on failure
 
         traceback.print_exc()
 
