@@ -276,10 +276,13 @@ class Transfer:
             )
 
     def _stream(self, resp: requests.Response) -> None:
+        # read1 hands over whatever arrived (up to a chunk) without waiting to fill the chunk,
+        # so a transfer that breaks loses nothing that reached us: the resume starts there.
         self._start_progress()
-        raw = resp.raw
+        read1 = resp.raw.read1
+        size = self.settings.chunk_size
         try:
-            for chunk in raw.stream(self.settings.chunk_size, decode_content=False):
+            while chunk := read1(size, decode_content=False):
                 self._write(chunk)
         except DownloadError:
             raise
