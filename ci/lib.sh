@@ -83,14 +83,14 @@ cr_runtime() {
 # that cancels a job may kill the runtime's client before it stops the container.
 # Sets CR_STATUS to the command's exit status.
 cr_run_and_wait() {
-    local name=$1
+    CR_CONTAINER_NAME=$1
     shift
-    "$@" &
-    CR_CHILD=$!
-    CR_CONTAINER_NAME=$name
+    CR_CHILD=
     trap 'cr_cancel 130' INT
     trap 'cr_cancel 143' TERM
     trap 'cr_cancel 129' HUP
+    "$@" &
+    CR_CHILD=$!
     CR_STATUS=0
     wait "$CR_CHILD" || CR_STATUS=$?
     trap - INT TERM HUP
@@ -99,8 +99,10 @@ cr_run_and_wait() {
 cr_cancel() {
     cr_warn "interrupted: removing container $CR_CONTAINER_NAME"
     "$CR_RUNTIME" rm -f "$CR_CONTAINER_NAME" >/dev/null 2>&1 || true
-    kill -TERM "$CR_CHILD" 2>/dev/null || true
-    wait "$CR_CHILD" 2>/dev/null || true
+    if [[ -n "$CR_CHILD" ]]; then
+        kill -TERM "$CR_CHILD" 2>/dev/null || true
+        wait "$CR_CHILD" 2>/dev/null || true
+    fi
     exit "$1"
 }
 

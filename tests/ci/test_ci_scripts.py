@@ -1,0 +1,348 @@
+"""The container runners: the exact command they build, and how they treat the runtime's status.
+
+``DRY_RUN=1`` output is compared with the layout computed here from the table, so a variable added
+to ``cacheroot.envs.TABLE`` is expected in every container without a change to these tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cacheroot.envs import CACHEROOT, CACHEROOT_TAG, TABLE, resolve
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Run = Callable[..., subprocess.CompletedProcess[str]]
+
+CI = Path(__file__).resolve().parents[2] / "ci"
+RUNNERS = {"rocm": "run-amd-test.sh", "cuda": "run-cuda-test.sh"}
+PASS_THROUGH = ("HF_TOKEN", "BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT")
+
+
+class FakeRuntime:
+    """A ``docker``/``podman`` stand-in: logs each call's argv as a JSON line, exits with a status.
+
+    With ``gate`` set, ``run`` writes one line to that FIFO and then blocks until it is killed, so
+    a test knows, without sleeping, that the container "is running".
+    """
+
+    def __init__(self, bin_dir: Path, name: str, status: int = 0, gate: Path | None = None) -> None:
+        self.log = bin_dir / f"{name}.calls.jsonl"
+        program = f"""\
+            #!{sys.executable}
+            import json, os, signal, sys
+            with open({str(self.log)!r}, "a") as log:
+                log.write(json.dumps(sys.argv[1:]) + "\\n")
+            if sys.argv[1:2] == ["run"]:
+                gate = {str(gate) if gate else None!r}
+                if gate:
+                    with open(gate, "w") as fifo:
+                        fifo.write(f"started {{os.getpid()}}\\n")
+                    signal.pause()
+                sys.exit({status})
+            """
+        path = bin_dir / name
+        path.write_text(textwrap.dedent(program))
+        path.chmod(0o755)
+
+    def calls(self) -> list[list[str]]:
+        """Every recorded argv, without the program name."""
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+
+def dry(run_script: Run, tag: str, *args: str, **env: str | None) -> list[str]:
+    """The words of the command a runner prints with ``DRY_RUN=1``."""
+    out = run_script(RUNNERS[tag], *args, DRY_RUN="1", **env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 1, out.stdout
+    return shlex.split(lines[0])
+
+
+def env_assignments(words: list[str]) -> dict[str, str]:
+    """``--env=NAME=VALUE`` words as a mapping."""
+    pairs = (w.removeprefix("--env=").split("=", 1) for w in words if w.startswith("--env="))
+    return {p[0]: p[1] for p in pairs if len(p) == 2}
+
+
+def bare_envs(words: list[str]) -> list[str]:
+    """``--env=NAME`` words (values taken from the runtime's environment) as names."""
+    return [w.removeprefix("--env=") for w in words if w.startswith("--env=") and "=" not in w[6:]]
+
+
+@pytest.mark.parametrize("tag", sorted(RUNNERS))
+def test_dry_run_mounts_the_volume_and_sets_every_layout_variable(
+    run_script: Run, isolated_cache: Path, tag: str
+) -> None:
+    words = dry(run_script, tag, CACHEROOT_CONTAINER="/ci/cache")
+    assert words[:2] == ["docker", "run"]
+    assert f"--volume={isolated_cache}:/ci/cache" in words
+    expected = resolve({CACHEROOT: "/ci/cache"}, tag).applied()
+    assert expected, "the layout sets nothing: this test would prove nothing"
+    assert env_assignments(words) == {CACHEROOT: "/ci/cache", CACHEROOT_TAG: tag, **expected}
+    assert bare_envs(words) == []
+    assert words[-3:] == ["nox", "-s", f"tests-{tag}"]
+    assert words[-4] == "registry.example/ci:1"
+    assert "--rm" in words
+    assert "--shm-size=16g" in words
+
+
+@pytest.mark.parametrize("tag", sorted(RUNNERS))
+def test_the_default_container_path_is_cacheroot(
+    run_script: Run, isolated_cache: Path, tag: str
+) -> None:
+    words = dry(run_script, tag)
+    assert f"--volume={isolated_cache}:/cacheroot" in words
+    assert env_assignments(words)[CACHEROOT] == "/cacheroot"
+
+
+@pytest.mark.parametrize("tag", sorted(RUNNERS))
+def test_extra_arguments_reach_nox_verbatim(run_script: Run, tag: str) -> None:
+    extra = ["--", "-k", "gsm8k and not slow", "--cacheroot-report=/artifacts/r $x.json", "it's"]
+    words = dry(run_script, tag, *extra)
+    assert words[-len(extra) - 3 :] == ["nox", "-s", f"tests-{tag}", *extra]
+
+
+@pytest.mark.parametrize("tag", sorted(RUNNERS))
+def test_pass_through_variables_only_when_set_and_never_their_values(
+    run_script: Run, tag: str
+) -> None:
+    assert bare_envs(dry(run_script, tag)) == []
+    secrets = {"HF_TOKEN": "hf_secret_value", "BUILDKITE_PARALLEL_JOB": "3"}
+    out = run_script(RUNNERS[tag], DRY_RUN="1", BUILDKITE_PARALLEL_JOB_COUNT="8", **secrets)
+    assert out.returncode == 0, out.stderr
+    assert sorted(bare_envs(shlex.split(out.stdout))) == sorted(PASS_THROUGH)
+    assert "hf_secret_value" not in out.stdout + out.stderr
+
+
+def test_pass_env_adds_names_and_refuses_non_names(run_script: Run) -> None:
+    names = {"PASS_ENV": "SOME_TOKEN LANG", "LANG": "C.UTF-8", "SOME_TOKEN": None}
+    assert bare_envs(dry(run_script, "cuda", **names)) == ["LANG"]
+    bad = {"DRY_RUN": "1", "PASS_ENV": "NOT-A-NAME"}
+    out = run_script(RUNNERS["cuda"], **bad)
+    assert out.returncode == 2
+    assert "NOT-A-NAME" in out.stderr
+
+
+def test_rocm_passes_kfd_each_render_node_and_both_groups(run_script: Run) -> None:
+    words = dry(run_script, "rocm", RENDER_DEVICES="/dev/dri/renderD128 /dev/dri/renderD129")
+    devices = [w for w in words if w.startswith("--device=")]
+    assert devices == [
+        "--device=/dev/kfd",
+        "--device=/dev/dri/renderD128",
+        "--device=/dev/dri/renderD129",
+    ]
+    groups = [w for w in words if w.startswith("--group-add=")]
+    assert len(groups) == 2  # video and render: numeric host GIDs where the host has them
+    assert not any(w.startswith("--gpus") for w in words)
+
+
+def test_cuda_gpus_for_docker_and_podman(run_script: Run) -> None:
+    assert "--gpus=all" in dry(run_script, "cuda")
+    assert '--gpus="device=0,1"' in dry(run_script, "cuda", GPUS='"device=0,1"')
+    podman = dry(run_script, "cuda", CONTAINER_RUNTIME="podman", GPUS="0")
+    assert podman[0] == "podman"
+    assert "--device=nvidia.com/gpu=0" in podman
+    assert not any(w.startswith("--gpus") for w in podman)
+    assert not any(w.startswith("--device=/dev/kfd") for w in podman)
+
+
+@pytest.mark.parametrize("tag", sorted(RUNNERS))
+def test_podman_runs_the_same_command(run_script: Run, fake_bin: Path, tag: str) -> None:
+    runtime = FakeRuntime(fake_bin, "podman")
+    env = {"CONTAINER_RUNTIME": "podman", "RENDER_DEVICES": "/dev/dri/x", "CI_CONTAINER_NAME": "c"}
+    words = dry(run_script, tag, "-x", **env)
+    out = run_script(RUNNERS[tag], "-x", **env)
+    assert out.returncode == 0, out.stderr
+    assert runtime.calls() == [words[1:]]
+
+
+def test_an_unknown_runtime_is_refused(run_script: Run) -> None:
+    out = run_script(RUNNERS["cuda"], DRY_RUN="1", CONTAINER_RUNTIME="lxc")
+    assert out.returncode == 2
+    assert "CONTAINER_RUNTIME=lxc" in out.stderr
+    assert "docker or podman" in out.stderr
+
+
+def test_the_image_comes_from_the_argument_or_the_environment(run_script: Run) -> None:
+    out = run_script(RUNNERS["rocm"], DRY_RUN="1", IMAGE=None)
+    assert out.returncode == 2
+    assert "IMAGE" in out.stderr
+    assert dry(run_script, "rocm", "--image", "a/b:2", "-x")[-5:] == [
+        "a/b:2",
+        "nox",
+        "-s",
+        "tests-rocm",
+        "-x",
+    ]
+    assert dry(run_script, "cuda", "--image=c/d:3")[-4] == "c/d:3"
+
+
+def test_warm_session_and_artifacts_directory(run_script: Run, tmp_path: Path) -> None:
+    words = dry(run_script, "rocm", NOX_SESSION="warm", ARTIFACTS_DIR="out")
+    assert words[-3:] == ["nox", "-s", "warm"]
+    # A relative directory would be a named volume to docker: the script anchors it.
+    mounts = [w for w in words if w.endswith(":/artifacts")]
+    assert len(mounts) == 1
+    assert Path(mounts[0].removeprefix("--volume=").removesuffix(":/artifacts")).is_absolute()
+
+
+def test_a_missing_cli_is_named_and_cacheroot_cli_overrides_path(
+    run_script: Run, cli_dir: Path, fake_bin: Path
+) -> None:
+    bare = os.pathsep.join([str(fake_bin), "/usr/bin", "/bin"])
+    if shutil.which("cacheroot", path=bare):
+        pytest.skip("a cacheroot command is installed system-wide")
+    out = run_script(RUNNERS["cuda"], DRY_RUN="1", PATH=bare)
+    assert out.returncode == 2
+    assert "CACHEROOT_CLI" in out.stderr
+    cli = str(cli_dir / "cacheroot")
+    words = dry(run_script, "cuda", PATH=bare, CACHEROOT_CLI=cli)
+    assert env_assignments(words)[CACHEROOT] == "/cacheroot"
+    out = run_script(RUNNERS["cuda"], DRY_RUN="1", CACHEROOT_CLI=str(fake_bin / "nope"))
+    assert out.returncode == 2
+    assert "CACHEROOT_CLI" in out.stderr
+
+
+@pytest.mark.parametrize("tag", sorted(RUNNERS))
+def test_an_invalid_root_stops_before_the_runtime(
+    run_script: Run, fake_bin: Path, tag: str
+) -> None:
+    runtime = FakeRuntime(fake_bin, "docker")
+    out = run_script(RUNNERS[tag], CACHEROOT="relative/root")
+    assert out.returncode == 2
+    assert "absolute path" in out.stderr
+    assert runtime.calls() == []
+
+
+@pytest.mark.parametrize("tag", sorted(RUNNERS))
+def test_a_real_run_creates_the_host_root_and_runs_the_printed_command(
+    run_script: Run, fake_bin: Path, tmp_path: Path, tag: str
+) -> None:
+    root = tmp_path / "fresh" / "volume"
+    runtime = FakeRuntime(fake_bin, "docker")
+    env = {
+        "CACHEROOT": str(root),
+        "HF_TOKEN": "t",
+        "RENDER_DEVICES": "/dev/dri/renderD128",
+        "BUILDKITE_JOB_ID": "0190-job",
+    }
+    words = dry(run_script, tag, "--", "-k", "a b", **env)
+    out = run_script(RUNNERS[tag], "--", "-k", "a b", **env)
+    assert out.returncode == 0, out.stderr
+    assert root.is_dir()
+    assert runtime.calls() == [words[1:]]
+    assert f"--name=cacheroot-{tag}-0190-job" in words
+
+
+@pytest.mark.parametrize(
+    ("status", "allow", "expected"),
+    [(5, None, 5), (5, "1", 0), (5, "0", 5), (3, None, 3), (3, "1", 3), (0, None, 0)],
+)
+def test_exit_status_five_fails_unless_allowed(
+    run_script: Run,
+    fake_bin: Path,
+    status: int,
+    allow: str | None,
+    expected: int,
+) -> None:
+    FakeRuntime(fake_bin, "docker", status=status)
+    out = run_script(RUNNERS["cuda"], ALLOW_NO_TESTS=allow)
+    assert out.returncode == expected, out.stderr
+    if status == 5 and expected == 5:
+        assert "no tests" in out.stderr
+        assert "ALLOW_NO_TESTS=1" in out.stderr
+    if status == 5 and expected == 0:
+        assert "ALLOW_NO_TESTS=1" in out.stdout
+
+
+def test_an_interrupt_removes_the_container(
+    bash: str, script_env: dict[str, str], fake_bin: Path, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    runtime = FakeRuntime(fake_bin, "docker", gate=gate)
+    env = {**script_env, "CI_CONTAINER_NAME": "job-42"}
+    with subprocess.Popen(
+        [bash, str(CI / RUNNERS["cuda"])],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        with gate.open() as fifo:  # blocks until the fake runtime is running
+            word, pid = fifo.readline().split()
+        assert word == "started"
+        try:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:  # never leave the fake behind, whatever the script did
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "job-42" in err
+    calls = runtime.calls()
+    assert calls[0][:3] == ["run", "--rm", "--name=job-42"]
+    assert calls[1:] == [["rm", "-f", "job-42"]]
+
+
+def test_the_scripts_name_no_layout_variable() -> None:
+    scripts = sorted(CI.glob("*.sh"))
+    assert {p.name for p in scripts} >= {*RUNNERS.values(), "lib.sh", "isolated-run.sh"}
+    for path in scripts:
+        text = path.read_text()
+        found = [v.name for v in TABLE if re.search(rf"\b{re.escape(v.name)}\b", text)]
+        assert found == [], f"{path.name} names layout variables by hand: {found}"
+
+
+def test_shellcheck_is_clean() -> None:
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed (apt-get install -y shellcheck)")
+    scripts = sorted(str(p) for p in CI.glob("*.sh"))
+    out = subprocess.run(
+        [shellcheck, "--external-sources", *scripts],
+        cwd=CI.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_pipeline_example_warms_then_runs_both_tags_in_parallel() -> None:
+    yaml = pytest.importorskip("yaml", reason="PyYAML reads the pipeline example")
+    steps = yaml.safe_load((CI / "pipeline.yml").read_text())["steps"]
+    warm = [s for s in steps if s.get("key") == "warm"]
+    assert len(warm) == 1
+    assert sorted(warm[0]["matrix"]) == sorted(RUNNERS)
+    assert warm[0]["env"]["NOX_SESSION"] == "warm"
+    tests = [s for s in steps if s.get("key") != "warm"]
+    for tag, script in RUNNERS.items():
+        (step,) = [s for s in tests if f"ci/{script}" in s["command"]]
+        assert step["parallelism"] > 1
+        assert "matrix" not in step  # Buildkite refuses matrix and parallelism in one step
+        assert step["depends_on"] == "warm"
+        assert step["artifact_paths"].endswith(".json")
+        assert f"cacheroot-report-{tag}" in step["command"]
+        assert f"ci/{script}" in warm[0]["command"]
+    for step in steps:
+        for word in shlex.split(step["command"].replace(";;", " ")):
+            if word.startswith("ci/"):
+                assert (CI.parent / word).is_file(), word
