@@ -112,7 +112,8 @@ def test_bad_cacheroot(
     interp: Interpreter, child_env: dict[str, str], tmp_path: Path, name: str
 ) -> None:
     case = CASES[name]
-    home = child_env["HOME"]  # the per-test home; resolve() expands "~" with this process's
+    # The per-test home of the shared fixture: resolve() expands "~" with this process's HOME.
+    home = child_env["HOME"]
     fill = {"tmp": str(tmp_path), "home": home}
     if case.make == "file":
         (tmp_path / "a-file").write_text("not a directory\n")
@@ -135,7 +136,7 @@ def test_bad_cacheroot(
     doctor = interp.run([*prefix, sys.executable, "-m", "cacheroot.envs._cli", "doctor"], env)
 
     assert (started.returncode, started.stdout, started.stderr) == (0, "", "")
-    assert interp.tree(tmp_path, Path(home)) == before, "start-up created something"
+    assert interp.tree(tmp_path, Path(home)) == before, "start-up or the doctor created something"
     if case.root is None:
         assert layout == dict.fromkeys(NAMES)
         assert "root: (invalid)" in doctor.stdout
