@@ -1,0 +1,1 @@
+"""The scenario suite: what upstream's tests downloaded, fetched through the cache instead."""
