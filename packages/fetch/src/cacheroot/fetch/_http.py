@@ -44,7 +44,10 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: What a broken transfer raises from inside requests, urllib3 or the socket layer.
 _TRANSIENT: tuple[type[BaseException], ...] = (
-    requests.RequestException,
+    requests.ConnectionError,
+    requests.Timeout,
+    requests.exceptions.ChunkedEncodingError,
+    requests.exceptions.ContentDecodingError,
     urllib3.exceptions.HTTPError,
     ConnectionError,
     TimeoutError,
@@ -245,6 +248,8 @@ class Transfer:
                 )
             except _TRANSIENT as exc:
                 raise _Retry(f"{type(exc).__name__}: {exc}") from exc
+            except requests.RequestException as exc:  # a bad URL: trying again will not help
+                raise DownloadError(self.url, f"cannot request {url}: {exc}") from exc
             if resp.status_code not in _REDIRECTS:
                 return resp
             location = resp.headers.get("Location", "")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from ._store import MAX_NAME
 
@@ -49,7 +49,9 @@ def entry_name(url: str) -> str:
     """The file name of ``url``'s entry (see the module docstring)."""
     key = url_key(url)
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    path = urlsplit(key).path
+    # Split by hand: urlsplit rejects some malformed hosts, and a name must exist for any URL.
+    rest = key.split("://", 1)[1].partition("/")[2] if "://" in key else key
+    path = rest.split("?", 1)[0]
     return f"{digest}-{_sanitise(unquote(path.rsplit('/', 1)[-1]))}"
 
 

@@ -1,0 +1,75 @@
+"""A full disk: a clear error, nothing partial published, the lock released.
+
+The cache lives on a 512 KiB tmpfs mounted in a private mount namespace (``unshare -m`` as
+root, ``unshare -rm`` as a user where user namespaces are allowed), so nothing outside the
+test process sees it. The check runs inside that namespace and reports as JSON.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .origin import Origin
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+CHILD = """
+import json, os, sys
+from cacheroot.fetch import DownloadError, Fetcher, PathLock, partials
+url, cache = sys.argv[1], sys.argv[2]
+os.environ["VLLM_TEST_CACHE"] = cache
+f = Fetcher(retries=1, backoff=0.01)
+dest = f.path(url)
+report = {}
+try:
+    f.fetch(url)
+except DownloadError as exc:
+    report = {"errno": exc.errno, "message": str(exc), "type": type(exc).__name__}
+lock = PathLock(str(dest.parent / f".{dest.name}.lock"), timeout=1.0)
+lock.acquire()
+lock.release()
+report["published"] = dest.exists()
+report["partials"] = partials(str(dest))
+report["files"] = sorted(os.listdir(dest.parent))
+print(json.dumps(report))
+"""
+
+
+def _unshare() -> list[str]:
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare(1) is not installed: cannot mount a private tmpfs")
+    for cmd in (["unshare", "-m"], ["unshare", "-rm"]):
+        probe = [*cmd, "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"]
+        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+            return cmd
+    pytest.skip("mount namespaces are not permitted here (needs root or user namespaces)")
+
+
+def test_disk_full(origin: Origin, name: str, tmp_path: Path) -> None:
+    cmd = _unshare()
+    cache = tmp_path / "small"
+    cache.mkdir()
+    url = origin.url(f"/ok/{name}?size={2 << 20}")
+    script = 'mount -t tmpfs -o size=512k tmpfs "$1" && exec "$2" -c "$3" "$4" "$1"'
+    out = subprocess.run(
+        [*cmd, "sh", "-c", script, "sh", str(cache), sys.executable, CHILD, url],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["type"] == "DownloadError"
+    assert report["errno"] == errno.ENOSPC
+    assert "free space" in report["message"]
+    assert report["published"] is False
+    assert report["partials"] == []
+    assert not [f for f in report["files"] if not f.startswith(".") or f.endswith(".partial")]
