@@ -1,0 +1,391 @@
+"""Unpacking zip and tar archives (plain, gz, bz2, xz) without trusting them.
+
+An archive from the network decides every name, link and size it contains, so extraction is
+done member by member by this module, never by ``extractall``:
+
+- names are relative, without ``..``, NUL or drive letters; directories are created by us;
+- regular files are written with ``O_EXCL | O_NOFOLLOW``, counting the bytes actually written
+  (a declared size is a claim, not a bound), so the unpacked total and the member count are
+  capped (zip bombs, tar bombs);
+- hard links must name a regular file extracted before them; symbolic links are created last,
+  after every file is written (nothing is ever written through one), and each must resolve
+  inside the target once all of them exist;
+- device files, fifos and anything else are refused;
+- where the interpreter has it (3.10.12+, 3.11.4+), ``tarfile.data_filter`` checks every tar
+  member as well, as a second opinion.
+
+Everything is unpacked into a private staging directory that is published by one rename, so a
+refused or broken archive publishes nothing. A refusal raises :class:`ArchiveError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import lzma
+import os
+import posixpath
+import re
+import stat
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from ._errors import FetchError
+from ._store import read_meta, sha256_file, staged_dir, write_meta
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: Default bound on the bytes an archive may unpack to (16 GiB).
+MAX_SIZE = 16 << 30
+#: Default bound on the number of members of one archive.
+MAX_MEMBERS = 100_000
+#: Longest symbolic-link target stored in a zip member that we accept.
+_MAX_LINK = 4096
+_CHUNK = 1 << 20
+_DRIVE = re.compile(r"^[A-Za-z]:")
+#: Suffix of the directory an archive entry is unpacked into, next to the entry.
+EXTRACTED_SUFFIX = ".extracted"
+
+
+class ArchiveError(FetchError, ValueError):
+    """An archive was refused (unsafe member, over a bound, unreadable); nothing was published."""
+
+    def __init__(self, archive: str, member: str, reason: str) -> None:
+        where = f" member {member!r}" if member else ""
+        super().__init__(
+            f"refusing to unpack {archive}:{where} {reason}; nothing was published. "
+            "If the archive is trusted and only large, raise the bound (max_size=/max_members=)"
+        )
+        self._archive, self._member, self._reason = archive, member, reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._archive, self._member, self._reason))
+
+    @property
+    def archive(self) -> str:
+        """The archive file."""
+        return self._archive
+
+    @property
+    def member(self) -> str:
+        """The offending member's name (empty when the archive as a whole is at fault)."""
+        return self._member
+
+    @property
+    def reason(self) -> str:
+        """What was wrong with it."""
+        return self._reason
+
+
+def archive_kind(path: str | os.PathLike[str]) -> str | None:
+    """``"zip"``, ``"tar"`` (any supported compression) or ``None`` for anything else."""
+    p = os.fspath(path)
+    if zipfile.is_zipfile(p):
+        return "zip"
+    try:
+        return "tar" if tarfile.is_tarfile(p) else None
+    except (OSError, EOFError, tarfile.TarError, ValueError):
+        return None
+
+
+def _clean_name(archive: str, name: str) -> str:
+    """The member's relative path, or :class:`ArchiveError` when it could land elsewhere."""
+    if "\x00" in name:
+        raise ArchiveError(archive, name, "has a NUL byte in its name")
+    if name.startswith(("/", "\\")) or _DRIVE.match(name):
+        raise ArchiveError(archive, name, "has an absolute path")
+    parts = [p for p in re.split(r"[/\\]", name) if p not in ("", ".")]
+    if ".." in parts:
+        raise ArchiveError(archive, name, "has a '..' component that would escape the target")
+    return "/".join(parts)
+
+
+def _inside(root: str, path: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
+
+
+class _Unpacker:
+    """The state of one extraction: counts, pending links, and the bounds."""
+
+    def __init__(self, archive: str, target: str, max_size: int, max_members: int) -> None:
+        self.archive = archive
+        self.target = os.path.realpath(target)
+        self.max_size = max_size
+        self.max_members = max_members
+        self.members = 0
+        self.written = 0
+        self.links: list[tuple[str, str]] = []
+
+    def count(self, name: str) -> None:
+        self.members += 1
+        if self.members > self.max_members:
+            raise ArchiveError(
+                self.archive, name, f"is past the bound of {self.max_members} members"
+            )
+
+    def path(self, rel: str) -> str:
+        return os.path.join(self.target, *rel.split("/"))
+
+    def _parent(self, rel: str) -> None:
+        head = posixpath.dirname(rel)
+        if head:
+            full = self.path(head)
+            if os.path.lexists(full) and not stat.S_ISDIR(os.lstat(full).st_mode):
+                raise ArchiveError(self.archive, rel, f"needs {head!r} to be a directory")
+            os.makedirs(full, exist_ok=True)
+
+    def directory(self, rel: str) -> None:
+        if not rel:
+            return
+        full = self.path(rel)
+        if os.path.lexists(full) and not stat.S_ISDIR(os.lstat(full).st_mode):
+            raise ArchiveError(self.archive, rel, "is a directory over an existing file")
+        self._parent(rel)
+        os.makedirs(full, exist_ok=True)
+
+    def file(self, rel: str, source: IO[bytes], declared: int, mode: int) -> None:
+        if not rel:
+            raise ArchiveError(self.archive, rel, "is a file without a name")
+        if declared < 0 or self.written + declared > self.max_size:
+            raise ArchiveError(
+                self.archive, rel, f"declares {declared} bytes, past the bound of {self.max_size}"
+            )
+        self._parent(rel)
+        full = self.path(rel)
+        if os.path.lexists(full):
+            if not stat.S_ISREG(os.lstat(full).st_mode):
+                raise ArchiveError(self.archive, rel, "would replace a directory or a link")
+            os.unlink(full)  # a later copy of a member wins, as tar itself does
+        perm = 0o755 if mode & 0o111 else 0o644
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(full, flags | getattr(os, "O_CLOEXEC", 0), perm)
+        with open(fd, "wb") as out:
+            while chunk := source.read(_CHUNK):
+                self.written += len(chunk)
+                if self.written > self.max_size:
+                    raise ArchiveError(
+                        self.archive, rel, f"unpacks past the bound of {self.max_size} bytes"
+                    )
+                out.write(chunk)
+
+    def hardlink(self, rel: str, target: str) -> None:
+        src = self.path(target)
+        try:
+            st = os.lstat(src)
+        except OSError:
+            st = None
+        if not target or st is None or not stat.S_ISREG(st.st_mode):
+            raise ArchiveError(
+                self.archive, rel, f"is a hard link to {target!r}, not a file extracted before it"
+            )
+        self.written += st.st_size
+        if self.written > self.max_size:
+            raise ArchiveError(self.archive, rel, f"unpacks past the bound of {self.max_size}")
+        self._parent(rel)
+        full = self.path(rel)
+        if os.path.lexists(full):
+            raise ArchiveError(self.archive, rel, "is a hard link over an existing member")
+        os.link(src, full)
+
+    def symlink(self, rel: str, link: str) -> None:
+        if not rel:
+            raise ArchiveError(self.archive, rel, "is a link without a name")
+        if "\x00" in link or link.startswith(("/", "\\")) or _DRIVE.match(link):
+            raise ArchiveError(
+                self.archive, rel, f"is a symbolic link to an absolute path {link!r}"
+            )
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), link))
+        if resolved == ".." or resolved.startswith("../"):
+            raise ArchiveError(self.archive, rel, f"is a symbolic link {link!r} out of the target")
+        self.links.append((rel, link))
+
+    def finish_links(self) -> None:
+        """Create the symbolic links, then check each resolves inside the target."""
+        for rel, link in self.links:
+            self._parent(rel)
+            parent = os.path.realpath(os.path.dirname(self.path(rel)))
+            if not _inside(self.target, parent):
+                raise ArchiveError(self.archive, rel, "lies behind a link out of the target")
+            try:
+                os.symlink(link, self.path(rel))
+            except FileExistsError:
+                raise ArchiveError(self.archive, rel, "is a link over an existing member") from None
+        for rel, link in self.links:
+            if not _inside(self.target, os.path.realpath(self.path(rel))):
+                raise ArchiveError(
+                    self.archive,
+                    rel,
+                    f"is a symbolic link {link!r} that resolves out of the target",
+                )
+
+
+def _untar(unpacker: _Unpacker, archive: str) -> None:
+    data_filter: Callable[[tarfile.TarInfo, str], tarfile.TarInfo] | None = getattr(
+        tarfile, "data_filter", None
+    )
+    with tarfile.open(archive, mode="r:*") as tf:
+        for member in tf:
+            unpacker.count(member.name)
+            rel = _clean_name(archive, member.name)
+            if data_filter is not None:
+                try:
+                    data_filter(member, unpacker.target)
+                except tarfile.TarError as exc:  # FilterError and its subclasses
+                    raise ArchiveError(archive, member.name, f"is unsafe ({exc})") from None
+            if member.isdir():
+                unpacker.directory(rel)
+            elif member.isreg():
+                source = tf.extractfile(member)
+                if source is None:  # pragma: no cover - isreg() members always have data
+                    raise ArchiveError(archive, member.name, "has no data")
+                with source:
+                    unpacker.file(rel, source, member.size, member.mode)
+            elif member.islnk():
+                unpacker.hardlink(rel, _clean_name(archive, member.linkname))
+            elif member.issym():
+                unpacker.symlink(rel, member.linkname)
+            else:
+                kind = "a device file" if member.isdev() else "a special file"
+                raise ArchiveError(archive, member.name, f"is {kind} (type {member.type!r})")
+
+
+def _unzip(unpacker: _Unpacker, archive: str) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            unpacker.count(info.filename)
+            rel = _clean_name(archive, info.filename)
+            if info.flag_bits & 0x1:
+                raise ArchiveError(archive, info.filename, "is encrypted")
+            mode = info.external_attr >> 16
+            kind = stat.S_IFMT(mode)
+            if info.is_dir() or kind == stat.S_IFDIR:
+                unpacker.directory(rel)
+            elif kind == stat.S_IFLNK:
+                if info.file_size > _MAX_LINK:
+                    raise ArchiveError(archive, info.filename, "is a link with a huge target")
+                target = zf.read(info).decode("utf-8", errors="surrogateescape")
+                unpacker.symlink(rel, target)
+            elif kind in (0, stat.S_IFREG):
+                with zf.open(info) as source:
+                    unpacker.file(rel, source, info.file_size, mode)
+            else:
+                raise ArchiveError(archive, info.filename, f"is a special file (mode {mode:o})")
+
+
+def unpack(
+    archive: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    *,
+    max_size: int = MAX_SIZE,
+    max_members: int = MAX_MEMBERS,
+) -> None:
+    """Unpack ``archive`` into the existing, private, empty directory ``target``.
+
+    Raises :class:`ArchiveError` on anything unsafe or over a bound; the caller then discards
+    ``target`` (it may hold part of the archive). Use :func:`extract` to get publishing too.
+    """
+    src, dst = os.fspath(archive), os.fspath(target)
+    kind = archive_kind(src)
+    if kind is None:
+        raise ArchiveError(src, "", "is not a zip or tar archive (plain, gz, bz2 or xz)")
+    unpacker = _Unpacker(src, dst, max_size, max_members)
+    try:
+        if kind == "zip":
+            _unzip(unpacker, src)
+        else:
+            _untar(unpacker, src)
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError) as exc:
+        raise ArchiveError(src, "", f"is damaged or truncated ({exc})") from None
+    except (NotImplementedError, RuntimeError) as exc:
+        # zipfile raises these for unsupported compression methods and encryption.
+        raise ArchiveError(src, "", f"cannot be read ({exc})") from None
+    except OSError as exc:
+        # gzip and bz2 report a corrupt stream as an OSError without an errno; a real I/O
+        # failure (a full disk: ENOSPC) keeps its errno and propagates as it is.
+        if exc.errno is None:
+            raise ArchiveError(src, "", f"is damaged or truncated ({exc})") from None
+        raise
+    unpacker.finish_links()
+
+
+def tree_digest(root: str | os.PathLike[str]) -> tuple[str, int, int]:
+    """``(sha256, bytes, files)`` over a directory tree: names, kinds, contents and link targets.
+
+    Recorded when a directory entry is published and recomputed by ``cacheroot cache verify``.
+    Links are not followed; file modes are not covered (only the contents matter to readers).
+    """
+    top = os.fspath(root)
+    h = hashlib.sha256()
+    total = files = 0
+    for here, dirs, names in os.walk(top):
+        dirs.sort()
+        rel_here = os.path.relpath(here, top)
+        for name in sorted(names + [d for d in dirs if os.path.islink(os.path.join(here, d))]):
+            full = os.path.join(here, name)
+            rel = os.path.normpath(os.path.join(rel_here, name))
+            if os.path.islink(full):
+                h.update(f"L {rel}\x00{os.readlink(full)}\x00".encode("utf-8", "surrogateescape"))
+                continue
+            digest, size = sha256_file(full)
+            h.update(f"F {rel}\x00{digest}\x00".encode("utf-8", "surrogateescape"))
+            total += size
+            files += 1
+        for d in dirs:
+            if not os.path.islink(os.path.join(here, d)):
+                rel = os.path.normpath(os.path.join(rel_here, d))
+                h.update(f"D {rel}\x00".encode("utf-8", "surrogateescape"))
+    return h.hexdigest(), total, files
+
+
+def extracted_path(entry: str | os.PathLike[str]) -> str:
+    """Where the archive entry ``entry`` is (or will be) unpacked: ``<entry>.extracted``."""
+    return os.fspath(entry) + EXTRACTED_SUFFIX
+
+
+def extract(
+    archive: str | os.PathLike[str],
+    dest: str | os.PathLike[str] | None = None,
+    *,
+    max_size: int = MAX_SIZE,
+    max_members: int = MAX_MEMBERS,
+) -> Path:
+    """Unpack ``archive`` into a directory published atomically at ``dest``; return ``dest``.
+
+    ``dest`` defaults to :func:`extracted_path` of the archive (the entry's sibling in the
+    cache). An existing ``dest`` is returned as it is: a directory is only ever published
+    complete, so it is what an earlier call (here or in another process) unpacked. The caller
+    serialises concurrent calls (the fetch lock) when it wants one extraction, not just a
+    correct one: without it, concurrent callers each unpack privately and the first to publish
+    wins. A sidecar next to ``dest`` records the archive's sha256 and the tree's digest.
+    """
+    src = os.fspath(archive)
+    out = extracted_path(src) if dest is None else os.fspath(dest)
+    if os.path.isdir(out):
+        return Path(out)
+    with staged_dir(out) as staging:
+        unpack(src, staging.path, max_size=max_size, max_members=max_members)
+        tree, size, files = tree_digest(staging.path)
+        meta = read_meta(src) or {}
+        archive_sha = meta.get("sha256") or sha256_file(src)[0]
+        record = {
+            "kind": "extracted",
+            "archive": os.path.basename(src),
+            "archive_sha256": archive_sha,
+            "url": meta.get("url"),
+            "tree_sha256": tree,
+            "size": size,
+            "files": files,
+        }
+        # The sidecar goes first (as for files): a crash before the rename leaves a record that
+        # describes nothing, never a tree without one.
+        write_meta(out, record)
+    if not staging.published:
+        with contextlib.suppress(OSError):
+            # Someone else published first: make the record describe the tree that is there.
+            tree, size, files = tree_digest(out)
+            write_meta(out, {**record, "tree_sha256": tree, "size": size, "files": files})
+    return Path(out)

@@ -1,0 +1,646 @@
+"""Looking after the test cache: ``cacheroot cache ls | du | verify | prune``, and "last used".
+
+An entry is a file or directory ``<VLLM_TEST_CACHE>/<namespace>/<name>`` whose name does not
+start with a dot; its dot-files beside it belong to it (``.<name>.meta.json``, the record;
+``.<name>.lock``, the single-flight lock; ``.<name>.used``, when it was last used;
+``.<name>.<machine>-<pid>.<id>.partial``, a download or build in progress).
+
+"Last used" is the mtime of ``.<name>.used``, set explicitly rather than read from atime, so it
+works on ``noatime`` mounts. :func:`touch_used` updates it at most once an hour per entry, and a
+process remembers when it last did, so the hit path pays one dictionary look-up almost always,
+and one ``stat`` an hour.
+
+Pruning never takes away what someone is working on: an entry is removed only while prune holds
+its lock (taken without waiting; a busy entry is skipped), and not while a live process has a
+partial of it; a partial is removed only when its writer is dead (or, on another machine,
+silent for long) and it has been untouched for the grace period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from ._errors import FetchError, LockTimeout
+from ._lock import PathLock, holder
+from ._store import (
+    meta_path,
+    parse_partial,
+    partial_abandoned,
+    partial_path,
+    partials,
+    read_meta,
+    sha256_file,
+)
+
+#: How stale "last used" may get before a hit refreshes it (seconds).
+TOUCH_EVERY = 3600.0
+#: Default grace period before a dead writer's partial may be removed (seconds).
+GRACE = 3600.0
+#: A partial from another machine (its writer cannot be checked) counts as abandoned only when
+#: untouched for at least this long, whatever the grace period.
+FOREIGN_STALE = 3600.0
+QUARANTINE = ".quarantine"
+
+_fresh_until: dict[str, float] = {}
+
+
+def used_path(entry: str) -> str:
+    """The sidecar whose mtime records when ``entry`` was last used."""
+    head, name = os.path.split(entry)
+    return os.path.join(head, f".{name}.used")
+
+
+def lock_path(entry: str) -> str:
+    """The lock file of ``entry`` (the one :func:`cacheroot.fetch.fetch` takes on a miss)."""
+    head, name = os.path.split(entry)
+    return os.path.join(head, f".{name}.lock")
+
+
+def touch_used(entry: str | os.PathLike[str]) -> None:
+    """Record that ``entry`` was just used; cheap enough for every cache hit.
+
+    Writes at most once per :data:`TOUCH_EVERY` per entry (an ``os.utime`` of the ``.used``
+    sidecar, created if missing); within a process, a fresh entry costs a dictionary look-up.
+    Never raises: a read-only cache just keeps its old times.
+    """
+    p = used_path(os.fspath(entry))
+    now = time.time()
+    if _fresh_until.get(p, 0.0) > now:
+        return
+    try:
+        mtime = os.stat(p).st_mtime
+        if now - mtime >= TOUCH_EVERY:
+            os.utime(p)
+            mtime = now
+    except FileNotFoundError:
+        try:
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666))
+        except OSError:
+            return
+        mtime = now
+    except OSError:
+        return
+    _fresh_until[p] = mtime + TOUCH_EVERY
+
+
+# -- entries -------------------------------------------------------------------------------------
+
+
+class Entry:
+    """One cache entry as ``ls``, ``verify`` and ``prune`` see it."""
+
+    __slots__ = ("kind", "last_used", "meta", "name", "namespace", "path", "size")
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        path: str,
+        kind: str,
+        size: int,
+        last_used: float,
+        meta: dict[str, Any] | None,
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.path = path
+        self.kind = kind
+        self.size = size
+        self.last_used = last_used
+        self.meta = meta
+
+    def __repr__(self) -> str:
+        return f"Entry({self.namespace!r}, {self.name!r}, {self.size})"
+
+    @property
+    def url(self) -> str | None:
+        """Where the bytes came from (``None`` for built entries)."""
+        value = (self.meta or {}).get("url")
+        return value if isinstance(value, str) else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "path": self.path,
+            "kind": self.kind,
+            "size": self.size,
+            "last_used": self.last_used,
+            "url": self.url,
+            "sha256": (self.meta or {}).get("sha256"),
+        }
+
+
+def tree_size(path: str) -> int:
+    """Bytes in ``path`` (a file, or a directory counted recursively; links not followed)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    if not stat.S_ISDIR(st.st_mode):
+        return st.st_size
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    for here, dirs, files in os.walk(path):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
+            try:
+                st = os.lstat(os.path.join(here, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def last_used(entry: str, meta: dict[str, Any] | None = None) -> float:
+    """When ``entry`` was last used: its ``.used`` sidecar, else when it was published."""
+    try:
+        return os.stat(used_path(entry)).st_mtime
+    except OSError:
+        pass
+    times = [t for t in ((meta or {}).get("fetched"), (meta or {}).get("built")) if t]
+    with contextlib.suppress(OSError):
+        times.append(os.lstat(entry).st_mtime)
+    return float(max(times)) if times else 0.0
+
+
+def _namespaces(cache: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(cache))
+    except OSError:
+        return []
+    return [n for n in names if not n.startswith(".") and os.path.isdir(os.path.join(cache, n))]
+
+
+def entries(cache: str, namespace: str | None = None) -> list[Entry]:
+    """Every entry of ``cache`` (or of one namespace), sorted by namespace and name."""
+    found: list[Entry] = []
+    for ns in _namespaces(cache) if namespace is None else [namespace]:
+        directory = os.path.join(cache, ns)
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("."):
+                continue
+            path = os.path.join(directory, name)
+            meta = read_meta(path)
+            kind = "dir" if os.path.isdir(path) and not os.path.islink(path) else "file"
+            found.append(
+                Entry(
+                    namespace=ns,
+                    name=name,
+                    path=path,
+                    kind=kind,
+                    size=tree_size(path),
+                    last_used=last_used(path, meta),
+                    meta=meta,
+                )
+            )
+    return found
+
+
+def quarantined(cache: str) -> list[Entry]:
+    """What ``verify`` moved aside, as entries of the pseudo-namespace ``.quarantine``."""
+    top = os.path.join(cache, QUARANTINE)
+    found: list[Entry] = []
+    for ns in _namespaces(top):
+        directory = os.path.join(top, ns)
+        for name in sorted(os.listdir(directory)):
+            if name.startswith("."):
+                continue
+            path = os.path.join(directory, name)
+            found.append(
+                Entry(
+                    namespace=f"{QUARANTINE}/{ns}",
+                    name=name,
+                    path=path,
+                    kind="dir" if os.path.isdir(path) else "file",
+                    size=tree_size(path) + tree_size(meta_path(path)),
+                    last_used=os.lstat(path).st_mtime,
+                    meta=read_meta(path),
+                )
+            )
+    return found
+
+
+def _cache_dir() -> str:
+    from ._fetcher import cache_dir  # noqa: PLC0415 - keeps `requests` & co. off the hit path
+
+    return cache_dir()
+
+
+# -- du ------------------------------------------------------------------------------------------
+
+
+def disk_usage(cache: str) -> dict[str, Any]:
+    """Bytes per namespace of the test cache and per top-level cache of the layout."""
+    from cacheroot.envs import INVALID, resolve  # noqa: PLC0415
+
+    namespaces = {ns: tree_size(os.path.join(cache, ns)) for ns in _namespaces(cache)}
+    q = tree_size(os.path.join(cache, QUARANTINE))
+    if q:
+        namespaces[QUARANTINE] = q
+    layout = resolve(os.environ)
+    caches = []
+    for name, setting in layout.settings.items():
+        if not setting.value or setting.source == INVALID:
+            continue
+        path = os.path.expanduser(setting.value.strip())
+        caches.append(
+            {
+                "variable": name,
+                "path": path,
+                "size": tree_size(path) if os.path.isdir(path) else 0,
+                "exists": os.path.isdir(path),
+            }
+        )
+    return {
+        "cache": cache,
+        "namespaces": namespaces,
+        "total": sum(namespaces.values()),
+        "root": layout.root,
+        "caches": caches,
+    }
+
+
+# -- verify --------------------------------------------------------------------------------------
+
+
+def _check(entry: Entry) -> tuple[str, str]:
+    """``(status, detail)``: ``ok``, ``corrupt`` or ``unverified`` (nothing recorded to check)."""
+    meta = entry.meta or {}
+    if entry.kind == "file" and isinstance(meta.get("sha256"), str):
+        actual, size = sha256_file(entry.path)
+        if actual != meta["sha256"]:
+            return "corrupt", f"sha256 {actual} over {size} bytes, recorded {meta['sha256']}"
+        return "ok", ""
+    if entry.kind == "dir" and isinstance(meta.get("tree_sha256"), str):
+        from ._archive import tree_digest  # noqa: PLC0415
+
+        actual, size, files = tree_digest(entry.path)
+        if actual != meta["tree_sha256"]:
+            return "corrupt", f"tree digest {actual} ({files} files, {size} bytes) changed"
+        return "ok", ""
+    return "unverified", "no recorded digest"
+
+
+def quarantine(cache: str, entry: Entry) -> str:
+    """Move ``entry`` (and its record) to ``<cache>/.quarantine/<namespace>/``; return where."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    where = os.path.join(cache, QUARANTINE, entry.namespace)
+    os.makedirs(where, exist_ok=True)
+    dest = os.path.join(where, f"{entry.name}.{stamp}.{os.getpid()}")
+    os.rename(entry.path, dest)
+    with contextlib.suppress(OSError):
+        os.rename(meta_path(entry.path), meta_path(dest))
+    with contextlib.suppress(OSError):
+        os.unlink(used_path(entry.path))
+    return dest
+
+
+def verify(cache: str, namespace: str | None = None, *, move: bool = True) -> list[dict[str, Any]]:
+    """Re-hash every entry against its record; quarantine the corrupt ones (when ``move``).
+
+    A mismatch is confirmed under the entry's lock before anything moves, so a download that
+    replaced the file while it was being hashed is not mistaken for corruption.
+    """
+    results = []
+    for entry in entries(cache, namespace):
+        status, detail = _check(entry)
+        row: dict[str, Any] = {**entry.as_dict(), "status": status, "detail": detail}
+        if status == "corrupt":
+            lock = PathLock(lock_path(entry.path), timeout=30.0)
+            try:
+                with lock:
+                    entry.meta = read_meta(entry.path)
+                    status, detail = _check(entry)
+                    row.update(status=status, detail=detail)
+                    if status == "corrupt" and move:
+                        row["quarantined"] = quarantine(cache, entry)
+            except LockTimeout:
+                row["detail"] += "; busy (locked), left in place"
+        results.append(row)
+    return results
+
+
+# -- prune ---------------------------------------------------------------------------------------
+
+
+def _live_partials(entry: str) -> list[str]:
+    return [p for p in partials(entry) if not partial_abandoned(p, stale_after=FOREIGN_STALE)]
+
+
+def _remove_tree_or_file(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        aside = partial_path(path) + ".old"
+        os.rename(path, aside)  # gone from its name at once; the bytes follow
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        os.unlink(path)
+
+
+def _remove_entry(entry: Entry) -> str:
+    """Remove ``entry`` if nobody works on it; ``""`` when removed, else why it was kept."""
+    if entry.namespace.startswith(QUARANTINE):
+        _remove_tree_or_file(entry.path)
+        with contextlib.suppress(OSError):
+            os.unlink(meta_path(entry.path))
+        return ""
+    lpath = lock_path(entry.path)
+    lock = PathLock(lpath, timeout=0.0, poll=0.01)
+    try:
+        lock.acquire()
+    except LockTimeout:
+        record = holder(lpath) or {}
+        return f"locked by pid {record.get('pid', '?')}"
+    try:
+        live = _live_partials(entry.path)
+        if live:
+            return f"being written ({os.path.basename(live[0])})"
+        _remove_tree_or_file(entry.path)
+        for side in (meta_path(entry.path), used_path(entry.path)):
+            with contextlib.suppress(OSError):
+                os.unlink(side)
+        _fresh_until.pop(used_path(entry.path), None)
+    finally:
+        lock.release()
+    return ""
+
+
+def _stray_files(cache: str, grace: float, now: float) -> list[tuple[str, int, str]]:
+    """Abandoned partials and orphaned records: ``(path, size, why)`` that may go."""
+    found = []
+    for ns in _namespaces(cache):
+        directory = os.path.join(cache, ns)
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        present = {n for n in names if not n.startswith(".")}
+        for name in names:
+            path = os.path.join(directory, name)
+            try:
+                age = now - os.lstat(path).st_mtime
+            except OSError:
+                continue
+            parsed = parse_partial(name[: -len(".old")] if name.endswith(".old") else name)
+            if parsed is not None:
+                dead = name.endswith(".partial.old") or partial_abandoned(
+                    path, stale_after=max(grace, FOREIGN_STALE)
+                )
+                if dead and age >= grace:
+                    found.append((path, tree_size(path), "abandoned partial"))
+                continue
+            for suffix in (".meta.json", ".used"):
+                if name.startswith(".") and name.endswith(suffix):
+                    owner = name[1 : -len(suffix)]
+                    target = os.path.join(directory, owner)
+                    if (
+                        owner
+                        and owner not in present
+                        and not partials(target)
+                        and age >= min(grace, 60.0)
+                    ):
+                        found.append((path, tree_size(path), "record of a missing entry"))
+    return found
+
+
+def prune(
+    cache: str,
+    *,
+    max_size: int | None = None,
+    older_than: float | None = None,
+    grace: float = GRACE,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Remove least recently used entries until under ``max_size``, and those unused for
+    ``older_than`` seconds; clean abandoned partials. Returns what was (or would be) done.
+    """
+    now = time.time()
+    todo = quarantined(cache) + entries(cache)
+    # What verify set aside goes first, then the least recently used.
+    todo.sort(key=lambda e: (not e.namespace.startswith(QUARANTINE), e.last_used))
+    total = sum(e.size for e in todo)
+    removed: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []
+    for entry in todo:
+        why = ""
+        if older_than is not None and now - entry.last_used > older_than:
+            why = "unused for longer than the limit"
+        elif max_size is not None and total > max_size:
+            why = "over the size budget (least recently used)"
+        if not why:
+            continue
+        busy = "" if dry_run else _remove_entry(entry)
+        if busy:
+            kept.append({**entry.as_dict(), "reason": busy})
+            continue
+        total -= entry.size
+        removed.append({**entry.as_dict(), "reason": why})
+    strays: list[dict[str, Any]] = []
+    for path, size, why in _stray_files(cache, grace, now):
+        if not dry_run:
+            try:
+                _remove_tree_or_file(path)
+            except OSError:
+                continue
+        strays.append({"path": path, "size": size, "reason": why})
+    return {
+        "cache": cache,
+        "dry_run": dry_run,
+        "removed": removed,
+        "kept": kept,
+        "strays": strays,
+        "freed": sum(r["size"] for r in removed) + sum(s["size"] for s in strays),
+        "total_after": total,
+    }
+
+
+# -- units ---------------------------------------------------------------------------------------
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(I?B?)\s*$", re.IGNORECASE)
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
+_AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_size(text: str) -> int:
+    """``"500M"``, ``"10GiB"``, ``"2G"``, ``"1024"`` -> bytes (K, M, G, T: powers of 1024;
+    ``KB``, ``MB``, ... with a B and no i: powers of 1000)."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise ValueError(f"size {text!r}: expected a number with K, M, G or T (e.g. 500M, 10G)")
+    number, prefix, tail = float(m[1]), m[2].upper(), m[3].upper()
+    base = 1000 if tail == "B" and prefix else 1024
+    return int(number * base ** "_KMGTP".index(prefix)) if prefix else int(number)
+
+
+def parse_age(text: str) -> float:
+    """``"30s"``, ``"15m"``, ``"2h"``, ``"7d"``, ``"2w"`` -> seconds (a bare number: seconds)."""
+    m = _AGE.match(text)
+    if m is None:
+        raise ValueError(f"age {text!r}: expected a number with s, m, h, d or w (e.g. 7d)")
+    return float(m[1]) * _AGE_UNITS[m[2].lower()]
+
+
+def human(size: float) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError  # pragma: no cover
+
+
+def _when(t: float) -> str:
+    if not t:
+        return "never"
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+EPILOG = """\
+exit status:
+  0  done (verify: nothing corrupt)
+  1  verify found corrupt entries (they were quarantined unless --no-quarantine)
+  2  bad arguments, or the cache directory is unusable
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``cache`` subcommand (``ls``, ``du``, ``verify``, ``prune``)."""
+    p = sub.add_parser(
+        "cache",
+        help="list, measure, verify and prune the test cache",
+        description="Inspect and maintain $VLLM_TEST_CACHE (and measure the whole layout).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ops = p.add_subparsers(dest="cache_command", metavar="OPERATION", required=True)
+    ls = ops.add_parser("ls", help="entries: name, size, last used, source URL")
+    ls.add_argument("--namespace", metavar="NS", default=None)
+    du = ops.add_parser("du", help="bytes per namespace and per top-level cache of the layout")
+    ver = ops.add_parser("verify", help="re-hash entries; quarantine the corrupt ones")
+    ver.add_argument("--namespace", metavar="NS", default=None)
+    ver.add_argument("--no-quarantine", action="store_true", help="report only, move nothing")
+    ver.add_argument(
+        "--manifest", default=None, help="also check the [[model]] snapshots of this manifest"
+    )
+    pr = ops.add_parser("prune", help="remove least recently used entries (never busy ones)")
+    pr.add_argument("--max-size", metavar="SIZE", type=parse_size, default=None)
+    pr.add_argument("--older-than", metavar="AGE", type=parse_age, default=None)
+    pr.add_argument(
+        "--grace",
+        metavar="AGE",
+        type=parse_age,
+        default=GRACE,
+        help="keep a dead writer's partial this long (default 1h: a next fetch may resume it)",
+    )
+    pr.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
+    for q in (ls, du, ver, pr):
+        q.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def _emit(args: argparse.Namespace, data: object, text: str) -> None:
+    if args.json:
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one ``cacheroot cache`` operation."""
+    try:
+        cache = _cache_dir()
+    except FetchError as exc:
+        sys.stderr.write(f"cacheroot cache: {exc}\n")
+        return 2
+    op = args.cache_command
+    if op == "ls":
+        rows = entries(cache, args.namespace)
+        lines = [
+            f"{e.namespace}/{e.name}\t{human(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
+            for e in rows
+        ]
+        _emit(args, [e.as_dict() for e in rows], "".join(lines))
+        return 0
+    if op == "du":
+        usage = disk_usage(cache)
+        lines = [f"{human(v)}\t{k}\n" for k, v in usage["namespaces"].items()]
+        lines.append(f"{human(usage['total'])}\ttotal ({cache})\n\n")
+        lines += [
+            f"{human(c['size'])}\t{c['variable']}\t{c['path']}\n"
+            for c in usage["caches"]
+            if c["exists"]
+        ]
+        _emit(args, usage, "".join(lines))
+        return 0
+    if op == "verify":
+        return _run_verify(args, cache)
+    report = prune(
+        cache,
+        max_size=args.max_size,
+        older_than=args.older_than,
+        grace=args.grace,
+        dry_run=args.dry_run,
+    )
+    verb = "would remove" if args.dry_run else "removed"
+    lines = [
+        f"{verb} {r['namespace']}/{r['name']} ({human(r['size'])}): {r['reason']}\n"
+        for r in report["removed"]
+    ]
+    lines += [f"kept {k['namespace']}/{k['name']}: {k['reason']}\n" for k in report["kept"]]
+    lines += [f"{verb} {s['path']}: {s['reason']}\n" for s in report["strays"]]
+    lines.append(
+        f"{verb} {len(report['removed'])} entries and {len(report['strays'])} stray files, "
+        f"{human(report['freed'])}; {human(report['total_after'])} left\n"
+    )
+    _emit(args, report, "".join(lines))
+    return 0
+
+
+def _run_verify(args: argparse.Namespace, cache: str) -> int:
+    rows = verify(cache, args.namespace, move=not args.no_quarantine)
+    models: list[dict[str, Any]] = []
+    if args.manifest:
+        from ._manifest import load_manifest  # noqa: PLC0415
+        from ._warm import check_model  # noqa: PLC0415
+
+        try:
+            manifest = load_manifest(args.manifest)
+        except FetchError as exc:
+            sys.stderr.write(f"cacheroot cache verify: {exc}\n")
+            return 2
+        models = [check_model(m, deep=True) for m in manifest.models]
+    bad = [r for r in rows if r["status"] == "corrupt"]
+    bad_models = [m for m in models if m["status"] != "hit"]
+    lines = []
+    for r in rows:
+        if r["status"] != "ok":
+            where = f" -> {r['quarantined']}" if r.get("quarantined") else ""
+            lines.append(f"{r['status']}: {r['namespace']}/{r['name']}: {r['detail']}{where}\n")
+    lines += [f"incomplete: {m['entry']}: {m['reason']}\n" for m in bad_models]
+    lines.append(
+        f"verified {len(rows)} entries: {len(bad)} corrupt, "
+        f"{sum(r['status'] == 'unverified' for r in rows)} without a record"
+        + (f"; {len(models)} models, {len(bad_models)} incomplete" if args.manifest else "")
+        + "\n"
+    )
+    _emit(args, {"entries": rows, "models": models}, "".join(lines))
+    return 1 if bad or bad_models else 0

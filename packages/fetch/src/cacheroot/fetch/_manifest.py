@@ -1,0 +1,400 @@
+"""The warm manifest: a TOML file listing what a test suite needs in its caches.
+
+Two kinds of entries, as arrays of tables::
+
+    [[asset]]                     # a file fetched by URL into $VLLM_TEST_CACHE/<namespace>/
+    url = "https://example.org/data/gsm8k-test.jsonl"
+    sha256 = "0f3c...64 hex digits"
+    namespace = "gsm8k"
+    filename = "test.jsonl"       # optional: the entry's name (default: derived from the URL)
+    extract = false               # optional: unpack a zip/tar next to it
+
+    [[model]]                     # a hub snapshot, downloaded by the hub's own client
+    hub = "hf"                    # or "modelscope"
+    repo_id = "org/tiny-model"
+    revision = "4f1c...40 hex"    # a commit hash; a branch name works but is not reproducible
+    allow_patterns = ["*.json", "*.safetensors"]   # optional (a string or a list)
+    ignore_patterns = ["*.bin"]                    # optional
+    repo_type = "model"                            # optional: "model" (default) or "dataset"
+
+Validation is strict, because a typo (``sha265``) must not silently turn a check off: unknown
+keys are errors, and every error names the file, the entry, the field, what was expected and
+what was found.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+from ._errors import FetchError
+from ._naming import check_filename, check_namespace
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_SCHEMES = ("http://", "https://", "file://")
+HUBS = ("hf", "modelscope")
+REPO_TYPES = ("model", "dataset")
+
+
+class ManifestError(FetchError, ValueError):
+    """The manifest cannot be read or an entry is invalid; nothing was fetched."""
+
+    def __init__(self, path: str, where: str, problem: str) -> None:
+        at = f" {where}:" if where else ""
+        super().__init__(f"{path}:{at} {problem}")
+        self._path, self._where, self._problem = path, where, problem
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._path, self._where, self._problem))
+
+    @property
+    def path(self) -> str:
+        """The manifest file."""
+        return self._path
+
+    @property
+    def where(self) -> str:
+        """The entry and field at fault (``[[asset]] #3, field 'sha256'``), or empty."""
+        return self._where
+
+
+class Asset:
+    """One ``[[asset]]`` entry: a URL fetched into ``$VLLM_TEST_CACHE/<namespace>/``."""
+
+    __slots__ = ("extract", "filename", "index", "namespace", "sha256", "url")
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        sha256: str,
+        namespace: str,
+        filename: str | None = None,
+        extract: bool = False,
+        index: int = 0,
+    ) -> None:
+        self.url = url
+        self.sha256 = sha256
+        self.namespace = namespace
+        self.filename = filename
+        self.extract = extract
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"Asset({self.url!r}, namespace={self.namespace!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Asset):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable value object
+
+    @property
+    def label(self) -> str:
+        """How summaries name the entry."""
+        return f"[[asset]] #{self.index} {self.url}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as JSON-ready fields."""
+        return {
+            "url": self.url,
+            "sha256": self.sha256,
+            "namespace": self.namespace,
+            "filename": self.filename,
+            "extract": self.extract,
+        }
+
+
+class Model:
+    """One ``[[model]]`` entry: a hub snapshot (see ``cacheroot.fetch._snapshot``)."""
+
+    __slots__ = (
+        "allow_patterns",
+        "hub",
+        "ignore_patterns",
+        "index",
+        "repo_id",
+        "repo_type",
+        "revision",
+    )
+
+    def __init__(
+        self,
+        *,
+        hub: str,
+        repo_id: str,
+        revision: str,
+        allow_patterns: tuple[str, ...] | None = None,
+        ignore_patterns: tuple[str, ...] | None = None,
+        repo_type: str = "model",
+        index: int = 0,
+    ) -> None:
+        self.hub = hub
+        self.repo_id = repo_id
+        self.revision = revision
+        self.allow_patterns = allow_patterns
+        self.ignore_patterns = ignore_patterns
+        self.repo_type = repo_type
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"Model({self.hub!r}, {self.repo_id!r}, revision={self.revision!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Model):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable value object
+
+    @property
+    def pinned(self) -> bool:
+        """Whether ``revision`` is a full commit hash (reproducible, checkable offline)."""
+        return bool(_COMMIT.match(self.revision))
+
+    @property
+    def label(self) -> str:
+        """How summaries name the entry."""
+        return f"[[model]] #{self.index} {self.hub}:{self.repo_id}@{self.revision}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as JSON-ready fields."""
+        return {
+            "hub": self.hub,
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+            "allow_patterns": None if self.allow_patterns is None else list(self.allow_patterns),
+            "ignore_patterns": None if self.ignore_patterns is None else list(self.ignore_patterns),
+            "repo_type": self.repo_type,
+        }
+
+
+class Manifest:
+    """A parsed manifest: its ``path``, ``assets`` and ``models`` in file order."""
+
+    __slots__ = ("assets", "models", "path")
+
+    def __init__(self, path: str, assets: list[Asset], models: list[Model]) -> None:
+        self.path = path
+        self.assets = assets
+        self.models = models
+
+    def __repr__(self) -> str:
+        return f"Manifest({self.path!r}, assets={len(self.assets)}, models={len(self.models)})"
+
+
+def _name_problem(value: str) -> str:
+    """Why ``value`` cannot be one path component of the cache, or ``""``."""
+    if not value.strip():
+        return "is blank"
+    if "/" in value or "\\" in value or "\x00" in value:
+        return "contains a path separator or NUL"
+    if value in (".", "..") or value.startswith("."):
+        return "starts with a dot (reserved for the cache's own files)"
+    if len(value.encode("utf-8", "surrogateescape")) > 200:
+        return "is longer than 200 bytes"
+    return ""
+
+
+class _Entry:
+    """Reads the fields of one table, recording which were used, with precise errors."""
+
+    def __init__(self, path: str, kind: str, index: int, table: object) -> None:
+        self.path = path
+        self.where = f"[[{kind}]] #{index}"
+        if not isinstance(table, dict):
+            raise ManifestError(path, self.where, f"expected a table, found {_kind(table)}")
+        self.table: dict[str, Any] = table
+
+    def fail(self, field: str, expected: str, found: object) -> ManifestError:
+        shown = found if isinstance(found, str) and found.startswith("(") else repr(found)
+        return ManifestError(
+            self.path, f"{self.where}, field {field!r}", f"expected {expected}, found {shown}"
+        )
+
+    def text(self, field: str, *, required: bool = True) -> str | None:
+        if field not in self.table:
+            if required:
+                raise self.fail(field, "a string", "(missing)")
+            return None
+        value = self.table[field]
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(field, "a non-blank string", value)
+        return value
+
+    def patterns(self, field: str) -> tuple[str, ...] | None:
+        value = self.table.get(field)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(field, "a glob string or a list of glob strings", value)
+        return tuple(value)
+
+    def only(self, allowed: tuple[str, ...]) -> None:
+        extra = sorted(set(self.table) - set(allowed))
+        if extra:
+            raise ManifestError(
+                self.path,
+                f"{self.where}, field {extra[0]!r}",
+                f"unknown field (a typo?); expected one of {', '.join(allowed)}",
+            )
+
+
+def _kind(value: object) -> str:
+    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+_ASSET_FIELDS = ("url", "sha256", "namespace", "filename", "extract")
+_MODEL_FIELDS = ("hub", "repo_id", "revision", "allow_patterns", "ignore_patterns", "repo_type")
+
+
+def _asset(path: str, index: int, table: object) -> Asset:
+    e = _Entry(path, "asset", index, table)
+    e.only(_ASSET_FIELDS)
+    url = e.text("url")
+    assert url is not None  # noqa: S101 - required
+    if not url.startswith(_SCHEMES):
+        raise e.fail("url", "an http://, https:// or file:// URL", url)
+    sha = e.text("sha256")
+    assert sha is not None  # noqa: S101 - required
+    if not _HEX64.match(sha):
+        raise e.fail("sha256", "64 hexadecimal digits (sha256sum FILE)", sha)
+    namespace = e.text("namespace")
+    assert namespace is not None  # noqa: S101 - required
+    try:
+        check_namespace(namespace)
+    except ValueError as exc:
+        raise ManifestError(path, f"{e.where}, field 'namespace'", str(exc)) from None
+    filename = e.text("filename", required=False)
+    if filename is not None:
+        try:
+            check_filename(filename)
+        except ValueError as exc:
+            raise ManifestError(path, f"{e.where}, field 'filename'", str(exc)) from None
+    extract = e.table.get("extract", False)
+    if not isinstance(extract, bool):
+        raise e.fail("extract", "true or false", extract)
+    return Asset(
+        url=url,
+        sha256=sha.lower(),
+        namespace=namespace,
+        filename=filename,
+        extract=extract,
+        index=index,
+    )
+
+
+def _model(path: str, index: int, table: object) -> Model:
+    e = _Entry(path, "model", index, table)
+    e.only(_MODEL_FIELDS)
+    hub = e.text("hub")
+    if hub not in HUBS:
+        raise e.fail("hub", " or ".join(repr(h) for h in HUBS), hub)
+    repo_id = e.text("repo_id")
+    assert repo_id is not None  # noqa: S101 - required
+    parts = repo_id.split("/")
+    shape = (2,) if hub == "modelscope" else (1, 2)
+    if (
+        len(parts) not in shape
+        or any(_name_problem(p) for p in parts)
+        or repo_id != repo_id.strip()
+    ):
+        raise e.fail(
+            "repo_id",
+            "'owner/name'" + ("" if hub == "modelscope" else " (or a bare name)"),
+            repo_id,
+        )
+    revision = e.text("revision")
+    assert revision is not None  # noqa: S101 - required
+    repo_type = e.text("repo_type", required=False) or "model"
+    if repo_type not in REPO_TYPES:
+        raise e.fail("repo_type", " or ".join(repr(t) for t in REPO_TYPES), repo_type)
+    return Model(
+        hub=hub,
+        repo_id=repo_id,
+        revision=revision,
+        allow_patterns=e.patterns("allow_patterns"),
+        ignore_patterns=e.patterns("ignore_patterns"),
+        repo_type=repo_type,
+        index=index,
+    )
+
+
+def parse_manifest(text: str, *, path: str = "<manifest>") -> Manifest:
+    """Parse and validate manifest ``text``; ``path`` names it in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(path, "", f"is not valid TOML ({exc})") from None
+    extra = sorted(set(data) - {"asset", "model"})
+    if extra:
+        raise ManifestError(
+            path,
+            f"key {extra[0]!r}",
+            "unknown top-level key; expected only [[asset]] and [[model]] entries",
+        )
+    tables: dict[str, list[Any]] = {}
+    for kind in ("asset", "model"):
+        value = data.get(kind, [])
+        if not isinstance(value, list):
+            raise ManifestError(
+                path,
+                f"key {kind!r}",
+                f"expected an array of tables [[{kind}]], found {_kind(value)}",
+            )
+        tables[kind] = value
+    assets = [_asset(path, i, t) for i, t in enumerate(tables["asset"], 1)]
+    models = [_model(path, i, t) for i, t in enumerate(tables["model"], 1)]
+    _no_duplicates(path, assets, models)
+    return Manifest(path, assets, models)
+
+
+def _no_duplicates(path: str, assets: list[Asset], models: list[Model]) -> None:
+    seen: dict[tuple[str, ...], Asset] = {}
+    for a in assets:
+        key = (a.namespace, a.filename or "", "" if a.filename else a.url)
+        first = seen.setdefault(key, a)
+        if first is not a:
+            raise ManifestError(
+                path,
+                f"[[asset]] #{a.index}",
+                f"names the same cache entry as [[asset]] #{first.index} "
+                f"(namespace {a.namespace!r}, {a.filename or a.url}); keep one of them",
+            )
+    seen_models: dict[tuple[str, ...], Model] = {}
+    for m in models:
+        mkey = (m.hub, m.repo_type, m.repo_id, m.revision)
+        first_m = seen_models.setdefault(mkey, m)
+        if first_m is not m and first_m.as_dict() != m.as_dict():
+            raise ManifestError(
+                path,
+                f"[[model]] #{m.index}",
+                f"repeats [[model]] #{first_m.index} ({m.repo_id}@{m.revision}) with other "
+                "patterns; merge them into one entry",
+            )
+
+
+def load_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """Read, parse and validate the manifest at ``path``."""
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ManifestError(p, "", f"cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ManifestError(p, "", f"is not UTF-8 text ({exc})") from None
+    return parse_manifest(text, path=p)

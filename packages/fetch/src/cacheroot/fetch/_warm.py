@@ -1,0 +1,240 @@
+"""``cacheroot warm MANIFEST``: fill the caches with everything a manifest lists, in parallel.
+
+One step before a fleet of CI jobs starts: each ``[[asset]]`` is fetched (and unpacked when it
+says ``extract = true``), each ``[[model]]`` snapshot is downloaded by its hub's own client
+(``cacheroot.fetch._snapshot``). Running it again costs no request: an asset already cached is
+found offline first, and a pinned complete snapshot is recognised from its record. Failures do
+not stop the others; the summary lists each with its reason and the exit status is non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import sys
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ._archive import extract, extracted_path
+from ._cache import human, lock_path, touch_used
+from ._errors import CacheMissError, FetchError
+from ._lock import PathLock
+from ._manifest import Asset, Manifest, Model, load_manifest
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from ._fetcher import Fetcher
+
+#: Exit statuses, documented in ``--help``.
+OK, FAILED, USAGE = 0, 1, 2
+
+EPILOG = f"""\
+exit status:
+  {OK}  every entry is cached (--check: and complete)
+  {FAILED}  some entry failed (--check: is missing or incomplete); the summary says which and why
+  {USAGE}  the manifest cannot be read or is invalid (the message names the entry and field)
+"""
+
+HIT, MISS, MISSING, FAILURE = "hit", "miss", "missing", "failed"
+
+
+def _snapshot_module() -> ModuleType:
+    try:
+        return importlib.import_module("cacheroot.fetch._snapshot")
+    except ImportError as exc:
+        raise FetchError(
+            f"model snapshot support is not installed ({exc}); install cacheroot-fetch with "
+            "the hub clients (huggingface_hub, modelscope) to warm [[model]] entries"
+        ) from None
+
+
+def _row(entry: Asset | Model, status: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "entry": entry.label,
+        "kind": "asset" if isinstance(entry, Asset) else "model",
+        "status": status,
+        "path": None,
+        "bytes": 0,
+        "reason": "",
+        **extra,
+    }
+
+
+def _extract_once(path: str) -> str:
+    """Unpack the archive entry ``path`` once (single-flight, like the fetch itself)."""
+    out = extracted_path(path)
+    if os.path.isdir(out):
+        return out
+    with PathLock(lock_path(out)):
+        return str(extract(path, out))
+
+
+def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[str, Any]:
+    """Fetch one asset (offline first, so a cached one costs no request); a summary row."""
+    kwargs: dict[str, Any] = {
+        "sha256": asset.sha256,
+        "namespace": asset.namespace,
+        "filename": asset.filename,
+    }
+    status = HIT
+    try:
+        path = fetcher.fetch(asset.url, offline=True, **kwargs)
+    except CacheMissError as exc:
+        if check:
+            return _row(asset, MISSING, path=exc.path, reason="not cached")
+        path = fetcher.fetch(asset.url, **kwargs)
+        status = MISS
+    size = os.stat(path).st_size
+    row = _row(asset, status, path=str(path), bytes=size if status == MISS else 0)
+    if asset.extract:
+        out = extracted_path(path)
+        if os.path.isdir(out):
+            touch_used(out)
+        elif check:
+            return {**row, "status": MISSING, "reason": f"not unpacked at {out}"}
+        else:
+            out = _extract_once(str(path))
+            row["status"] = MISS
+        row["path"] = out
+    return row
+
+
+def _spec(model: Model) -> Any:
+    snapshot = _snapshot_module()
+    return snapshot.ModelSpec(
+        repo_id=model.repo_id,
+        revision=model.revision,
+        hub=model.hub,
+        repo_type=model.repo_type,
+        allow_patterns=model.allow_patterns,
+        ignore_patterns=model.ignore_patterns,
+    )
+
+
+def check_model(model: Model, *, deep: bool = False) -> dict[str, Any]:
+    """Whether ``model``'s snapshot is complete, without the network; a summary row."""
+    try:
+        report = _snapshot_module().check_snapshot(_spec(model), deep=deep)
+    except (FetchError, ValueError, OSError) as exc:
+        return _row(model, FAILURE, reason=str(exc))
+    if report.complete:
+        return _row(model, HIT, path=str(report.path))
+    return _row(model, MISSING, reason="; ".join(report.problems))
+
+
+def warm_model(model: Model, *, check: bool = False) -> dict[str, Any]:
+    """Download one model snapshot with its hub's client unless complete; a summary row."""
+    row = check_model(model)
+    if check or row["status"] == FAILURE or (row["status"] == HIT and model.pinned):
+        return row
+    # Missing, or complete for a branch that may have moved: the client re-resolves it.
+    path = _snapshot_module().warm_snapshot(_spec(model))
+    return _row(model, MISS, path=str(path))
+
+
+def _guarded(fn: Any, entry: Asset | Model, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    try:
+        result: dict[str, Any] = fn(entry, *args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - every failure is reported, none stops the rest
+        return _row(entry, FAILURE, reason=f"{type(exc).__name__}: {exc}")
+    return result
+
+
+def warm_manifest(
+    manifest: Manifest | str | os.PathLike[str], *, jobs: int = 4, check: bool = False
+) -> dict[str, Any]:
+    """Warm (or with ``check``, only inspect) every entry of ``manifest``; the summary.
+
+    The summary has ``hits``, ``misses``, ``missing``, ``failures`` (counts), ``bytes``
+    (downloaded by asset misses), ``seconds``, ``warnings`` and one row per entry.
+    """
+    from ._fetcher import Fetcher  # noqa: PLC0415 - requests only when warming
+
+    m = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
+    started = time.monotonic()
+    fetcher = Fetcher(allow_file=any(a.url.startswith("file://") for a in m.assets))
+    notes = [
+        f"{model.label}: revision {model.revision!r} is a branch or tag, which can move; pin a "
+        "commit hash so every job gets the same files"
+        for model in m.models
+        if not model.pinned
+    ]
+    with contextlib.ExitStack() as stack:
+        # The summary carries the unpinned-revision warnings; the threads should not repeat them.
+        stack.enter_context(warnings.catch_warnings())
+        warnings.filterwarnings("ignore", message=".*is a branch or tag.*")
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, jobs)))
+        futures = [pool.submit(_guarded, warm_asset, a, fetcher, check=check) for a in m.assets]
+        futures += [pool.submit(_guarded, warm_model, md, check=check) for md in m.models]
+        rows = [f.result() for f in futures]
+    fetcher.close()
+    count = {s: sum(r["status"] == s for r in rows) for s in (HIT, MISS, MISSING, FAILURE)}
+    return {
+        "manifest": m.path,
+        "check": check,
+        "entries": rows,
+        "hits": count[HIT],
+        "misses": count[MISS],
+        "missing": count[MISSING],
+        "failures": count[FAILURE],
+        "bytes": sum(r["bytes"] for r in rows),
+        "seconds": round(time.monotonic() - started, 3),
+        "warnings": notes,
+    }
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``warm`` subcommand."""
+    p = sub.add_parser(
+        "warm",
+        help="fetch every asset and model snapshot a manifest lists (idempotent)",
+        description="Fill the caches with the [[asset]] and [[model]] entries of MANIFEST.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("manifest", metavar="MANIFEST", help="a TOML file of [[asset]]/[[model]]")
+    p.add_argument("--jobs", "-j", type=int, default=4, help="parallel downloads (default 4)")
+    p.add_argument(
+        "--check", action="store_true", help="only report what is missing; never download"
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Warm ``args.manifest``; print the summary; the exit status says whether all is there."""
+    try:
+        summary = warm_manifest(args.manifest, jobs=args.jobs, check=args.check)
+    except FetchError as exc:
+        sys.stderr.write(f"cacheroot warm: {exc}\n")
+        return USAGE
+    bad = summary["failures"] + summary["missing"]
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    else:
+        lines = [f"warning: {w}\n" for w in summary["warnings"]]
+        lines += [
+            f"{r['status']}: {r['entry']}: {r['reason']}\n"
+            for r in summary["entries"]
+            if r["status"] in (MISSING, FAILURE)
+        ]
+        total = len(summary["entries"])
+        if args.check:
+            head = f"{total - bad} complete, {summary['missing']} missing"
+        else:
+            head = (
+                f"{summary['hits']} hits, {summary['misses']} misses "
+                f"({human(summary['bytes'])} downloaded)"
+            )
+        lines.append(
+            f"warm {summary['manifest']}: {total} entries: {head}, "
+            f"{summary['failures']} failures in {summary['seconds']:.1f} s\n"
+        )
+        sys.stdout.write("".join(lines))
+    return FAILED if bad else OK

@@ -1,0 +1,159 @@
+"""``cacheroot warm MANIFEST``: parallel, idempotent, one summary, non-zero on any failure."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cacheroot.fetch._archive import extracted_path
+from cacheroot.fetch._warm import warm_manifest
+
+from .conftest import cli, cli_json
+
+if TYPE_CHECKING:
+    from .origin import Origin
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def asset(url: str, body: bytes, namespace: str = "suite", **extra: object) -> str:
+    lines = [
+        "[[asset]]",
+        f'url = "{url}"',
+        f'sha256 = "{hashlib.sha256(body).hexdigest()}"',
+        f'namespace = "{namespace}"',
+    ]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n\n"
+
+
+def test_warm_100_assets_then_again_with_no_request(origin: Origin, tmp_path: Path) -> None:
+    text = ""
+    for i in range(100):
+        body = f"asset {i}\n".encode() * (50 + i)
+        text += asset(origin.serve(f"a{i:03}.txt", body), body)
+    manifest = tmp_path / "suite.toml"
+    manifest.write_text(text)
+
+    first = cli_json("warm", str(manifest), "--jobs", "8")
+    assert (first["hits"], first["misses"], first["failures"]) == (0, 100, 0)
+    assert first["bytes"] == sum(len(f"asset {i}\n") * (50 + i) for i in range(100))
+    assert origin.total == 100
+    assert set(origin.requests.values()) == {1}
+    assert origin.max_in_flight <= 8
+
+    second = cli("warm", str(manifest), "--jobs", "8")
+    assert second.returncode == 0, second.stderr
+    assert "100 hits, 0 misses (0 B downloaded), 0 failures" in second.stdout
+    assert origin.total == 100, "a warm cache made origin requests"
+
+    check = cli_json("warm", str(manifest), "--check")
+    assert check["hits"] == 100
+    assert origin.total == 100
+
+
+def test_failures_are_listed_and_fail_the_run(origin: Origin, tmp_path: Path) -> None:
+    good = b"good bytes"
+    text = asset(origin.serve("good.bin", good), good)
+    text += asset(origin.serve("liar.bin", b"other bytes"), b"what the manifest expects")
+    text += asset(origin.url("absent.bin"), b"never served")
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(text)
+    summary = cli_json("warm", str(manifest), "--jobs", "3", status=1)
+    rows = {r["entry"].split()[-1].rsplit("/", 1)[-1]: r for r in summary["entries"]}
+    assert rows["good.bin"]["status"] == "miss"
+    assert rows["liar.bin"]["status"] == "failed"
+    assert "ChecksumError" in rows["liar.bin"]["reason"]
+    assert rows["absent.bin"]["status"] == "failed"
+    assert "404" in rows["absent.bin"]["reason"]
+    assert summary["failures"] == 2
+    # Text mode names each failure with its reason, and the good entry is now a hit.
+    done = cli("warm", str(manifest))
+    assert done.returncode == 1
+    assert "failed: [[asset]] #2" in done.stdout
+    assert "1 hits, 0 misses" in done.stdout
+
+
+def test_check_reports_missing_without_requests(origin: Origin, tmp_path: Path) -> None:
+    body = b"x" * 100
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(
+        asset(origin.serve("x.bin", body), body)
+        + f'[[model]]\nhub = "hf"\nrepo_id = "org/tiny"\nrevision = "{COMMIT}"\n'
+    )
+    summary = cli_json("warm", str(manifest), "--check", status=1)
+    assert [r["status"] for r in summary["entries"]] == ["missing", "missing"]
+    assert "never warmed" in summary["entries"][1]["reason"]
+    assert origin.total == 0
+
+
+def test_bad_manifest_is_a_usage_error(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[[asset]]\nurl = "https://h/x"\nnamespace = "n"\n')
+    done = cli("warm", str(manifest))
+    assert done.returncode == 2
+    assert f"{manifest}: [[asset]] #1, field 'sha256'" in done.stderr
+
+
+def test_extract_unpacks_once(origin: Origin, tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        payload = b'{"vocab": 3}'
+        info = tarfile.TarInfo("tok/vocab.json")
+        info.size = len(payload)
+        tf.addfile(info, io.BytesIO(payload))
+    body = buf.getvalue()
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(asset(origin.serve("tok.tar.gz", body), body, extract=True))
+    first = warm_manifest(manifest)
+    out = Path(first["entries"][0]["path"])
+    assert first["entries"][0]["status"] == "miss"
+    assert (out / "tok" / "vocab.json").read_bytes() == payload
+    archive = out.parent / out.name.removesuffix(".extracted")
+    assert extracted_path(archive) == str(out)
+    second = warm_manifest(manifest, check=True)
+    assert second["entries"][0]["status"] == "hit"
+    assert origin.total == 1
+    assert os.path.isdir(out)
+
+
+def test_model_entries_go_through_the_hub_client(origin: Origin, tmp_path: Path) -> None:
+    # The local hub of the model-snapshot tests, and the snapshot support it exercises.
+    hubserver = pytest.importorskip("hub.hubserver", reason="the local hub is not installed")
+    pytest.importorskip("cacheroot.fetch._snapshot", reason="no model snapshot support")
+    repo = hubserver.HubRepo(
+        "acme/ops-model",
+        {"config.json": b'{"hidden_size": 8}', "model.safetensors": bytes(range(256)) * 8},
+    )
+    body = b"tokenizer data"
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(
+        asset(origin.serve("tok.json", body), body)
+        + f'[[model]]\nhub = "hf"\nrepo_id = "{repo.repo_id}"\nrevision = "{repo.commit}"\n'
+    )
+    with hubserver.HubServer() as hub:
+        hub.add_hf(repo)
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        cold = cli_json("warm", str(manifest), env=env)
+        assert [r["status"] for r in cold["entries"]] == ["miss", "miss"], cold
+        model_dir = Path(cold["entries"][1]["path"])
+        assert (model_dir / "config.json").read_bytes() == b'{"hidden_size": 8}'
+        requests = hub.total()
+        assert requests > 0
+        warm = cli_json("warm", str(manifest), env=env)
+        assert [r["status"] for r in warm["entries"]] == ["hit", "hit"]
+        assert hub.total() == requests, "a warm cache asked the hub"
+        verified = cli_json("cache", "verify", "--manifest", str(manifest), env=env)
+        assert [m["status"] for m in verified["models"]] == ["hit"]
+        (model_dir / "model.safetensors").unlink()
+        check = cli_json("warm", str(manifest), "--check", env=env, status=1)
+        assert check["entries"][1]["status"] == "missing"
+        assert "model.safetensors" in check["entries"][1]["reason"]
+        assert hub.total() == requests
