@@ -8,6 +8,7 @@ import pickle
 import stat
 import tarfile
 import zipfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -17,15 +18,16 @@ from cacheroot.fetch._archive import (
     ArchiveError,
     archive_kind,
     extract,
+    extract_entry,
     extracted_path,
     tree_digest,
     unpack,
 )
 from cacheroot.fetch._store import read_meta
+from cacheroot.fetch._used import used_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from pathlib import Path
 
 TarMember = tuple[tarfile.TarInfo, bytes | None]
 
@@ -252,3 +254,18 @@ def test_unpack_into_private_directory(tmp_path: Path) -> None:
         "config.json",
         "copy.json",
     ]
+
+
+def test_extract_entry_unpacks_once_next_to_the_entry(tmp_path: Path) -> None:
+    archive = make_tar(tmp_path / "a.tar.gz", good_members(), "w:gz")
+    out = extract_entry(archive)
+    assert str(out) == extracted_path(archive)
+    assert (out / "pkg/config.json").exists()
+    assert Path(used_path(str(out))).exists()  # "last used" starts at the unpacking
+    (out / "pkg/marker").write_text("kept")
+    assert extract_entry(archive) == out
+    assert (out / "pkg/marker").exists()
+    evil = make_tar(tmp_path / "evil.tar", [(_info("../x"), b"x")])
+    with pytest.raises(ArchiveError):
+        extract_entry(evil)
+    assert not os.path.exists(extracted_path(evil))

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch import Fetcher, _cache, _proc, sha256_file
+from cacheroot.fetch import Fetcher, _proc, _used, sha256_file
 from cacheroot.fetch._build import build_once
-from cacheroot.fetch._cache import lock_path, parse_age, parse_size, touch_used, used_path
+from cacheroot.fetch._cache import lock_path, parse_age, parse_size
 from cacheroot.fetch._fetcher import cache_dir
 from cacheroot.fetch._store import partials, read_meta
+from cacheroot.fetch._used import touch_used, used_path
 
 from .conftest import cli, cli_json
 
@@ -60,14 +61,14 @@ def test_touch_used_writes_at_most_once_an_hour(tmp_path: Path) -> None:
     assert used.exists()
     old = time.time() - 1800
     os.utime(used, (old, old))
-    _cache._fresh_until.clear()
+    _used._fresh_until.clear()
     touch_used(entry)  # recorded 30 min ago: fresh, not rewritten
     assert used.stat().st_mtime == pytest.approx(old)
     stale = time.time() - 7200
     os.utime(used, (stale, stale))
     touch_used(entry)  # remembered as fresh in this process: not even a stat
     assert used.stat().st_mtime == pytest.approx(stale)
-    _cache._fresh_until.clear()
+    _used._fresh_until.clear()
     touch_used(entry)  # two hours old: refreshed
     assert used.stat().st_mtime > time.time() - 60
 
@@ -270,3 +271,10 @@ def test_prune_json_and_text_outputs_agree(origin: Origin, fetcher: Fetcher) -> 
     assert "would remove 1 entries" in text.stdout
     again = json.loads(cli("cache", "ls", "--json").stdout)
     assert len(again) == 1
+
+
+def test_lock_path_is_the_one_fetch_takes(tmp_path: Path) -> None:
+    from cacheroot.fetch import _fetcher
+
+    entry = str(tmp_path / "ns" / "abc-x.bin")
+    assert lock_path(entry) == _fetcher._lock_path(entry)

@@ -91,7 +91,21 @@ def test_check_reports_missing_without_requests(origin: Origin, tmp_path: Path) 
     summary = cli_json("warm", str(manifest), "--check", status=1)
     assert [r["status"] for r in summary["entries"]] == ["missing", "missing"]
     assert "never warmed" in summary["entries"][1]["reason"]
+    assert summary["warnings"] == []
     assert origin.total == 0
+    # A branch instead of a commit is accepted with a warning in the summary.
+    manifest.write_text('[[model]]\nhub = "hf"\nrepo_id = "org/tiny"\nrevision = "main"\n')
+    done = cli("warm", str(manifest), "--check")
+    assert done.returncode == 1
+    assert "warning: [[model]] #1 hf:org/tiny@main: revision 'main' is a branch" in done.stdout
+
+
+def test_jobs_must_be_positive(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.toml"
+    manifest.write_text("")
+    done = cli("warm", str(manifest), "--jobs", "0")
+    assert done.returncode == 2
+    assert "expected 1 to 256 parallel downloads, found 0" in done.stderr
 
 
 def test_bad_manifest_is_a_usage_error(tmp_path: Path) -> None:

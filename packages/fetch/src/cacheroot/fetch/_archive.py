@@ -35,6 +35,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ._errors import FetchError
 from ._store import read_meta, sha256_file, staged_dir, write_meta
+from ._used import touch_used
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -344,6 +345,31 @@ def tree_digest(root: str | os.PathLike[str]) -> tuple[str, int, int]:
 def extracted_path(entry: str | os.PathLike[str]) -> str:
     """Where the archive entry ``entry`` is (or will be) unpacked: ``<entry>.extracted``."""
     return os.fspath(entry) + EXTRACTED_SUFFIX
+
+
+def extract_entry(
+    archive: str | os.PathLike[str],
+    *,
+    max_size: int = MAX_SIZE,
+    max_members: int = MAX_MEMBERS,
+    lock_timeout: float | None = 1800.0,
+) -> Path:
+    """The unpacked directory of the cached archive ``archive``, unpacking it once per volume.
+
+    What ``fetch(..., extract=True)`` and ``cacheroot warm`` call after the archive itself is
+    cached. The directory is ``<archive>.extracted``; the first caller unpacks it under that
+    directory's lock while the others wait, then find it. Unpacking is local work, so it is done
+    offline too. Raises :class:`ArchiveError` (nothing published) for an unsafe archive.
+    """
+    from ._cache import lock_path  # noqa: PLC0415 - the cache commands' module, loaded on need
+    from ._lock import PathLock  # noqa: PLC0415
+
+    out = extracted_path(archive)
+    if not os.path.isdir(out):
+        with PathLock(lock_path(out), timeout=lock_timeout):
+            extract(archive, out, max_size=max_size, max_members=max_members)
+    touch_used(out)
+    return Path(out)
 
 
 def extract(

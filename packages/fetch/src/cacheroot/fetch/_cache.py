@@ -5,10 +5,8 @@ start with a dot; its dot-files beside it belong to it (``.<name>.meta.json``, t
 ``.<name>.lock``, the single-flight lock; ``.<name>.used``, when it was last used;
 ``.<name>.<machine>-<pid>.<id>.partial``, a download or build in progress).
 
-"Last used" is the mtime of ``.<name>.used``, set explicitly rather than read from atime, so it
-works on ``noatime`` mounts. :func:`touch_used` updates it at most once an hour per entry, and a
-process remembers when it last did, so the hit path pays one dictionary look-up almost always,
-and one ``stat`` an hour.
+"Last used" is the mtime of ``.<name>.used`` (see :mod:`._used`): set explicitly rather than
+read from atime, so it works on ``noatime`` mounts, and refreshed at most once an hour.
 
 Pruning never takes away what someone is working on: an entry is removed only while prune holds
 its lock (taken without waiting; a busy entry is skipped), and not while a live process has a
@@ -41,9 +39,8 @@ from ._store import (
     read_meta,
     sha256_file,
 )
+from ._used import forget, last_used, used_path
 
-#: How stale "last used" may get before a hit refreshes it (seconds).
-TOUCH_EVERY = 3600.0
 #: Default grace period before a dead writer's partial may be removed (seconds).
 GRACE = 3600.0
 #: A partial from another machine (its writer cannot be checked) counts as abandoned only when
@@ -51,46 +48,11 @@ GRACE = 3600.0
 FOREIGN_STALE = 3600.0
 QUARANTINE = ".quarantine"
 
-_fresh_until: dict[str, float] = {}
-
-
-def used_path(entry: str) -> str:
-    """The sidecar whose mtime records when ``entry`` was last used."""
-    head, name = os.path.split(entry)
-    return os.path.join(head, f".{name}.used")
-
 
 def lock_path(entry: str) -> str:
     """The lock file of ``entry`` (the one :func:`cacheroot.fetch.fetch` takes on a miss)."""
     head, name = os.path.split(entry)
     return os.path.join(head, f".{name}.lock")
-
-
-def touch_used(entry: str | os.PathLike[str]) -> None:
-    """Record that ``entry`` was just used; cheap enough for every cache hit.
-
-    Writes at most once per :data:`TOUCH_EVERY` per entry (an ``os.utime`` of the ``.used``
-    sidecar, created if missing); within a process, a fresh entry costs a dictionary look-up.
-    Never raises: a read-only cache just keeps its old times.
-    """
-    p = used_path(os.fspath(entry))
-    now = time.time()
-    if _fresh_until.get(p, 0.0) > now:
-        return
-    try:
-        mtime = os.stat(p).st_mtime
-        if now - mtime >= TOUCH_EVERY:
-            os.utime(p)
-            mtime = now
-    except FileNotFoundError:
-        try:
-            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666))
-        except OSError:
-            return
-        mtime = now
-    except OSError:
-        return
-    _fresh_until[p] = mtime + TOUCH_EVERY
 
 
 # -- entries -------------------------------------------------------------------------------------
@@ -163,18 +125,6 @@ def tree_size(path: str) -> int:
                 seen.add((st.st_dev, st.st_ino))
                 total += st.st_size
     return total
-
-
-def last_used(entry: str, meta: dict[str, Any] | None = None) -> float:
-    """When ``entry`` was last used: its ``.used`` sidecar, else when it was published."""
-    try:
-        return os.stat(used_path(entry)).st_mtime
-    except OSError:
-        pass
-    times = [t for t in ((meta or {}).get("fetched"), (meta or {}).get("built")) if t]
-    with contextlib.suppress(OSError):
-        times.append(os.lstat(entry).st_mtime)
-    return float(max(times)) if times else 0.0
 
 
 def _namespaces(cache: str) -> list[str]:
@@ -376,7 +326,7 @@ def _remove_entry(entry: Entry) -> str:
         for side in (meta_path(entry.path), used_path(entry.path)):
             with contextlib.suppress(OSError):
                 os.unlink(side)
-        _fresh_until.pop(used_path(entry.path), None)
+        forget(entry.path)
     finally:
         lock.release()
     return ""

@@ -20,11 +20,11 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ._archive import extract, extracted_path
-from ._cache import human, lock_path, touch_used
+from ._archive import extract_entry, extracted_path
+from ._cache import human
 from ._errors import CacheMissError, FetchError
-from ._lock import PathLock
 from ._manifest import Asset, Manifest, Model, load_manifest
+from ._used import touch_used
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -66,15 +66,6 @@ def _row(entry: Asset | Model, status: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _extract_once(path: str) -> str:
-    """Unpack the archive entry ``path`` once (single-flight, like the fetch itself)."""
-    out = extracted_path(path)
-    if os.path.isdir(out):
-        return out
-    with PathLock(lock_path(out)):
-        return str(extract(path, out))
-
-
 def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[str, Any]:
     """Fetch one asset (offline first, so a cached one costs no request); a summary row."""
     kwargs: dict[str, Any] = {
@@ -85,6 +76,7 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
     status = HIT
     try:
         path = fetcher.fetch(asset.url, offline=True, **kwargs)
+        touch_used(path)
     except CacheMissError as exc:
         if check:
             return _row(asset, MISSING, path=exc.path, reason="not cached")
@@ -99,7 +91,7 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
         elif check:
             return {**row, "status": MISSING, "reason": f"not unpacked at {out}"}
         else:
-            out = _extract_once(str(path))
+            out = str(extract_entry(path))
             row["status"] = MISS
         row["path"] = out
     return row
@@ -189,6 +181,13 @@ def warm_manifest(
     }
 
 
+def _jobs(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 256:
+        raise argparse.ArgumentTypeError(f"expected 1 to 256 parallel downloads, found {value}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``warm`` subcommand."""
     p = sub.add_parser(
@@ -199,7 +198,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("manifest", metavar="MANIFEST", help="a TOML file of [[asset]]/[[model]]")
-    p.add_argument("--jobs", "-j", type=int, default=4, help="parallel downloads (default 4)")
+    p.add_argument("--jobs", "-j", type=_jobs, default=4, help="parallel downloads (default 4)")
     p.add_argument(
         "--check", action="store_true", help="only report what is missing; never download"
     )

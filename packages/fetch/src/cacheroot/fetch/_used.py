@@ -1,0 +1,73 @@
+"""When a cache entry was last used, recorded cheaply enough for every cache hit.
+
+Access times cannot be trusted (``noatime`` and ``relatime`` mounts, network file systems), so
+"last used" is the mtime of a sidecar ``.<name>.used`` next to the entry, set explicitly. It is
+refreshed at most once per :data:`TOUCH_EVERY` per entry, and a process remembers until when
+its last refresh is good: on the hit path :func:`touch_used` costs one dictionary look-up
+almost always, one ``stat`` once an hour, and one ``utime`` when the record is over an hour
+old. This module imports only :mod:`os` and :mod:`time`, so the hit path can import it freely.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+#: How stale "last used" may get before a hit refreshes it (seconds).
+TOUCH_EVERY = 3600.0
+
+_fresh_until: dict[str, float] = {}
+
+
+def used_path(entry: str) -> str:
+    """The sidecar whose mtime records when ``entry`` was last used."""
+    head, name = os.path.split(entry)
+    return os.path.join(head, f".{name}.used")
+
+
+def touch_used(entry: str | os.PathLike[str]) -> None:
+    """Record that ``entry`` was just used (see the module docstring for what it costs).
+
+    Never raises: a read-only cache just keeps its old times.
+    """
+    p = used_path(os.fspath(entry))
+    now = time.time()
+    if _fresh_until.get(p, 0.0) > now:
+        return
+    try:
+        mtime = os.stat(p).st_mtime
+        if now - mtime >= TOUCH_EVERY:
+            os.utime(p)
+            mtime = now
+    except FileNotFoundError:
+        try:
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666))
+        except OSError:
+            return
+        mtime = now
+    except OSError:
+        return
+    _fresh_until[p] = mtime + TOUCH_EVERY
+
+
+def forget(entry: str) -> None:
+    """Drop what this process remembers about ``entry`` (it was removed)."""
+    _fresh_until.pop(used_path(entry), None)
+
+
+def last_used(entry: str, meta: dict[str, object] | None = None) -> float:
+    """When ``entry`` was last used: its ``.used`` sidecar, else when it was published."""
+    try:
+        return os.stat(used_path(entry)).st_mtime
+    except OSError:
+        pass
+    times = [
+        float(t)
+        for t in ((meta or {}).get("fetched"), (meta or {}).get("built"))
+        if isinstance(t, (int, float))
+    ]
+    try:  # noqa: SIM105 - this module imports only os and time
+        times.append(os.lstat(entry).st_mtime)
+    except OSError:
+        pass
+    return max(times) if times else 0.0
