@@ -390,5 +390,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash[_STATE]
-    if state.totals is not None:
+    if state.totals is not None and not config.option.collectonly:
         terminalreporter.write_line(state.totals.line())

@@ -1,0 +1,163 @@
+"""The plugin as an adopting project sees it: fixtures, one report line, offline mode, the guard.
+
+Each test writes a small test project into ``tmp_path`` and runs it with a real pytest process
+(xdist where it matters) against a real origin process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from cacheroot.fetch._report import Figures, human_bytes
+
+from .runner import ServedOrigin, layout_env, plugin_args, report_lines, run_pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+GSM8K = "/datasets/gsm8k/test.jsonl"
+BPE = "/encodings/scenario_bpe.tiktoken"
+
+
+@pytest.fixture(scope="module")
+def origin() -> Iterator[ServedOrigin]:
+    with ServedOrigin() as served:
+        yield served
+
+
+def _project(tmp_path: Path, origin: ServedOrigin, body: str) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    header = f"from __future__ import annotations\n\nORIGIN = {origin.url!r}\n"
+    (project / "test_adopter.py").write_text(header + textwrap.dedent(body))
+    return project
+
+
+def _sha(origin: ServedOrigin, path: str) -> tuple[str, int]:
+    import urllib.request
+
+    with urllib.request.urlopen(origin.url + path, timeout=30) as resp:
+        data = resp.read()
+    return hashlib.sha256(data).hexdigest(), len(data)
+
+
+def test_workers_report_one_aggregated_line_and_json(tmp_path: Path, origin: ServedOrigin) -> None:
+    (gsm8k_sha, gsm8k_size), (bpe_sha, bpe_size) = _sha(origin, GSM8K), _sha(origin, BPE)
+    project = _project(
+        tmp_path,
+        origin,
+        f"""
+        import pytest
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_fetch(i, cached_file, test_cache_dir):
+            path, sha = [({GSM8K!r}, {gsm8k_sha!r}), ({BPE!r}, {bpe_sha!r})][i % 2]
+            got = cached_file(ORIGIN + path, sha256=sha, namespace="adopter")
+            assert got.parent == test_cache_dir / "adopter"
+
+        def test_media_cache_is_opt_in(media_cache):
+            pass
+        """,
+    )
+    before = origin.stats()["total"]
+    report = tmp_path / "out" / "report.json"
+    out = run_pytest(
+        ["-n", "2", "-rs", *plugin_args(), "--cacheroot-report", str(report)],
+        env=layout_env(tmp_path / "root"),
+        cwd=project,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "VLLM_MEDIA_CACHE is off" in out.stdout  # skipped, with the reason
+    lines = report_lines(out.stdout)
+    assert len(lines) == 1, out.stdout
+    figures = json.loads(report.read_text())
+    assert figures["line"] == lines[0]
+    assert figures["processes"] == 2
+    assert figures["hits"] + figures["misses"] == 6
+    assert figures["misses"] == figures["downloads"] == 2  # single-flight across workers
+    assert figures["bytes_downloaded"] == gsm8k_size + bpe_size
+    assert origin.stats()["total"] - before == 2
+
+
+def test_offline_run_fails_misses_and_foreign_connections(
+    tmp_path: Path, origin: ServedOrigin
+) -> None:
+    project = _project(
+        tmp_path,
+        origin,
+        f"""
+        import socket
+        import urllib.request
+
+        from cacheroot.fetch import fetch
+
+        def test_fixture_miss(cached_file):
+            cached_file(ORIGIN + {GSM8K!r}, namespace="adopter")
+
+        def test_direct_fetch_miss():
+            fetch(ORIGIN + {BPE!r}, namespace="adopter")
+
+        def test_loopback_is_allowed():
+            with urllib.request.urlopen(ORIGIN + "/__stats", timeout=30) as resp:
+                assert resp.status == 200
+
+        def test_foreign_host_is_refused():
+            socket.create_connection(("192.0.2.7", 9), timeout=1)
+        """,
+    )
+    before = origin.stats()["total"]
+    report = tmp_path / "report.json"
+    out = run_pytest(
+        [*plugin_args(), "--cacheroot-report", str(report)],
+        env=layout_env(tmp_path / "root", CACHEROOT_OFFLINE="1"),
+        cwd=project,
+    )
+    text = out.stdout + out.stderr
+    assert out.returncode == pytest.ExitCode.TESTS_FAILED, text
+    assert "3 failed, 1 passed" in text
+    assert f"cacheroot offline run: {origin.url}{GSM8K} is not in the cache" in text
+    assert f"cache miss on an offline run: {origin.url}{BPE}" in text
+    assert "cacheroot warm MANIFEST" in text
+    assert 'socket.socket.connect() with host "192.0.2.7"' in text  # the guard names it
+    assert "allows loopback connections only" in text
+    assert origin.stats()["total"] == before  # nothing reached the origin
+    figures = json.loads(report.read_text())
+    assert (figures["offline"], figures["offline_misses"], figures["misses"]) == (True, 2, 2)
+    assert figures["downloads"] == 0
+
+
+def _figures(hits: int, misses: int, media: dict[str, float] | None = None) -> Figures:
+    fetch = {"hits": hits, "misses": misses, "bytes_downloaded": 3 * misses << 20}
+    return Figures(fetch={k: float(v) for k, v in fetch.items()}, media=media, processes=1)
+
+
+def test_figures_add_up_and_survive_the_trip_to_the_controller() -> None:
+    total = Figures()
+    for part in (_figures(3, 1), _figures(0, 2, {"hits": 4.0, "misses": 1.0})):
+        total.add(Figures.from_dict(json.loads(json.dumps(part.as_dict()))))
+    data: dict[str, Any] = total.as_dict()
+    assert (data["hits"], data["misses"], data["processes"]) == (3, 3, 2)
+    assert data["bytes_downloaded"] == 9 << 20
+    assert data["media"]["hits"] == 4
+    assert Figures.from_dict(data).as_dict() == data
+    assert total.line() == (
+        "cacheroot: 3 hits, 3 misses, 9.0 MiB downloaded, 0 B served from cache, "
+        "0.00 s waiting on locks; media: 4 hits, 1 misses, 0 revalidated, 0 B saved (2 processes)"
+    )
+    assert Figures().line().endswith("(0 processes)")
+    assert "media" not in _figures(1, 0).line()
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (5 << 30, "5.0 GiB")],
+)
+def test_human_bytes(n: int, text: str) -> None:
+    assert human_bytes(n) == text
