@@ -1,0 +1,571 @@
+"""Model snapshots from Hugging Face and ModelScope: warmed once, checked offline, found offline.
+
+Model weights are the largest downloads of an ML test suite and the hub is where CI fails: a
+matrix of jobs asking for one model at once meets rate limits (429), a hub outage (5xx) fails
+every job, and a cache that is *almost* warm (one shard missing) breaks offline mode only when
+a test needs that shard. So:
+
+- :func:`warm_snapshot` downloads with the hub's own client into the caches the layout set
+  (``HF_HOME``, ``MODELSCOPE_CACHE``), so libraries find the files where they look. One process
+  per (hub, repo type, repo, revision) downloads at a time across every process and container
+  sharing the volume (a file lock); the others wait and then find the snapshot complete.
+  Transient hub failures are retried with backoff, honouring ``Retry-After``.
+- After a successful download it records a small completeness record: every selected file with
+  its size and sha256, checked at that moment against the hub's own digest where the hub gives
+  one (Hugging Face names each cached blob after its ETag: the sha256 of an LFS file, the git
+  blob id of the others; the ModelScope client verifies sha256 against its listing itself).
+- :func:`check_snapshot` compares the cache with that record without touching the network:
+  every file present, of the recorded size, and of the recorded sha256 (re-hashed only when the
+  file's size, mtime or inode changed since it was verified, or when ``deep=True``).
+- :func:`offline_snapshot_path` returns the snapshot directory when it is complete and raises
+  :class:`CacheMissError` naming the manifest entry to add when it is not.
+
+Records and locks live under ``VLLM_CACHE_ROOT`` (the cache root when that is unusable):
+``snapshots/<key>.json`` and ``locks/snapshots/<key>.lock``. A record stores the snapshot's
+path relative to the hub's cache root, so a volume mounted elsewhere keeps working.
+
+A revision that is not a commit hash (a branch or tag) can move: it is accepted with a
+:class:`UnpinnedRevisionWarning`, re-resolved online by every warm, and its record says which
+commit it resolved to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import re
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cacheroot.envs import CACHEROOT, CACHEROOT_OFFLINE, HF_HUB_OFFLINE, resolve, truthy
+
+from . import _snapshot_hubs as hubs
+from ._errors import CacheMissError, ChecksumError, DownloadError
+from ._lock import PathLock
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+#: A full git commit id: the only revision that cannot move.
+COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
+#: Version of the completeness record's format.
+RECORD_FORMAT = 1
+_CHUNK = 1 << 20
+
+
+class UnpinnedRevisionWarning(UserWarning):
+    """A model's revision is a branch or tag, which can move, rather than a commit hash."""
+
+
+def _patterns(value: Iterable[str] | str | None, name: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = (value,) if isinstance(value, str) else tuple(value)
+    if not all(isinstance(p, str) and p for p in items):
+        raise TypeError(f"{name} must be a string or a list of non-empty strings, got {value!r}")
+    return items
+
+
+@dataclass(frozen=True, init=False)
+class ModelSpec:
+    """One model snapshot: which hub, which repository, which revision, which files.
+
+    ``allow_patterns`` / ``ignore_patterns`` are the hub clients' glob patterns (``*`` matches
+    across ``/``); a string counts as a one-element list. Specs are immutable and hashable.
+    """
+
+    repo_id: str
+    revision: str
+    hub: str
+    repo_type: str
+    allow_patterns: tuple[str, ...] | None
+    ignore_patterns: tuple[str, ...] | None
+
+    def __init__(
+        self,
+        repo_id: str,
+        revision: str,
+        *,
+        hub: str = "hf",
+        repo_type: str = "model",
+        allow_patterns: Iterable[str] | str | None = None,
+        ignore_patterns: Iterable[str] | str | None = None,
+    ) -> None:
+        if hub not in hubs.HUBS:
+            raise ValueError(f"hub must be one of {', '.join(hubs.HUBS)}, got {hub!r}")
+        if repo_type not in hubs.REPO_TYPES:
+            raise ValueError(
+                f"repo_type must be one of {', '.join(hubs.REPO_TYPES)}, got {repo_type!r}"
+            )
+        parts = repo_id.split("/") if isinstance(repo_id, str) else []
+        need = (2,) if hub == "modelscope" else (1, 2)
+        if len(parts) not in need or not all(p and p not in (".", "..") for p in parts):
+            shape = "owner/name" if hub == "modelscope" else "name or owner/name"
+            raise ValueError(f"repo_id must look like {shape}, got {repo_id!r}")
+        if not isinstance(revision, str) or not revision.strip():
+            raise ValueError(
+                f"revision must be a commit hash (recommended) or a branch or tag name, "
+                f"got {revision!r}"
+            )
+        for name, value in (
+            ("repo_id", repo_id),
+            ("revision", revision),
+            ("hub", hub),
+            ("repo_type", repo_type),
+            ("allow_patterns", _patterns(allow_patterns, "allow_patterns")),
+            ("ignore_patterns", _patterns(ignore_patterns, "ignore_patterns")),
+        ):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_mapping(cls, entry: Mapping[str, Any]) -> ModelSpec:
+        """Build a spec from a manifest's ``[[model]]`` table; unknown keys are an error."""
+        known = {"hub", "repo_id", "revision", "repo_type", "allow_patterns", "ignore_patterns"}
+        unknown = sorted(set(entry) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown key(s) {', '.join(unknown)} in a model entry; "
+                f"expected some of {', '.join(sorted(known))}"
+            )
+        missing = [k for k in ("repo_id", "revision") if k not in entry]
+        if missing:
+            raise ValueError(f"a model entry needs {' and '.join(missing)}: {dict(entry)!r}")
+        return cls(
+            repo_id=entry["repo_id"],
+            revision=entry["revision"],
+            hub=entry.get("hub", "hf"),
+            repo_type=entry.get("repo_type", "model"),
+            allow_patterns=entry.get("allow_patterns"),
+            ignore_patterns=entry.get("ignore_patterns"),
+        )
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the revision is a full commit hash (which cannot move)."""
+        return COMMIT_HASH.fullmatch(self.revision) is not None
+
+    @property
+    def uri(self) -> str:
+        """A readable name for messages: ``hf://owner/name@rev``, ``hf://datasets/...``."""
+        kind = "datasets/" if self.repo_type == "dataset" else ""
+        return f"{self.hub}://{kind}{self.repo_id}@{self.revision}"
+
+    def to_toml(self) -> str:
+        """The manifest entry (a ``[[model]]`` table) that names this snapshot."""
+        lines = [
+            "[[model]]",
+            f"hub = {json.dumps(self.hub)}",
+            f"repo_id = {json.dumps(self.repo_id)}",
+            f"revision = {json.dumps(self.revision)}",
+        ]
+        if self.repo_type != "model":
+            lines.append(f"repo_type = {json.dumps(self.repo_type)}")
+        for key in ("allow_patterns", "ignore_patterns"):
+            value = getattr(self, key)
+            if value is not None:
+                lines.append(f"{key} = [{', '.join(json.dumps(p) for p in value)}]")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SnapshotReport:
+    """Whether a snapshot is complete in the cache, and what is wrong when it is not."""
+
+    spec: ModelSpec
+    complete: bool
+    path: Path | None = None
+    commit: str | None = None
+    missing: tuple[str, ...] = ()
+    wrong: tuple[str, ...] = ()
+    problems: tuple[str, ...] = field(default=())
+
+    def __str__(self) -> str:
+        if self.complete:
+            return f"{self.spec.uri}: complete at {self.path}"
+        return f"{self.spec.uri}: incomplete: {'; '.join(self.problems)}"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready summary (for ``--json`` outputs)."""
+        return {
+            "hub": self.spec.hub,
+            "repo_id": self.spec.repo_id,
+            "repo_type": self.spec.repo_type,
+            "revision": self.spec.revision,
+            "complete": self.complete,
+            "path": None if self.path is None else str(self.path),
+            "commit": self.commit,
+            "missing": list(self.missing),
+            "wrong": list(self.wrong),
+            "problems": list(self.problems),
+        }
+
+
+# -- where things live ----------------------------------------------------------------------------
+
+
+def _state_dir(environ: Mapping[str, str]) -> str:
+    layout = resolve(environ)
+    base = layout.settings["VLLM_CACHE_ROOT"].value or layout.root
+    if base is None:
+        raise RuntimeError(
+            f"cannot place snapshot records: the cache layout is invalid ({layout.root_reason}); "
+            f"set {CACHEROOT} to an absolute, writable directory"
+        )
+    return base
+
+
+def _slug(spec: ModelSpec, *, with_patterns: bool) -> str:
+    """A file name for ``spec``: readable, collision-free, within NAME_MAX."""
+    key = [spec.hub, spec.repo_type, spec.repo_id, spec.revision]
+    if with_patterns:
+        key += [json.dumps([spec.allow_patterns, spec.ignore_patterns])]
+    digest = hashlib.sha256("\x00".join(key).encode()).hexdigest()[:16]
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", f"{spec.repo_id.replace('/', '--')}@{spec.revision}")
+    return f"{spec.hub}-{spec.repo_type}-{readable[:120]}-{digest}"
+
+
+def record_path(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> Path:
+    """Where the completeness record of ``spec`` lives."""
+    base = _state_dir(os.environ if environ is None else environ)
+    return Path(base, "snapshots", _slug(spec, with_patterns=True) + ".json")
+
+
+def lock_path(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> Path:
+    """The lock that makes warming ``spec`` single-flight (patterns share one lock)."""
+    base = _state_dir(os.environ if environ is None else environ)
+    return Path(base, "locks", "snapshots", _slug(spec, with_patterns=False) + ".lock")
+
+
+def _hub_root(spec: ModelSpec, environ: Mapping[str, str]) -> str:
+    root = hubs.cache_root(spec.hub, environ)
+    if root is None:
+        raise RuntimeError(
+            f"cannot locate the {spec.hub} cache: the cache layout is invalid "
+            f"(run `cacheroot doctor`); set {CACHEROOT} to an absolute, writable directory"
+        )
+    return root
+
+
+def _is_offline(spec: ModelSpec, environ: Mapping[str, str]) -> bool:
+    if truthy(environ.get(CACHEROOT_OFFLINE)):
+        return True
+    return spec.hub == "hf" and truthy(environ.get(HF_HUB_OFFLINE))
+
+
+# -- the record -----------------------------------------------------------------------------------
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open(encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
+        return None
+    return data
+
+
+def _write_record(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{random.getrandbits(32):08x}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _hash_file(path: str, *, git: bool) -> tuple[str, str | None]:
+    """sha256 of a file and, when asked, its git blob id, in one read."""
+    sha = hashlib.sha256()
+    blob = None
+    if git:
+        blob = hashlib.sha1(usedforsecurity=False)
+        blob.update(b"blob %d\x00" % os.path.getsize(path))
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            sha.update(chunk)
+            if blob is not None:
+                blob.update(chunk)
+    return sha.hexdigest(), None if blob is None else blob.hexdigest()
+
+
+def _build_record(
+    spec: ModelSpec, snapshot_dir: str, hub_root: str, previous: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Describe the snapshot the client just produced, verifying each file once.
+
+    A file whose (size, mtime, inode) match the previous record keeps its recorded sha256:
+    re-warming a branch must not re-read every weight file.
+    """
+    known: dict[str, dict[str, Any]] = {}
+    if previous is not None:
+        known = {f["path"]: f for f in previous.get("files", []) if isinstance(f, dict)}
+    files = []
+    for rel in hubs.snapshot_files(spec, snapshot_dir):
+        full = os.path.join(snapshot_dir, *rel.split("/"))
+        st = os.stat(full)
+        old = known.get(rel)
+        if old is not None and old.get("stat") == _stat_key(st):
+            files.append(old)
+            continue
+        vouched = hubs.hub_digest(spec.hub, full)
+        sha256, git_sha1 = _hash_file(full, git=vouched is not None and vouched[0] == "git-sha1")
+        if vouched is not None:
+            actual = sha256 if vouched[0] == "sha256" else git_sha1
+            if actual != vouched[1]:
+                raise ChecksumError(
+                    f"{spec.uri}/{rel}",
+                    f"{vouched[0]}:{vouched[1]}",
+                    f"{vouched[0]}:{actual}",
+                    st.st_size,
+                )
+        files.append({"path": rel, "size": st.st_size, "sha256": sha256, "stat": _stat_key(st)})
+    relative = os.path.relpath(snapshot_dir, hub_root)
+    return {
+        "format": RECORD_FORMAT,
+        "hub": spec.hub,
+        "repo_type": spec.repo_type,
+        "repo_id": spec.repo_id,
+        "revision": spec.revision,
+        "allow_patterns": None if spec.allow_patterns is None else list(spec.allow_patterns),
+        "ignore_patterns": None if spec.ignore_patterns is None else list(spec.ignore_patterns),
+        "commit": _commit_of(spec, snapshot_dir),
+        # Relative to the hub cache root so the volume may be mounted elsewhere; absolute only
+        # when the client put the snapshot outside that root (a legacy ModelScope cache).
+        "snapshot": snapshot_dir if relative.startswith("..") else relative,
+        "files": files,
+        "warmed_at": time.time(),
+    }
+
+
+def _commit_of(spec: ModelSpec, snapshot_dir: str) -> str | None:
+    if spec.pinned:
+        return spec.revision
+    name = os.path.basename(os.path.normpath(snapshot_dir))
+    # Hugging Face keys snapshots by commit; ModelScope by the revision as asked.
+    return name if spec.hub == "hf" and COMMIT_HASH.fullmatch(name) else None
+
+
+# -- public API -----------------------------------------------------------------------------------
+
+
+def check_snapshot(
+    spec: ModelSpec, *, deep: bool = False, environ: Mapping[str, str] | None = None
+) -> SnapshotReport:
+    """Whether ``spec`` is complete in the cache, without any network access.
+
+    Complete means: a warm recorded this snapshot, and every recorded file is present with its
+    recorded size and sha256. Hashes are re-computed only for files whose size, mtime or inode
+    changed since they were verified, or for every file when ``deep`` is true.
+    """
+    env = os.environ if environ is None else environ
+    rpath = record_path(spec, env)
+    record = _read_record(rpath)
+    if record is None:
+        return SnapshotReport(
+            spec,
+            complete=False,
+            problems=(f"never warmed on this cache (no record at {rpath})",),
+        )
+    where = record["snapshot"]
+    snapshot = Path(where if os.path.isabs(where) else os.path.join(_hub_root(spec, env), where))
+    missing: list[str] = []
+    wrong: list[str] = []
+    problems: list[str] = []
+    for entry in record["files"]:
+        rel = entry["path"]
+        full = os.path.join(snapshot, *rel.split("/"))
+        try:
+            st = os.stat(full)
+        except OSError:
+            missing.append(rel)
+            problems.append(f"{rel}: missing")
+            continue
+        if st.st_size != entry["size"]:
+            wrong.append(rel)
+            problems.append(f"{rel}: {st.st_size} bytes, expected {entry['size']}")
+            continue
+        if deep or _stat_key(st) != entry.get("stat"):
+            actual, _ = _hash_file(full, git=False)
+            if actual != entry["sha256"]:
+                wrong.append(rel)
+                problems.append(f"{rel}: sha256 {actual}, expected {entry['sha256']}")
+    problems.extend(_ref_problem(spec, snapshot, record))
+    return SnapshotReport(
+        spec,
+        complete=not problems,
+        path=snapshot,
+        commit=record.get("commit"),
+        missing=tuple(missing),
+        wrong=tuple(wrong),
+        problems=tuple(problems),
+    )
+
+
+def _ref_problem(spec: ModelSpec, snapshot: Path, record: Mapping[str, Any]) -> list[str]:
+    """Hugging Face resolves a branch offline through ``refs/<branch>``: it must still match."""
+    commit = record.get("commit")
+    if spec.hub != "hf" or spec.pinned or commit is None:
+        return []
+    ref = snapshot.parent.parent / "refs" / spec.revision
+    try:
+        current = ref.read_text(encoding="utf-8").strip()
+    except OSError:
+        return [f"refs/{spec.revision} is missing, so offline clients cannot resolve the branch"]
+    if current != commit:
+        return [f"refs/{spec.revision} now points to {current}, not the warmed {commit}"]
+    return []
+
+
+def offline_snapshot_path(spec: ModelSpec, *, environ: Mapping[str, str] | None = None) -> Path:
+    """The local directory of a complete snapshot; :class:`CacheMissError` when incomplete.
+
+    Never touches the network. The error names what is missing and the manifest entry to add.
+    """
+    report = check_snapshot(spec, environ=environ)
+    if report.complete:
+        assert report.path is not None  # noqa: S101 - a complete report always has its path
+        return report.path
+    raise _miss(spec, report)
+
+
+def _miss(spec: ModelSpec, report: SnapshotReport) -> CacheMissError:
+    shown = "; ".join(report.problems[:5])
+    if len(report.problems) > 5:
+        shown += f"; ... ({len(report.problems) - 5} more)"
+    hint = (
+        f"{shown}. Add this entry to the test manifest and run `cacheroot warm MANIFEST` "
+        f"with network access:\n{spec.to_toml()}"
+    )
+    where = report.path if report.path is not None else record_path(spec)
+    return CacheMissError(spec.uri, str(where), hint)
+
+
+def warm_snapshot(
+    spec: ModelSpec,
+    *,
+    offline: bool | None = None,
+    lock_timeout: float = 3600.0,
+    attempts: int = 6,
+    backoff: float = 1.0,
+    max_delay: float = 120.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Path:
+    """Make ``spec`` complete in the cache and return its snapshot directory.
+
+    A pinned snapshot that is already complete returns at once, without a request. Otherwise
+    one process at a time (across the volume) runs the hub's client; a process that waited for
+    another finds the work done. Transient failures (429, 5xx, connection errors) are retried
+    up to ``attempts`` times with exponential backoff and jitter starting at ``backoff``
+    seconds, waiting what ``Retry-After`` asks when the hub says (capped at ``max_delay``).
+
+    ``offline`` (default: ``CACHEROOT_OFFLINE``, and for Hugging Face also ``HF_HUB_OFFLINE``)
+    turns a miss into :class:`CacheMissError` instead of a download.
+    """
+    if not spec.pinned:
+        warnings.warn(
+            UnpinnedRevisionWarning(
+                f"{spec.uri}: revision {spec.revision!r} is a branch or tag, which can move; pin "
+                "a commit hash so every job and every later run gets the same files"
+            ),
+            stacklevel=2,
+        )
+    env = os.environ
+    is_offline = _is_offline(spec, env) if offline is None else offline
+    report = check_snapshot(spec)
+    if report.complete and (spec.pinned or is_offline):
+        assert report.path is not None  # noqa: S101 - a complete report always has its path
+        return report.path
+    if is_offline:
+        raise _miss(spec, report)
+    lpath = lock_path(spec)
+    lpath.parent.mkdir(parents=True, exist_ok=True)
+    # Raises LockTimeout naming the holder; a holder that died is detected and its lock taken.
+    with PathLock(str(lpath), timeout=lock_timeout):
+        # Another process may have finished (or damaged something) while this one waited.
+        report = check_snapshot(spec)
+        if report.complete and spec.pinned:
+            assert report.path is not None  # noqa: S101 - complete implies a path
+            return report.path
+        _check_client_root(spec, env)
+        _discard_wrong(spec, report)
+        snapshot_dir = _download_with_retries(spec, attempts, backoff, max_delay, sleep)
+        rpath = record_path(spec)
+        record = _build_record(spec, snapshot_dir, _hub_root(spec, env), _read_record(rpath))
+        _write_record(rpath, record)
+    return Path(snapshot_dir)
+
+
+def _discard_wrong(spec: ModelSpec, report: SnapshotReport) -> None:
+    """Remove files the check found wrong, so that the client downloads them again.
+
+    The ModelScope client re-verifies sha256 against its listing and replaces a bad file by
+    itself. The Hugging Face client trusts any file present, so a damaged one is removed here,
+    together with the blob its snapshot entry links to.
+    """
+    if spec.hub != "hf" or report.path is None:
+        return
+    for rel in report.wrong:
+        link = os.path.join(report.path, *rel.split("/"))
+        target = os.path.realpath(link)
+        for victim in (target, link):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(victim)
+
+
+def _check_client_root(spec: ModelSpec, environ: Mapping[str, str]) -> None:
+    expected = os.path.realpath(_hub_root(spec, environ))
+    actual = os.path.realpath(hubs.client_cache_root(spec.hub))
+    if expected != actual:
+        client = "huggingface_hub" if spec.hub == "hf" else "modelscope_hub"
+        raise RuntimeError(
+            f"{client} in this process caches in {actual}, but the cache layout says {expected}: "
+            f"{client} reads its cache location once, when first imported, and was imported "
+            "before the layout was applied. Apply the layout first (the cacheroot start-up hook "
+            "does it at interpreter start), or warm in a fresh process (`cacheroot warm`)"
+        )
+
+
+def _download_with_retries(
+    spec: ModelSpec,
+    attempts: int,
+    backoff: float,
+    max_delay: float,
+    sleep: Callable[[float], None],
+) -> str:
+    for attempt in range(1, attempts + 1):
+        try:
+            return hubs.download(spec)
+        except Exception as error:  # noqa: PERF203 - the retry loop
+            retry, status, retry_after = hubs.transient(error)
+            if not retry:
+                raise
+            if attempt == attempts:
+                raise DownloadError(
+                    spec.uri,
+                    f"{spec.uri}: the hub kept failing after {attempts} attempts "
+                    f"(last: {'HTTP ' + str(status) if status else type(error).__name__}: "
+                    f"{error}); try again later, or raise attempts=",
+                    status,
+                ) from error
+            if retry_after is not None:
+                delay = min(max_delay, retry_after)
+            else:
+                delay = min(max_delay, backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)  # noqa: S311 - jitter
+            sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover

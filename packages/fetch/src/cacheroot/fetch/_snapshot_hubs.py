@@ -1,0 +1,277 @@
+"""The two hubs behind one small interface: where each caches, how it downloads, what it retries.
+
+Downloads go through each hub's own client (``huggingface_hub.snapshot_download``, ModelScope's
+``snapshot_download``), so the files land exactly where ``transformers``, vLLM and the clients
+themselves look for them later. Nothing here knows a hub's cache layout beyond its root
+directory, which the cacheroot layout sets (``HF_HOME``, ``MODELSCOPE_CACHE``).
+
+Neither client is a dependency of ``cacheroot-fetch``: both are imported inside the functions
+that need them, and a missing one is an :class:`ImportError` naming the package to install.
+
+The clients read their environment when they are imported (huggingface_hub: ``HF_HOME``,
+``HF_ENDPOINT``, ``HF_HUB_OFFLINE``; modelscope_hub: ``MODELSCOPE_CACHE`` when its configuration
+is first built). A process that imported one before the layout was applied would download
+somewhere else than where cacheroot looks, so :func:`client_cache_root` reports the root the
+imported client actually uses and the caller compares it with the layout's.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import fnmatch
+import os
+import time
+from typing import TYPE_CHECKING
+
+from cacheroot.envs import resolve
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from ._snapshot import ModelSpec
+
+#: The hubs cacheroot can warm from.
+HUBS = ("hf", "modelscope")
+#: The repository types both hubs share.
+REPO_TYPES = ("model", "dataset")
+#: HTTP statuses worth another attempt: timeouts, rate limits and server-side failures.
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+#: Transport failures of huggingface_hub's HTTP stack (httpx-style names; matched by name so
+#: that this module imports no HTTP library).
+_TRANSPORT_ERRORS = frozenset(
+    {
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "TimeoutException",
+        "ReadError",
+        "RemoteProtocolError",
+    }
+)
+#: The installable distribution of each hub's client, for error messages.
+_PACKAGES = {"hf": "huggingface_hub", "modelscope": "modelscope (or modelscope-hub)"}
+
+# The hubs' own variable names. They belong to the hub clients, not to cacheroot's layout
+# (HF_HUB_CACHE is a row the layout never sets): read here only to find where a user who set
+# them explicitly told the client to cache.
+_HF_HUB_CACHE = "HF_HUB_CACHE"
+_HF_HOME = "HF_HOME"
+_MODELSCOPE_CACHE = "MODELSCOPE_CACHE"
+
+
+def _missing_client(hub: str, error: ImportError) -> ImportError:
+    return ImportError(
+        f"warming a {hub!r} model needs the hub's client, which is not installed ({error}); "
+        f"install {_PACKAGES[hub]} in this environment"
+    )
+
+
+def cache_root(hub: str, environ: Mapping[str, str]) -> str | None:
+    """The hub cache directory that the layout gives the hub's client, or ``None`` if invalid.
+
+    Hugging Face: ``HF_HUB_CACHE`` when the user set it, else ``$HF_HOME/hub`` (how the client
+    derives it). ModelScope: ``MODELSCOPE_CACHE``, the root of modelscope_hub's cache.
+    """
+    if hub == "hf":
+        explicit = environ.get(_HF_HUB_CACHE, "").strip()
+        if explicit:
+            return os.path.abspath(os.path.expanduser(explicit))
+        home = resolve(environ).settings[_HF_HOME].value
+        return None if home is None else os.path.join(home, "hub")
+    value = resolve(environ).settings[_MODELSCOPE_CACHE].value
+    return None if value is None else os.path.abspath(value)
+
+
+def client_cache_root(hub: str) -> str:
+    """The cache root of the hub client as imported in this process (imports the client)."""
+    try:
+        if hub == "hf":
+            from huggingface_hub import constants  # noqa: PLC0415 - optional
+
+            return os.path.abspath(constants.HF_HUB_CACHE)
+        from modelscope_hub import get_default_config  # noqa: PLC0415 - optional
+
+        return os.path.abspath(str(get_default_config().cache_dir))
+    except ImportError as error:
+        raise _missing_client(hub, error) from error
+
+
+def download(spec: ModelSpec) -> str:
+    """Run the hub's own snapshot download for ``spec``; return the snapshot directory."""
+    allow = list(spec.allow_patterns) if spec.allow_patterns is not None else None
+    ignore = list(spec.ignore_patterns) if spec.ignore_patterns is not None else None
+    if spec.hub == "hf":
+        try:
+            from huggingface_hub import snapshot_download as hf_snapshot  # noqa: PLC0415 - optional
+        except ImportError as error:
+            raise _missing_client("hf", error) from error
+        return str(
+            hf_snapshot(
+                spec.repo_id,
+                repo_type=spec.repo_type,
+                revision=spec.revision,
+                allow_patterns=allow,
+                ignore_patterns=ignore,
+            )
+        )
+    try:
+        # modelscope's entry point is what vLLM calls (VLLM_USE_MODELSCOPE); it delegates to
+        # modelscope_hub, whose own compatible function serves when only modelscope-hub is in.
+        from modelscope.hub.snapshot_download import snapshot_download as ms_snapshot  # noqa: PLC0415 - optional
+    except ImportError:
+        try:
+            from modelscope_hub.compat.snapshot_download import snapshot_download as ms_snapshot  # noqa: PLC0415 - optional
+        except ImportError as error:
+            raise _missing_client("modelscope", error) from error
+    return str(
+        ms_snapshot(
+            repo_id=spec.repo_id,
+            repo_type=spec.repo_type,
+            revision=spec.revision,
+            allow_patterns=allow,
+            ignore_patterns=ignore,
+        )
+    )
+
+
+def _matches(path: str, patterns: tuple[str, ...]) -> bool:
+    # Both clients match with fnmatch on the repo-relative path, where "*" crosses "/".
+    # modelscope_hub also accepts legacy regex-like patterns such as ".*\\.bin".
+    return any(
+        fnmatch.fnmatchcase(path, p)
+        or (".*" in p and fnmatch.fnmatchcase(path, p.replace(".*", "*")))
+        for p in patterns
+    )
+
+
+def selected(spec: ModelSpec, path: str) -> bool:
+    """Whether ``spec``'s patterns select the repo-relative ``path`` (as the clients decide)."""
+    if spec.allow_patterns is not None and not _matches(path, spec.allow_patterns):
+        return False
+    return not (spec.ignore_patterns is not None and _matches(path, spec.ignore_patterns))
+
+
+def snapshot_files(spec: ModelSpec, snapshot_dir: str) -> list[str]:
+    """The repo-relative paths (``/``-separated) under ``snapshot_dir`` that ``spec`` selects.
+
+    Partial files of an interrupted ModelScope download (``*.incomplete``) are skipped; the
+    Hugging Face snapshot folder holds only links to finished blobs.
+    """
+    found: list[str] = []
+    for parent, dirs, files in os.walk(snapshot_dir):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith((".incomplete", ".parallel_tmp")):
+                continue
+            rel = os.path.relpath(os.path.join(parent, name), snapshot_dir).replace(os.sep, "/")
+            if selected(spec, rel):
+                found.append(rel)
+    return found
+
+
+def hub_digest(hub: str, file_path: str) -> tuple[str, str] | None:
+    """The digest the hub itself vouches for, read from the cache: ``(kind, hex)`` or ``None``.
+
+    Hugging Face names each blob after the file's ETag: the sha256 for LFS files, the git blob
+    sha1 for the others. ModelScope's cache keeps no such record (its client checks sha256
+    against the listing during the download).
+    """
+    if hub != "hf":
+        return None
+    real = os.path.realpath(file_path)
+    if os.path.basename(os.path.dirname(real)) != "blobs":
+        return None  # a copy, not a link (file systems without symlinks)
+    name = os.path.basename(real)
+    if len(name) == 64 and _is_hex(name):
+        return ("sha256", name)
+    if len(name) == 40 and _is_hex(name):
+        return ("git-sha1", name)
+    return None
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
+
+
+# -- retries ------------------------------------------------------------------------------------
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and everything behind it: causes, contexts, and ModelScope's per-file errors."""
+    seen: set[int] = set()
+    todo = [error]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        failed = getattr(current, "failed_files", None)
+        if isinstance(failed, dict):
+            todo.extend(e for e in failed.values() if isinstance(e, BaseException))
+
+
+def _status(error: BaseException) -> int | None:
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int):
+        return status
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def parse_retry_after(value: object, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (delay-seconds or an HTTP date)."""
+    if isinstance(value, (int, float)):
+        return max(0.0, float(value))
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _retry_after(error: BaseException) -> float | None:
+    headers = getattr(getattr(error, "response", None), "headers", None)
+    if headers is not None:
+        try:
+            found = parse_retry_after(headers.get("Retry-After"))
+        except AttributeError:
+            found = None
+        if found is not None:
+            return found
+    return parse_retry_after(getattr(error, "retry_after", None))
+
+
+def transient(error: BaseException) -> tuple[bool, int | None, float | None]:
+    """Whether a hub client's error is worth another attempt, its HTTP status, and Retry-After.
+
+    Retried: HTTP 408/425/429/5xx anywhere in the error's chain (huggingface_hub wraps the
+    HTTP error of a failed listing into ``LocalEntryNotFoundError``), transport failures, and
+    ModelScope errors that call themselves ``retryable``. Not retried: a missing repository,
+    revision or file, an authentication failure, offline mode, a hash mismatch.
+    """
+    retry = False
+    status: int | None = None
+    wait: float | None = None
+    for cause in _causes(error):
+        if type(cause).__name__ == "OfflineModeIsEnabled":
+            return (False, None, None)
+        code = _status(cause)
+        if code is not None:
+            status = status if status is not None else code
+            if code in RETRY_STATUSES:
+                retry = True
+                wait = wait if wait is not None else _retry_after(cause)
+            elif 400 <= code < 500:
+                return (False, code, None)
+        if type(cause).__name__ in _TRANSPORT_ERRORS or getattr(cause, "retryable", None) is True:
+            retry = True
+    return (retry, status, wait)

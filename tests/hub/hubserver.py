@@ -1,0 +1,460 @@
+"""A local stand-in for the Hugging Face Hub and ModelScope HTTP APIs, for tests.
+
+The real hub clients (``huggingface_hub``, ``modelscope`` / ``modelscope_hub``) are pointed at
+it through ``HF_ENDPOINT`` and ``MODELSCOPE_ENDPOINT``, so tests exercise the code that CI runs,
+not a mock of it. It serves only what those clients call for a snapshot download of a small
+repository, as read in their installed sources (huggingface_hub 2.4: ``_snapshot_download.py``,
+``file_download.py``, ``hf_api.py``; modelscope_hub 0.5: ``_download.py``, ``_legacy_api.py``).
+
+Implemented, and nothing else (any other request is answered 404 and recorded in
+:attr:`HubServer.unhandled`, so a test notices when a client starts calling something new):
+
+Hugging Face (model repos under ``/``, dataset repos under ``/datasets/``):
+
+- ``GET /api/agent-harnesses``: ``{"standardEnvVars": [], "harnesses": {}}``, the client's own
+  "no agent known" registry. huggingface_hub fetches it (at most once a day, cached in
+  ``$HF_HOME/.agent_harnesses.json``) while building its request headers.
+- ``GET /api/{models,datasets}/{repo_id}/revision/{rev}``: ``{"id", "sha", "siblings"}``; the
+  client asks for it to resolve a branch or tag to a commit (``HfApi.repo_info``).
+- ``GET /api/{models,datasets}/{repo_id}/tree/{rev}[/{path}]?recursive=&expand=``: the file
+  list (``type``, ``path``, ``size``, ``oid`` = git blob sha1, and for LFS files ``lfs`` with
+  the sha256, size and pointer size). One page, no ``Link`` header; ``expand`` is ignored (the
+  client asks for ``expand=false``).
+- ``HEAD`` and ``GET /[datasets/]{repo_id}/resolve/{rev}/{path}``: ``X-Repo-Commit``,
+  ``ETag`` (git blob sha1, or the sha256 for LFS files), ``X-Linked-Etag`` and
+  ``X-Linked-Size`` for LFS files, ``Content-Length``; ``GET`` honours ``Range: bytes=N-``.
+  LFS files are served directly (200), not through a redirect to a CDN. No Xet headers are
+  sent, so the client downloads over plain HTTP. Errors carry ``X-Error-Code``
+  (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), which the client maps to its
+  exception types.
+
+ModelScope (model repos only):
+
+- ``GET /api/v1/repos/internalAccelerationInfo``: 404. The client probes it once per process to
+  find an Alibaba Cloud region; a 404 means "no region", as on any machine outside that cloud.
+- ``GET /api/v1/models/{owner}/{name}/repo/files?Revision=&Recursive=[&Root=]``:
+  ``{"Code": 200, "Data": {"Files": [{"Name", "Path", "Type": "blob", "Size", "Sha256",
+  "Revision"}]}, "Success": true}``. ``Recursive`` and ``Root`` are honoured.
+- ``GET /api/v1/models/{owner}/{name}/repo?Revision=&FilePath=``: the bytes, with
+  ``Content-Length``; ``Range: bytes=N-`` honoured. Served directly, not redirected to OSS.
+
+Faults and accounting: :meth:`HubServer.fail_next` makes the next ``n`` requests whose path
+matches a regex fail with a status (429 by default) and a ``Retry-After`` header. Every request
+is counted by ``(method, path)`` (the path without its query string), failed ones included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+#: Files served as LFS objects (sha256 ETag), as the Hub does for weights.
+LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+
+
+def git_blob_sha1(data: bytes) -> str:
+    """The git object id of a blob: what the Hub sends as the ETag of a regular file."""
+    return hashlib.sha1(b"blob %d\x00" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def lfs_pointer(data: bytes) -> bytes:
+    """The git-lfs pointer file that a repository commits in place of a large file."""
+    sha = hashlib.sha256(data).hexdigest()
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha}\nsize {len(data)}\n".encode()
+    )
+
+
+@dataclass
+class HubRepo:
+    """One repository at one commit: its files, which of them are LFS, and its branches."""
+
+    repo_id: str
+    files: dict[str, bytes]
+    commit: str = ""
+    branches: dict[str, str] = field(default_factory=dict)
+    lfs_suffixes: tuple[str, ...] = LFS_SUFFIXES
+
+    def __post_init__(self) -> None:
+        if not self.commit:
+            digest = hashlib.sha1(usedforsecurity=False)
+            for path in sorted(self.files):
+                digest.update(path.encode() + b"\x00" + self.files[path])
+            self.commit = digest.hexdigest()
+        if not self.branches:
+            self.branches = {"main": self.commit, "master": self.commit}
+
+    def resolve(self, revision: str) -> str | None:
+        """The commit a revision names, or ``None`` when it names nothing."""
+        if revision == self.commit:
+            return self.commit
+        return self.branches.get(revision)
+
+    def is_lfs(self, path: str) -> bool:
+        """Whether the Hub would store ``path`` through LFS."""
+        return path.endswith(self.lfs_suffixes)
+
+    def sha256(self, path: str) -> str:
+        """The sha256 of a file's content."""
+        return hashlib.sha256(self.files[path]).hexdigest()
+
+    def etag(self, path: str) -> str:
+        """The ETag the Hub sends: the sha256 for LFS files, the git blob sha1 otherwise."""
+        data = self.files[path]
+        return self.sha256(path) if self.is_lfs(path) else git_blob_sha1(data)
+
+
+@dataclass
+class _Fault:
+    remaining: int
+    status: int
+    retry_after: str | None
+    match: re.Pattern[str]
+    method: str | None
+
+
+class HubServer:
+    """A threaded HTTP server on 127.0.0.1 that answers as both hubs do (see module docstring).
+
+    Use as a context manager, or call :meth:`start` and :meth:`close`.
+    """
+
+    def __init__(self) -> None:
+        self._hf: dict[tuple[str, str], HubRepo] = {}
+        self._ms: dict[str, HubRepo] = {}
+        self._lock = threading.Lock()
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self._faults: list[_Fault] = []
+        self.unhandled: list[str] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- set-up -----------------------------------------------------------------------------
+    def add_hf(self, repo: HubRepo, repo_type: str = "model") -> None:
+        """Serve ``repo`` through the Hugging Face API (``repo_type``: model or dataset)."""
+        self._hf[(repo_type, repo.repo_id)] = repo
+
+    def add_modelscope(self, repo: HubRepo) -> None:
+        """Serve ``repo`` through the ModelScope API (model repositories)."""
+        self._ms[repo.repo_id] = repo
+
+    def fail_next(
+        self,
+        n: int,
+        *,
+        status: int = 429,
+        retry_after: str | None = "1",
+        match: str = "",
+        method: str | None = None,
+    ) -> None:
+        """Answer the next ``n`` requests whose path matches the regex ``match`` with ``status``.
+
+        ``method`` (``GET``, ``HEAD``) restricts the fault to one method; default: any.
+        """
+        with self._lock:
+            self._faults.append(_Fault(n, status, retry_after, re.compile(match), method))
+
+    def start(self) -> HubServer:
+        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+        handler = type("_BoundHandler", (_Handler,), {"hub": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> HubServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def url(self) -> str:
+        """The endpoint to put into ``HF_ENDPOINT`` / ``MODELSCOPE_ENDPOINT``."""
+        assert self._server is not None, "start() the server first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    # -- accounting -------------------------------------------------------------------------
+    def counts(self) -> Counter[tuple[str, str]]:
+        """A copy of the request counts by ``(method, path)``."""
+        with self._lock:
+            return Counter(self._counts)
+
+    def total(self) -> int:
+        """How many requests were received since the last :meth:`reset`."""
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        """Forget counts, pending faults and unhandled requests."""
+        with self._lock:
+            self._counts.clear()
+            self._faults.clear()
+            self.unhandled.clear()
+
+    def _record(self, method: str, path: str) -> _Fault | None:
+        """Count a request; return the fault it must answer with, if one is pending."""
+        with self._lock:
+            self._counts[(method, path)] += 1
+            for fault in self._faults:
+                if (
+                    fault.remaining > 0
+                    and fault.method in (None, method)
+                    and fault.match.search(path)
+                ):
+                    fault.remaining -= 1
+                    return fault
+        return None
+
+
+_HF_API = re.compile(
+    r"^/api/(?P<kind>models|datasets)/(?P<repo>.+?)/(?P<op>revision|tree)/(?P<rest>.+)$"
+)
+_HF_RESOLVE = re.compile(r"^/(?P<ds>datasets/)?(?P<repo>.+?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+_MS_FILES = re.compile(r"^/api/v1/models/(?P<repo>[^/]+/[^/]+)/repo/files$")
+_MS_FILE = re.compile(r"^/api/v1/models/(?P<repo>[^/]+/[^/]+)/repo$")
+_MS_ACCEL = "/api/v1/repos/internalAccelerationInfo"
+_HF_AGENTS = "/api/agent-harnesses"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hub: HubServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class names it
+        """Stay quiet: pytest shows the test's own output."""
+
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(payload).encode()
+        self._send(status, body, {"Content-Type": "application/json", **(headers or {})})
+
+    def _content(self, data: bytes, headers: dict[str, str]) -> None:
+        """Send a file's bytes, honouring ``Range: bytes=N-`` as the clients use it to resume."""
+        match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", "").strip())
+        start = int(match.group(1)) if match else 0
+        if match and start >= len(data) and data:
+            self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
+            return
+        if start:
+            headers = {**headers, "Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"}
+            self.send_response(206)
+        else:
+            self.send_response(200)
+        body = data[start:]
+        for name, value in {"Content-Type": "application/octet-stream", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _dispatch(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        path = parts.path
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        fault = self.hub._record(method, path)
+        if fault is not None:
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
+            self._json(fault.status, {"error": f"injected {fault.status}"}, headers)
+            return
+        if path == _MS_ACCEL:
+            self._json(404, {"Code": 404, "Message": "not an Alibaba Cloud region"})
+            return
+        if path == _HF_AGENTS and method == "GET":
+            self._json(200, {"standardEnvVars": [], "harnesses": {}})
+            return
+        for pattern, handler in (
+            (_MS_FILES, self._ms_files),
+            (_MS_FILE, self._ms_file),
+            (_HF_API, self._hf_api),
+            (_HF_RESOLVE, self._hf_resolve),
+        ):
+            match = pattern.match(path)
+            if match is not None:
+                handler(match, query)
+                return
+        self._unhandled()
+
+    def _unhandled(self) -> None:
+        with self.hub._lock:
+            self.hub.unhandled.append(f"{self.command} {self.path}")
+        self._json(404, {"error": f"not implemented by the test hub: {self.command} {self.path}"})
+
+    # -- Hugging Face -----------------------------------------------------------------------
+    def _hf_error(self, status: int, code: str, headers: dict[str, str] | None = None) -> None:
+        self._json(status, {"error": code}, {"X-Error-Code": code, **(headers or {})})
+
+    def _hf_repo(self, kind: str, repo_id: str) -> HubRepo | None:
+        repo = self.hub._hf.get((kind, repo_id))
+        if repo is None:
+            self._hf_error(401, "RepoNotFound")
+        return repo
+
+    def _hf_api(self, match: re.Match[str], query: dict[str, str]) -> None:
+        if self.command != "GET":
+            self._unhandled()
+            return
+        kind = "model" if match["kind"] == "models" else "dataset"
+        repo = self._hf_repo(kind, match["repo"])
+        if repo is None:
+            return
+        # The client quotes the revision with safe="", so the first "/" ends it.
+        raw_rev, _, sub = match["rest"].partition("/")
+        commit = repo.resolve(unquote(raw_rev))
+        if commit is None:
+            self._hf_error(404, "RevisionNotFound")
+            return
+        if match["op"] == "revision":
+            siblings = [{"rfilename": p} for p in sorted(repo.files)]
+            self._json(200, {"id": repo.repo_id, "sha": commit, "siblings": siblings})
+            return
+        self._json(200, self._hf_tree(repo, unquote(sub), query.get("recursive", "") == "true"))
+
+    @staticmethod
+    def _hf_tree(repo: HubRepo, root: str, recursive: bool) -> list[dict[str, object]]:
+        prefix = f"{root.strip('/')}/" if root.strip("/") else ""
+        entries: list[dict[str, object]] = []
+        folders: set[str] = set()
+        for path in sorted(repo.files):
+            if not path.startswith(prefix):
+                continue
+            rest = path[len(prefix) :]
+            if not recursive and "/" in rest:
+                folders.add(prefix + rest.split("/", 1)[0])
+                continue
+            data = repo.files[path]
+            entry: dict[str, object] = {"type": "file", "path": path, "size": len(data)}
+            if repo.is_lfs(path):
+                pointer = lfs_pointer(data)
+                entry["oid"] = git_blob_sha1(pointer)
+                entry["lfs"] = {
+                    "oid": repo.sha256(path),
+                    "size": len(data),
+                    "pointerSize": len(pointer),
+                }
+            else:
+                entry["oid"] = git_blob_sha1(data)
+            entries.append(entry)
+        entries.extend(
+            {"type": "directory", "path": f, "oid": "0" * 40, "size": 0} for f in sorted(folders)
+        )
+        return entries
+
+    def _hf_resolve(self, match: re.Match[str], _query: dict[str, str]) -> None:
+        repo = self._hf_repo("dataset" if match["ds"] else "model", match["repo"])
+        if repo is None:
+            return
+        commit = repo.resolve(unquote(match["rev"]))
+        if commit is None:
+            self._hf_error(404, "RevisionNotFound")
+            return
+        path = unquote(match["file"])
+        if path not in repo.files:
+            self._hf_error(404, "EntryNotFound", {"X-Repo-Commit": commit})
+            return
+        data = repo.files[path]
+        headers = {"X-Repo-Commit": commit, "ETag": f'"{repo.etag(path)}"'}
+        if repo.is_lfs(path):
+            headers["X-Linked-Etag"] = f'"{repo.sha256(path)}"'
+            headers["X-Linked-Size"] = str(len(data))
+        self._content(data, headers)
+
+    # -- ModelScope -------------------------------------------------------------------------
+    def _ms_repo(self, match: re.Match[str], query: dict[str, str]) -> tuple[HubRepo, str] | None:
+        repo = self.hub._ms.get(match["repo"])
+        if repo is None:
+            self._json(404, {"Code": 10010205001, "Message": "model not found", "Success": False})
+            return None
+        commit = repo.resolve(query.get("Revision", "master"))
+        if commit is None:
+            self._json(
+                404, {"Code": 10010205001, "Message": "revision not found", "Success": False}
+            )
+            return None
+        return repo, commit
+
+    def _ms_files(self, match: re.Match[str], query: dict[str, str]) -> None:
+        found = self._ms_repo(match, query)
+        if found is None or self.command != "GET":
+            if found is not None:
+                self._unhandled()
+            return
+        repo, commit = found
+        root = query.get("Root", "").strip("/")
+        recursive = query.get("Recursive", "True").lower() == "true"
+        files: list[dict[str, object]] = []
+        folders: set[str] = set()
+        prefix = f"{root}/" if root else ""
+        for path in sorted(repo.files):
+            if not path.startswith(prefix):
+                continue
+            rest = path[len(prefix) :]
+            if not recursive and "/" in rest:
+                folders.add(prefix + rest.split("/", 1)[0])
+                continue
+            files.append(
+                {
+                    "Name": path.rsplit("/", 1)[-1],
+                    "Path": path,
+                    "Type": "blob",
+                    "Size": len(repo.files[path]),
+                    "Sha256": repo.sha256(path),
+                    "Revision": commit,
+                }
+            )
+        files.extend(
+            {"Name": f.rsplit("/", 1)[-1], "Path": f, "Type": "tree"} for f in sorted(folders)
+        )
+        self._json(200, {"Code": 200, "Data": {"Files": files}, "Success": True})
+
+    def _ms_file(self, match: re.Match[str], query: dict[str, str]) -> None:
+        found = self._ms_repo(match, query)
+        if found is None:
+            return
+        repo, _commit = found
+        path = query.get("FilePath", "")
+        if path not in repo.files:
+            self._json(404, {"Code": 10010205001, "Message": "file not found", "Success": False})
+            return
+        self._content(repo.files[path], {})
