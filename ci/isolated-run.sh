@@ -32,7 +32,7 @@
 # stderr. `--check` only probes: 0 when isolated runs work here, else 77 and the reason.
 set -euo pipefail
 
-# shellcheck source=ci/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 SKIPPED=77

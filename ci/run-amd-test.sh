@@ -33,7 +33,7 @@
 # Interrupted (INT/TERM/HUP): the container is removed, status 128+signal.
 set -euo pipefail
 
-# shellcheck source=ci/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 # The ROCm devices: the KFD compute interface and each DRM render node, with the groups that own

@@ -34,7 +34,7 @@
 # Interrupted (INT/TERM/HUP): the container is removed, status 128+signal.
 set -euo pipefail
 
-# shellcheck source=ci/lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 # Docker's --gpus goes through the NVIDIA container toolkit; podman takes the toolkit's CDI names.
