@@ -524,7 +524,8 @@ def run(args: argparse.Namespace) -> int:
     op = args.cache_command
     if op == "ls":
         rows = entries(cache, args.namespace)
-        lines = [
+        lines = ["ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE\n"] if rows else []
+        lines += [
             f"{e.namespace}/{e.name}\t{human(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
             for e in rows
         ]

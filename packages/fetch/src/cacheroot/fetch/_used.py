@@ -30,10 +30,11 @@ def touch_used(entry: str | os.PathLike[str]) -> None:
 
     Never raises: a read-only cache just keeps its old times.
     """
-    p = used_path(os.fspath(entry))
+    key = entry if isinstance(entry, str) else os.fspath(entry)
     now = time.time()
-    if _fresh_until.get(p, 0.0) > now:
+    if _fresh_until.get(key, 0.0) > now:
         return
+    p = used_path(key)
     try:
         mtime = os.stat(p).st_mtime
         if now - mtime >= TOUCH_EVERY:
@@ -47,12 +48,12 @@ def touch_used(entry: str | os.PathLike[str]) -> None:
         mtime = now
     except OSError:
         return
-    _fresh_until[p] = mtime + TOUCH_EVERY
+    _fresh_until[key] = mtime + TOUCH_EVERY
 
 
 def forget(entry: str) -> None:
     """Drop what this process remembers about ``entry`` (it was removed)."""
-    _fresh_until.pop(used_path(entry), None)
+    _fresh_until.pop(entry, None)
 
 
 def last_used(entry: str, meta: dict[str, object] | None = None) -> float:
