@@ -14,6 +14,8 @@ from cacheroot.fetch import check_filename, check_namespace, entry_name, entry_p
 from cacheroot.fetch._store import MAX_NAME
 
 CACHE = "/cache/vllm/test_cache"
+#: The machine is shared: a slow example is not a failure here.
+RELAXED = settings(deadline=None)
 _NAME = re.compile(r"[0-9a-f]{16}-[A-Za-z0-9._-]+")
 
 urls = st.builds(
@@ -34,6 +36,7 @@ def _inside(path: str, directory: str) -> bool:
     return os.path.dirname(real) == directory and os.path.commonpath([real, directory]) == directory
 
 
+@RELAXED
 @given(urls)
 def test_url_names_are_safe(url: str) -> None:
     name = entry_name(url)
@@ -44,12 +47,14 @@ def test_url_names_are_safe(url: str) -> None:
     assert _inside(entry_path(CACHE, "ns", url), os.path.join(CACHE, "ns"))
 
 
+@RELAXED
 @given(urls, urls)
 def test_distinct_urls_distinct_names(a: str, b: str) -> None:
     assume(a.split("#", maxsplit=1)[0] != b.split("#", maxsplit=1)[0])
     assert entry_name(a) != entry_name(b)
 
 
+@RELAXED
 @given(names, urls)
 def test_namespaces_are_checked(namespace: str, url: str) -> None:
     try:
@@ -61,6 +66,7 @@ def test_namespaces_are_checked(namespace: str, url: str) -> None:
     assert os.path.join(CACHE, namespace) != CACHE
 
 
+@RELAXED
 @given(names)
 def test_filenames_are_checked(filename: str) -> None:
     try:
@@ -72,7 +78,7 @@ def test_filenames_are_checked(filename: str) -> None:
     assert not filename.startswith(".")
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(urls)
 def test_names_can_be_created(url: str) -> None:
     with tempfile.TemporaryDirectory() as d:

@@ -188,3 +188,23 @@ def test_staged_dir_first_publisher_wins(tmp_path: Path) -> None:
         build_and_fail()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tree"]
     assert publish_dir(str(tmp_path / "tree"), str(tmp_path / "moved"), sync=False)
+
+
+def test_hasher_overlaps_and_copies_reused_buffers() -> None:
+    import hashlib
+    import random
+
+    from cacheroot.fetch._store import Hasher
+
+    data = random.Random(7).randbytes(Hasher.THRESHOLD + (3 << 20) + 17)  # noqa: S311
+    h = Hasher()
+    buf = bytearray(1 << 20)
+    for i in range(0, len(data), len(buf)):
+        piece = data[i : i + len(buf)]
+        buf[: len(piece)] = piece
+        h.update(memoryview(buf)[: len(piece)])  # the caller reuses its buffer at once
+    states = [h.threaded]  # past the threshold the helper thread hashes
+    assert h.hexdigest() == hashlib.sha256(data).hexdigest()
+    states.append(h.threaded)
+    assert states == [True, False]
+    h.close()
