@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
-from .runner import ServedOrigin, clean_env, plugin_args, report_lines, run_pytest
+from .runner import TESTS, ServedOrigin, clean_env, plugin_args, report_lines, run_pytest
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -64,3 +66,29 @@ def test_second_run_on_one_volume_is_warm(tmp_path: Path) -> None:
     assert warm["build_hits"] == 4
     assert warm["media"]["misses"] == 0
     assert warm["media"]["hits"] == 2 * len(media)
+
+
+def test_warm_command_makes_the_first_run_warm(tmp_path: Path) -> None:
+    """``nox -s warm`` (``python -m scenarios.warm``), then an offline run: nothing is missing."""
+    root = tmp_path / "volume"
+    env = clean_env(CACHEROOT_SCENARIO_ROOT=str(root))
+    warmed = subprocess.run(
+        [sys.executable, "-m", "scenarios.warm"],
+        cwd=TESTS,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert warmed.returncode == 0, warmed.stdout + warmed.stderr
+    assert "0 failures" in warmed.stdout
+
+    report = tmp_path / "offline.json"
+    args = ["tests/scenarios", "-n", "2", "-q", *plugin_args(), "--cacheroot-offline"]
+    out = run_pytest([*args, "--cacheroot-report", str(report)], env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    figures = json.loads(report.read_text())
+    assert (figures["misses"], figures["downloads"], figures["offline"]) == (0, 0, True)
+    assert figures["hits"] == 4
+    assert figures["media"]["misses"] == 0

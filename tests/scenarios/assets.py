@@ -33,6 +33,8 @@ class Asset:
     data: bytes
     namespace: str
     content_type: str = "application/octet-stream"
+    #: The entry's name in the cache, where the test code names it (else derived from the URL).
+    filename: str | None = None
 
     @property
     def sha256(self) -> str:
@@ -119,8 +121,16 @@ def png(seed: int, size: int = 16) -> bytes:
 def catalog() -> dict[str, Asset]:
     """Every asset the origin serves, by path (paths start with ``/``)."""
     assets = [
-        Asset("/datasets/gsm8k/test.jsonl", gsm8k_jsonl(), "gsm8k", "application/jsonl"),
-        Asset("/encodings/scenario_bpe.tiktoken", tiktoken_bpe(), "tiktoken", "text/plain"),
+        Asset(
+            "/datasets/gsm8k/test.jsonl", gsm8k_jsonl(), "gsm8k", "application/jsonl", "test.jsonl"
+        ),
+        Asset(
+            "/encodings/scenario_bpe.tiktoken",
+            tiktoken_bpe(),
+            "tiktoken",
+            "text/plain",
+            "scenario_bpe.tiktoken",
+        ),
         *(
             Asset(
                 f"/prithvi/HLS.S30.T33UUP.2024{day:03d}.tif", geotiff(day), "prithvi", "image/tiff"

@@ -30,7 +30,7 @@ def test_gsm8k_is_fetched_into_the_test_cache_and_parses(
 ) -> None:
     expected = catalog()[PATH]
     path = cached_file(
-        asset_url(PATH), sha256=expected.sha256, namespace="gsm8k", filename="test.jsonl"
+        asset_url(PATH), sha256=expected.sha256, namespace="gsm8k", filename=expected.filename
     )
     assert path == test_cache_dir / "gsm8k" / "test.jsonl"
     assert under(path, isolated_cache)

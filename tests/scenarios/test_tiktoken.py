@@ -35,7 +35,7 @@ def test_tiktoken_loads_the_encoding_from_the_test_cache(
         asset_url(PATH),
         sha256=expected.sha256,
         namespace="tiktoken",
-        filename="scenario_bpe.tiktoken",
+        filename=expected.filename,
     )
     assert path.parent == test_cache_dir / "tiktoken"
     assert under(path, isolated_cache)
