@@ -278,3 +278,53 @@ def test_lock_path_is_the_one_fetch_takes(tmp_path: Path) -> None:
 
     entry = str(tmp_path / "ns" / "abc-x.bin")
     assert lock_path(entry) == _fetcher._lock_path(entry)
+
+
+STRESS_CHILD = textwrap.dedent(
+    """
+    import hashlib, json, sys
+    from cacheroot.fetch import Fetcher
+    f = Fetcher(read_timeout=30.0, retries=2, backoff=0.01, lock_timeout=60.0)
+    ok = gone = 0
+    for url, digest in json.loads(sys.argv[1]):
+        path = f.fetch(url, sha256=digest, namespace="stress")
+        try:
+            data = open(path, "rb").read()
+        except FileNotFoundError:
+            gone += 1  # pruned after it was published and returned: allowed
+            continue
+        assert hashlib.sha256(data).hexdigest() == digest, url
+        ok += 1
+    print(json.dumps({"ok": ok, "gone": gone}))
+    """
+)
+
+
+@pytest.mark.slow
+def test_prune_in_a_loop_while_processes_download(origin: Origin) -> None:
+    from cacheroot.fetch._cache import prune
+
+    jobs = []
+    for i in range(4):
+        urls = []
+        for j in range(25):
+            body = os.urandom(64 * 1024 + j)
+            urls.append((origin.serve(f"s{i}-{j}.bin", body), hashlib.sha256(body).hexdigest()))
+        jobs.append(urls)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", STRESS_CHILD, json.dumps(urls)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for urls in jobs
+    ]
+    rounds = 0
+    while any(p.poll() is None for p in procs):
+        report = prune(cache_dir(), max_size=0, grace=0.0)
+        assert report["kept"] == [] or all("locked" in k["reason"] for k in report["kept"])
+        rounds += 1
+    outs = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4
+    assert sum(o["ok"] + o["gone"] for o in outs) == 100
+    assert rounds > 1
