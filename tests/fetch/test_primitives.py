@@ -208,3 +208,20 @@ def test_hasher_overlaps_and_copies_reused_buffers() -> None:
     states.append(h.threaded)
     assert states == [True, False]
     h.close()
+
+
+def test_wait_ends_when_the_work_is_done(tmp_path: Path) -> None:
+    path = str(tmp_path / "e.lock")
+    calls: list[int] = []
+
+    def done() -> bool:
+        calls.append(1)
+        return len(calls) >= 3
+
+    with PathLock(path):
+        other = PathLock(path, timeout=5.0)
+        assert other.acquire(done=done) is False
+        assert not other.held
+        assert len(calls) == 3
+    assert other.acquire(done=done) is True
+    other.release()

@@ -180,14 +180,28 @@ class Fetcher:
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         lock = PathLock(_lock_path(dest), timeout=self.lock_timeout)
         try:
-            waited = lock.acquire()
+            acquired = lock.acquire(done=lambda: self._hit(dest, key, digest) is not None)
         finally:
             _stats.add(lock_wait_seconds=lock.waited)
+        if not acquired:  # another process published it while we waited
+            size = self._hit(dest, key, digest)
+            if size is not None:
+                _stats.add(hits=1, bytes_from_cache=size)
+                return Path(dest)
+            return self.fetch(
+                url,
+                sha256=sha256,
+                namespace=namespace,
+                filename=filename,
+                offline=offline,
+                timeout=timeout,
+                progress=progress,
+            )
         try:
             size = self._hit(dest, key, digest)
             if size is not None:
                 _stats.add(hits=1, bytes_from_cache=size)
-                log.debug("%s arrived while waiting %.2f s for the lock", url, waited)
+                log.debug("%s arrived while waiting %.2f s for the lock", url, lock.waited)
                 return Path(dest)
             _stats.add(misses=1)
             self._download(url, dest, digest, timeout=timeout, progress=progress)

@@ -24,6 +24,7 @@ from . import _proc
 from ._errors import LockTimeout
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import TracebackType
 
     import filelock
@@ -71,8 +72,13 @@ class PathLock:
 
         return filelock.FileLock(self.path, thread_local=False, is_singleton=False)
 
-    def acquire(self) -> float:
-        """Take the lock; return the seconds spent waiting. Raises :class:`LockTimeout`."""
+    def acquire(self, done: Callable[[], bool] | None = None) -> bool:
+        """Take the lock and return ``True``; raise :class:`LockTimeout` after ``timeout``.
+
+        ``done`` is asked between attempts; once it returns true the wait ends without the lock
+        and ``False`` is returned (a waiter whose file the holder has just published need not
+        queue for the lock only to find it there). :attr:`waited` says how long it took.
+        """
         from filelock import Timeout  # noqa: PLC0415 - see _new
 
         start = time.monotonic()
@@ -84,6 +90,9 @@ class PathLock:
                 break
             except Timeout:
                 pass
+            if done is not None and done():
+                self.waited = time.monotonic() - start
+                return False
             if self._reclaim():
                 lock = self._new()
                 continue
@@ -93,7 +102,7 @@ class PathLock:
         self._lock = lock
         self.waited = time.monotonic() - start
         self._write_holder()
-        return self.waited
+        return True
 
     def _write_holder(self) -> None:
         record = {**_proc.me(), "since": time.time()}
