@@ -101,6 +101,16 @@ class Driver:
         )
         return _outcome(proc.returncode, proc.stdout, proc.stderr)
 
+    def start(self, op: str, spec: dict[str, Any], **kw: Any) -> subprocess.Popen[str]:
+        """Start one operation and return its process (for tests that kill it)."""
+        return subprocess.Popen(
+            [sys.executable, DRIVER, self.request(op, spec, **kw)],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
     def run_together(
         self, n: int, op: str, spec: dict[str, Any], **kw: Any
     ) -> list[dict[str, Any]]:

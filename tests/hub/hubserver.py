@@ -39,7 +39,8 @@ ModelScope (model repos only):
   ``Content-Length``; ``Range: bytes=N-`` honoured. Served directly, not redirected to OSS.
 
 Faults and accounting: :meth:`HubServer.fail_next` makes the next ``n`` requests whose path
-matches a regex fail with a status (429 by default) and a ``Retry-After`` header. Every request
+matches a regex fail with a status (429 by default) and a ``Retry-After`` header;
+:meth:`HubServer.stall_next` holds one request unanswered until released. Every request
 is counted by ``(method, path)`` (the path without its query string), failed ones included.
 """
 
@@ -121,6 +122,9 @@ class _Fault:
     retry_after: str | None
     match: re.Pattern[str]
     method: str | None
+    #: For a stall: set when a request is held, and what releases it (unanswered).
+    reached: threading.Event | None = None
+    release: threading.Event | None = None
 
 
 class HubServer:
@@ -163,6 +167,19 @@ class HubServer:
         """
         with self._lock:
             self._faults.append(_Fault(n, status, retry_after, re.compile(match), method))
+
+    def stall_next(
+        self, *, match: str, method: str | None = None
+    ) -> tuple[threading.Event, threading.Event]:
+        """Hold the next matching request without answering; return ``(reached, release)``.
+
+        ``reached`` is set once the request is held. Setting ``release`` drops the connection
+        unanswered, as a hub that hangs and then goes away would.
+        """
+        reached, release = threading.Event(), threading.Event()
+        with self._lock:
+            self._faults.append(_Fault(1, 0, None, re.compile(match), method, reached, release))
+        return reached, release
 
     def start(self) -> HubServer:
         """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
@@ -294,6 +311,11 @@ class _Handler(BaseHTTPRequestHandler):
         path = parts.path
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         fault = self.hub._record(method, path)
+        if fault is not None and fault.release is not None and fault.reached is not None:
+            fault.reached.set()
+            fault.release.wait(timeout=120)
+            self.close_connection = True
+            return
         if fault is not None:
             headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
             self._json(fault.status, {"error": f"injected {fault.status}"}, headers)

@@ -229,3 +229,23 @@ def test_patterns_select_what_is_downloaded_and_checked(
     assert check_snapshot(ModelSpec(**spec)).complete
     # The full snapshot is another entry: never warmed, so not complete.
     assert not check_snapshot(ModelSpec(**_spec(tiny_repo))).complete
+
+
+def test_a_warmer_killed_mid_download_blocks_nobody(
+    driver: Driver, hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    reached, release = hub.stall_next(match=r"/model\.safetensors$", method="GET")
+    victim = driver.start("warm", _spec(tiny_repo))
+    try:
+        assert reached.wait(60), "the first warmer never asked for the weights"
+        victim.kill()  # SIGKILL while it holds the snapshot lock and a partial file
+        victim.wait(60)
+    finally:
+        release.set()
+
+    out = driver.run("warm", _spec(tiny_repo), lock_timeout=30)
+
+    assert "error" not in out, out
+    assert out["elapsed"] < 30
+    assert _file_requests(hub, tiny_repo, "GET")["model.safetensors"] == 2
+    assert check_snapshot(ModelSpec(**_spec(tiny_repo)), deep=True).complete

@@ -19,7 +19,7 @@ from cacheroot.fetch._snapshot import (
     record_path,
     warm_snapshot,
 )
-from cacheroot.fetch._snapshot_hubs import parse_retry_after, selected
+from cacheroot.fetch._snapshot_hubs import parse_retry_after, select
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -149,22 +149,32 @@ def test_retry_after_takes_seconds_or_a_date(value: object, seconds: float | Non
     assert parse_retry_after(value, now=now) == seconds
 
 
+PATHS = ["config.json", ".gitattributes", "weights/model.bin", "tokenizer.json"]
+
+
 @pytest.mark.parametrize(
-    ("path", "allow", "ignore", "expected"),
+    ("hub", "allow", "ignore", "expected"),
     [
-        ("config.json", ("*.json",), None, True),
-        ("sub/config.json", ("*.json",), None, True),  # "*" crosses "/", as in both clients
-        ("model.bin", ("*.json",), None, False),
-        ("model.bin", None, ("*.bin",), False),
-        ("model.bin", None, (".*\\.bin",), True),  # not a glob match...
-        ("x.bin", None, (".*.bin",), False),  # ...but ModelScope's legacy ".*" form is
+        ("hf", "*.json", None, ["config.json", "tokenizer.json"]),
+        ("hf", None, ".*", ["config.json", "weights/model.bin", "tokenizer.json"]),
+        ("hf", "weights/", None, ["weights/model.bin"]),  # a directory means what is in it
+        ("hf", "*.bin", None, ["weights/model.bin"]),  # "*" crosses "/"
+        (
+            "modelscope",
+            "*.json,*.bin",
+            None,
+            ["config.json", "weights/model.bin", "tokenizer.json"],
+        ),
+        # The legacy regex-like form: ".*" also read as "*".
+        ("modelscope", None, [".*.bin"], ["config.json", ".gitattributes", "tokenizer.json"]),
+        ("modelscope", "*.bin", None, ["weights/model.bin"]),
     ],
 )
-def test_patterns_match_as_the_clients_match(
-    path: str, allow: tuple[str, ...] | None, ignore: tuple[str, ...] | None, expected: bool
+def test_patterns_select_files_as_each_client_does(
+    hub: str, allow: str | None, ignore: str | list[str] | None, expected: list[str]
 ) -> None:
-    spec = ModelSpec("acme/tiny", COMMIT, allow_patterns=allow, ignore_patterns=ignore)
-    assert selected(spec, path) is expected
+    spec = ModelSpec("acme/tiny", COMMIT, hub=hub, allow_patterns=allow, ignore_patterns=ignore)
+    assert select(spec, PATHS) == expected
 
 
 def test_waiting_for_another_warmer_has_a_timeout() -> None:

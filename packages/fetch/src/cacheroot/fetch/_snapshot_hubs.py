@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from cacheroot.envs import resolve
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
     from ._snapshot import ModelSpec
 
@@ -136,21 +136,43 @@ def download(spec: ModelSpec) -> str:
     )
 
 
-def _matches(path: str, patterns: tuple[str, ...]) -> bool:
-    # Both clients match with fnmatch on the repo-relative path, where "*" crosses "/".
-    # modelscope_hub also accepts legacy regex-like patterns such as ".*\\.bin".
+def _ms_matches(path: str, patterns: list[str]) -> bool:
+    # modelscope_hub's rule (``_download._matches_patterns``, private): fnmatch on the
+    # repo-relative path, where "*" crosses "/", and legacy regex-like patterns such as
+    # ".*\\.bin" retried with ".*" read as "*".
     return any(
-        fnmatch.fnmatchcase(path, p)
-        or (".*" in p and fnmatch.fnmatchcase(path, p.replace(".*", "*")))
+        fnmatch.fnmatch(path, p) or (".*" in p and fnmatch.fnmatch(path, p.replace(".*", "*")))
         for p in patterns
     )
 
 
-def selected(spec: ModelSpec, path: str) -> bool:
-    """Whether ``spec``'s patterns select the repo-relative ``path`` (as the clients decide)."""
-    if spec.allow_patterns is not None and not _matches(path, spec.allow_patterns):
-        return False
-    return not (spec.ignore_patterns is not None and _matches(path, spec.ignore_patterns))
+def select(spec: ModelSpec, paths: Iterable[str]) -> list[str]:
+    """The repo-relative ``paths`` that ``spec``'s patterns select, decided as the client does.
+
+    Hugging Face: the client's own ``filter_repo_objects`` (it also reads ``dir/`` as
+    ``dir/*``). ModelScope: its pattern normalisation (comma-separated lists) and matching rule.
+    """
+    allow = list(spec.allow_patterns) if spec.allow_patterns is not None else None
+    ignore = list(spec.ignore_patterns) if spec.ignore_patterns is not None else None
+    if spec.hub == "hf":
+        try:
+            # Public (documented) but re-exported lazily, which mypy cannot see.
+            from huggingface_hub.utils import (  # type: ignore[attr-defined]  # noqa: PLC0415
+                filter_repo_objects,
+            )
+        except ImportError as error:
+            raise _missing_client("hf", error) from error
+        return list(filter_repo_objects(paths, allow_patterns=allow, ignore_patterns=ignore))
+    try:
+        from modelscope_hub.utils.patterns import normalize_patterns  # noqa: PLC0415 - optional
+    except ImportError as error:
+        raise _missing_client("modelscope", error) from error
+    allow, ignore = normalize_patterns(allow), normalize_patterns(ignore)
+    return [
+        p
+        for p in paths
+        if (not allow or _ms_matches(p, allow)) and not (ignore and _ms_matches(p, ignore))
+    ]
 
 
 def snapshot_files(spec: ModelSpec, snapshot_dir: str) -> list[str]:
@@ -165,10 +187,8 @@ def snapshot_files(spec: ModelSpec, snapshot_dir: str) -> list[str]:
         for name in sorted(files):
             if name.endswith((".incomplete", ".parallel_tmp")):
                 continue
-            rel = os.path.relpath(os.path.join(parent, name), snapshot_dir).replace(os.sep, "/")
-            if selected(spec, rel):
-                found.append(rel)
-    return found
+            found.append(os.path.relpath(os.path.join(parent, name), snapshot_dir))
+    return select(spec, [p.replace(os.sep, "/") for p in found])
 
 
 def hub_digest(hub: str, file_path: str) -> tuple[str, str] | None:
