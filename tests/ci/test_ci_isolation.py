@@ -198,3 +198,14 @@ def test_usage_errors(run_script: Run) -> None:
     out = run_script("isolated-run.sh", "--bogus", "true", DRY_RUN="1")
     assert out.returncode == 2
     assert "--bogus" in out.stderr
+
+
+def test_check_reports_a_missing_bubblewrap_as_skipped(run_script: Run, tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    dirname = shutil.which("dirname")
+    assert dirname is not None
+    (tools / "dirname").symlink_to(dirname)  # all the script needs before its probe
+    out = run_script("isolated-run.sh", "--check", PATH=str(tools))
+    assert out.returncode == SKIPPED
+    assert "apt-get install -y bubblewrap" in out.stderr
