@@ -6,6 +6,7 @@ what they check is what a CI job would print and write, not an in-process imitat
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import json
 import os
@@ -33,8 +34,14 @@ ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 #: The plugin's module (and what ``-p`` takes when no entry point registers it).
 PLUGIN = "cacheroot.fetch._plugin"
-#: Variables of the outer run that would change what a child run does.
+#: Variables of the outer run that would change what a child run does (xdist's and
+#: pytest-split's, Buildkite's shard, the scenario suite's root and origin).
 DROP_PREFIXES = ("PYTEST_", "BUILDKITE_PARALLEL_", "CACHEROOT_SCENARIO_")
+#: The scenario suite's controls, spelled in ``tests/scenarios/origin.py`` (imported by name: it
+#: is another top-level test package, which mypy does not follow from here).
+_SCENARIOS: Any = importlib.import_module("scenarios.origin")
+SCENARIO_ROOT: str = _SCENARIOS.SCENARIO_ROOT
+SCENARIO_ORIGIN: str = _SCENARIOS.SCENARIO_ORIGIN
 DROP = (CACHEROOT_OFFLINE, HF_HUB_OFFLINE, "PYTHONPATH")
 
 

@@ -12,7 +12,16 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .runner import TESTS, ServedOrigin, clean_env, plugin_args, report_lines, run_pytest
+from .runner import (
+    SCENARIO_ORIGIN,
+    SCENARIO_ROOT,
+    TESTS,
+    ServedOrigin,
+    clean_env,
+    plugin_args,
+    report_lines,
+    run_pytest,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -20,7 +29,7 @@ if TYPE_CHECKING:
 
 def _run(root: Path, origin: ServedOrigin, work: Path, name: str) -> tuple[dict[str, Any], str]:
     report = work / f"{name}.json"
-    env = clean_env(CACHEROOT_SCENARIO_ROOT=str(root), CACHEROOT_SCENARIO_ORIGIN=origin.url)
+    env = clean_env(**{SCENARIO_ROOT: str(root), SCENARIO_ORIGIN: origin.url})
     args = ["tests/scenarios", "-n", "2", "-q", *plugin_args()]
     args += ["--cacheroot-report", str(report), f"--basetemp={work / name}"]
     out = run_pytest(args, env=env)
@@ -71,7 +80,7 @@ def test_second_run_on_one_volume_is_warm(tmp_path: Path) -> None:
 def test_warm_command_makes_the_first_run_warm(tmp_path: Path) -> None:
     """``nox -s warm`` (``python -m scenarios.warm``), then an offline run: nothing is missing."""
     root = tmp_path / "volume"
-    env = clean_env(CACHEROOT_SCENARIO_ROOT=str(root))
+    env = clean_env(**{SCENARIO_ROOT: str(root)})
     warmed = subprocess.run(
         [sys.executable, "-m", "scenarios.warm"],
         cwd=TESTS,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from cacheroot.envs import CACHEROOT_OFFLINE
 from cacheroot.fetch._report import Figures, human_bytes
 
 from .runner import ServedOrigin, layout_env, plugin_args, report_lines, run_pytest
@@ -116,7 +117,7 @@ def test_offline_run_fails_misses_and_foreign_connections(
     report = tmp_path / "report.json"
     out = run_pytest(
         [*plugin_args(), "--cacheroot-report", str(report)],
-        env=layout_env(tmp_path / "root", CACHEROOT_OFFLINE="1"),
+        env=layout_env(tmp_path / "root", **{CACHEROOT_OFFLINE: "1"}),
         cwd=project,
     )
     text = out.stdout + out.stderr

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from cacheroot.fetch._plugin import BUILDKITE_PARALLEL_JOB, BUILDKITE_PARALLEL_JOB_COUNT
+
 from .runner import TESTS, clean_env, plugin_args, run_pytest
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ def _ids(out: subprocess.CompletedProcess[str]) -> list[str]:
 def test_shards_partition_the_suite() -> None:
     runs: list[tuple[list[str], dict[str, str]]] = [([], {})]
     runs += [(["--shard-id", str(i), "--num-shards", str(SHARDS)], {}) for i in range(SHARDS)]
-    runs.append(([], {"BUILDKITE_PARALLEL_JOB": "2", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}))
+    runs.append(([], {BUILDKITE_PARALLEL_JOB: "2", BUILDKITE_PARALLEL_JOB_COUNT: "3"}))
     with ThreadPoolExecutor(max_workers=2) as pool:
         outs = list(pool.map(lambda run: _collect(run[0], **run[1]), runs))
     whole, *shards, buildkite = (_ids(out) for out in outs)
@@ -54,7 +56,7 @@ def test_shards_partition_the_suite() -> None:
     [
         (["--shard-id", "3", "--num-shards", "3"], {}, "expected 0 <= shard < count"),
         (["--shard-id", "0"], {}, "give both"),
-        ([], {"BUILDKITE_PARALLEL_JOB": "x", "BUILDKITE_PARALLEL_JOB_COUNT": "2"}, "integers"),
+        ([], {BUILDKITE_PARALLEL_JOB: "x", BUILDKITE_PARALLEL_JOB_COUNT: "2"}, "integers"),
         (
             ["--shard-id", "0", "--num-shards", "2", "--splits", "3", "--group", "1"],
             {},

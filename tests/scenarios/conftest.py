@@ -24,15 +24,11 @@ from cacheroot.envs import (
     resolve,
 )
 
-from .origin import ensure_origin, port_for
+from .origin import SCENARIO_ORIGIN, SCENARIO_ROOT, ensure_origin, port_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-#: A fixed root for the scenario suite (a CI volume, or the harness's cold/warm directory).
-SCENARIO_ROOT = "CACHEROOT_SCENARIO_ROOT"
-#: An origin URL to use instead of starting one (the harness reads its request counts).
-SCENARIO_ORIGIN = "CACHEROOT_SCENARIO_ORIGIN"
 #: The plugin's module, loaded here when no entry point did (see ``pytest_addoption``).
 PLUGIN = "cacheroot.fetch._plugin"
 #: Opt-in layout rows the scenarios turn on.

@@ -21,10 +21,7 @@ from pathlib import Path
 from cacheroot.envs import CACHEROOT, CACHEROOT_DISABLE, CACHEROOT_OPT_IN, TABLE, resolve
 
 from .assets import catalog
-from .origin import Origin, port_for
-
-#: Where the suite's root comes from when ``--root`` is not given (see the conftest).
-SCENARIO_ROOT = "CACHEROOT_SCENARIO_ROOT"
+from .origin import SCENARIO_ROOT, Origin, port_for
 
 
 def manifest(origin_url: str) -> str:

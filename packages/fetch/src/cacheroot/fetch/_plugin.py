@@ -7,11 +7,11 @@ bound to the test cache), ``test_cache_dir`` (``VLLM_TEST_CACHE`` as a ``Path``)
 and ``media_cache`` (skip, with the reason, where the installed cacheroot lacks them).
 
 Options: ``--cacheroot-offline`` (or ``CACHEROOT_OFFLINE=1``): every cache miss fails its test,
-naming the URL and the command that warms it, and only loopback connections are allowed
-(``--cacheroot-no-network`` asks for that guard alone). ``--cacheroot-report PATH`` writes the
-session's figures as JSON. ``--shard-id``/``--num-shards`` (or Buildkite's parallel-job
-variables) pick this CI job's share of the tests through pytest-split, balanced by recorded
-durations.
+naming the URL and the command that warms it, and (where pytest-socket is installed) only
+loopback connections are allowed; ``--cacheroot-no-network`` asks for that guard alone.
+``--cacheroot-report PATH`` writes the session's figures as JSON. ``--shard-id`` and
+``--num-shards`` (or Buildkite's parallel-job variables) pick this CI job's share of the tests
+through pytest-split, balanced by recorded durations.
 
 Each process measures what the cache did while it ran tests; xdist workers send their figures
 to the controller (``workeroutput``), which prints one line for the whole session.
@@ -75,7 +75,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help=f"cache-only run: a miss fails its test (also {CACHEROOT_OFFLINE}=1); implies "
-        "--cacheroot-no-network",
+        "--cacheroot-no-network where pytest-socket is installed",
     )
     group.addoption(
         "--cacheroot-no-network",
@@ -156,18 +156,19 @@ def pytest_configure(config: pytest.Config) -> None:
     offline = bool(config.getoption("cacheroot_offline", default=False)) or truthy(
         os.environ.get(CACHEROOT_OFFLINE)
     )
-    no_network = offline or bool(config.getoption("cacheroot_no_network", default=False))
+    guard = bool(config.getoption("cacheroot_no_network", default=False))
+    has_socket = importlib.util.find_spec("pytest_socket") is not None
+    if guard and not has_socket:
+        raise pytest.UsageError(
+            "--cacheroot-no-network needs pytest-socket: `pip install pytest-socket`"
+        )
+    no_network = guard or (offline and has_socket)
     report = config.getoption("cacheroot_report", default=None)
     if report is not None:
         report = str(config.invocation_params.dir / report)
     config.stash[_STATE] = _State(offline=offline, no_network=no_network, report=report)
     if offline:
         os.environ[CACHEROOT_OFFLINE] = "1"  # processes the tests start are offline too
-    if no_network and importlib.util.find_spec("pytest_socket") is None:
-        raise pytest.UsageError(
-            "--cacheroot-no-network (implied by offline runs) needs pytest-socket: "
-            "`pip install pytest-socket`"
-        )
 
 
 # -- offline mode and the network guard ----------------------------------------------------
