@@ -41,6 +41,8 @@ log = logging.getLogger("cacheroot.fetch")
 
 #: Statuses worth another try: the origin or something in front of it is busy or broken.
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: Bytes an attempt must add before its failure stops counting as one (see Transfer.run).
+PROGRESS = 64 * 1024
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: What a broken transfer raises from inside requests, urllib3 or the socket layer.
 _TRANSIENT: tuple[type[BaseException], ...] = (

@@ -12,6 +12,7 @@ Namespaces and caller-chosen file names are *checked* rather than sanitised: sil
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -78,7 +79,11 @@ def check_filename(filename: str) -> str:
     return _check("filename", filename, MAX_NAME)
 
 
+@functools.lru_cache(maxsize=4096)
 def entry_path(cache_dir: str, namespace: str, url: str, filename: str | None = None) -> str:
-    """``<cache_dir>/<namespace>/<name>`` for ``url`` (``filename`` replaces the derived name)."""
+    """``<cache_dir>/<namespace>/<name>`` for ``url`` (``filename`` replaces the derived name).
+
+    Pure, so memoised: the hit path computes it on every call.
+    """
     name = entry_name(url) if filename is None else check_filename(filename)
     return os.path.join(cache_dir, check_namespace(namespace), name)
