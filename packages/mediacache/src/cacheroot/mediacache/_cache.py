@@ -1,0 +1,474 @@
+"""``MediaCache``: a URL cache for media fetches with HTTP semantics, a TTL and a size bound.
+
+A hit costs a sidecar read, one ``open`` and one ``read`` and takes no lock. A miss takes a
+per-key thread lock, then a per-key file lock, and looks again before asking the origin: of
+any number of threads and processes asking for one URL, one downloads and the others read what
+it stored. The locks only avoid duplicate downloads; correctness rests on atomic files
+(:mod:`cacheroot.fetch`), so a lock that does not work costs a second download, not a bad read.
+
+``aget`` runs the same ``get`` in a worker thread (:func:`asyncio.to_thread`): the file locks
+and disk reads block anyway, a second HTTP client would be a second implementation of every
+rule here to keep in step, and the offload costs tens of microseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+import requests
+
+from cacheroot.envs import VLLM_MEDIA_CACHE_MAX_SIZE_MB, VLLM_MEDIA_CACHE_TTL_HOURS, resolve
+
+from . import _policy
+from ._errors import ResponseTooLarge, URLRefused
+from ._key import DEFAULT_PORTS, entry_name, normalise_url
+from ._stats import Counters
+from ._store import Entry, Store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+
+#: The layout row that turns the cache on (opt-in: unset means off).
+MEDIA_CACHE_ROW = "VLLM_MEDIA_CACHE"
+#: Upstream vLLM's defaults for the bound (MiB) and the time to live (hours).
+DEFAULT_MAX_SIZE_MB = 5120
+DEFAULT_TTL_HOURS = 24
+_MIB = 1024 * 1024
+_CHUNK = 1 << 20
+
+Timeout = float | tuple[float, float] | None
+
+
+def _env_number(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name, "")
+    if not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{name} must be a positive number, found {raw!r}; unset it or fix it")
+    return value
+
+
+class _Response:
+    """What a transfer produced: status, headers, body and the bytes counted on the wire."""
+
+    __slots__ = ("body", "headers", "response", "status", "wire_size")
+
+    def __init__(self, response: requests.Response, body: bytes, wire: int | None) -> None:
+        self.response = response
+        self.status = response.status_code
+        self.headers = dict(response.headers)
+        self.body = body
+        self.wire_size = wire
+
+
+class MediaCache:
+    """An on-disk cache of media URLs (see the module docstring).
+
+    ``directory``: where entries live (created on first use). ``max_size_bytes``: bound on every
+    byte under it. ``ttl``: the longest any response stays fresh, in seconds (the origin's
+    ``max-age``/``Expires`` can only shorten it). ``clock``: seconds since the epoch, injectable
+    so tests move time instead of sleeping. ``allowed_domains``: hosts (and their subdomains) the
+    cache may fetch from; ``None`` allows any. ``max_download_bytes``: larger transfers stop with
+    :class:`ResponseTooLarge`. ``max_redirects``: redirects followed, each checked again.
+    ``serve_stale_on_error``: serve an expired entry when the origin is unreachable or answers
+    5xx (unless the entry says ``must-revalidate``). ``allow_credentials``: cache requests that
+    carry ``Authorization`` or ``Cookie`` (only for origins whose media is the same for every
+    user). ``timeout``: default per request, as in ``requests``. ``low_water``: when eviction is
+    needed it frees down to this fraction of the bound, so that a full cache does not scan the
+    directory on every store. ``lock_timeout``: how long a miss waits for another process's
+    download of the same URL.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        max_size_bytes: int = DEFAULT_MAX_SIZE_MB * _MIB,
+        ttl: float = DEFAULT_TTL_HOURS * 3600.0,
+        clock: Callable[[], float] = time.time,
+        allowed_domains: list[str] | tuple[str, ...] | None = None,
+        max_download_bytes: int = 512 * _MIB,
+        max_redirects: int = 10,
+        serve_stale_on_error: bool = False,
+        allow_credentials: bool = False,
+        timeout: Timeout = 30.0,
+        low_water: float = 0.9,
+        lock_timeout: float = 300.0,
+    ) -> None:
+        if max_size_bytes <= 0 or ttl < 0 or max_download_bytes <= 0 or max_redirects < 0:
+            raise ValueError(
+                "max_size_bytes and max_download_bytes must be positive, ttl and max_redirects "
+                f"not negative; found {max_size_bytes}, {max_download_bytes}, {ttl}, "
+                f"{max_redirects}"
+            )
+        self.directory = os.fspath(directory)
+        self.ttl = float(ttl)
+        self.clock = clock
+        self.allowed_domains = (
+            None
+            if allowed_domains is None
+            else tuple(d.strip().lower().lstrip(".") for d in allowed_domains)
+        )
+        self.max_download_bytes = max_download_bytes
+        self.max_redirects = max_redirects
+        self.serve_stale_on_error = serve_stale_on_error
+        self.allow_credentials = allow_credentials
+        self.timeout = timeout
+        self.counters = Counters()
+        self._store = Store(
+            self.directory,
+            max_size_bytes=max_size_bytes,
+            low_water=low_water,
+            lock_timeout=lock_timeout,
+        )
+        self._guard = threading.Lock()
+        self._key_locks: dict[str, list[Any]] = {}
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"MediaCache({self.directory!r}, max_size_bytes={self.max_size_bytes})"
+
+    @property
+    def max_size_bytes(self) -> int:
+        """The bound on the bytes stored under :attr:`directory`."""
+        return self._store.max_size_bytes
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> MediaCache | None:
+        """The cache the environment asks for, or ``None`` when it is off (the default).
+
+        On when ``VLLM_MEDIA_CACHE`` names a directory, or when ``CACHEROOT_OPT_IN`` names it
+        and the layout derives it. The bound and the TTL come from
+        ``VLLM_MEDIA_CACHE_MAX_SIZE_MB`` (5120) and ``VLLM_MEDIA_CACHE_TTL_HOURS`` (24);
+        ``kwargs`` go to the constructor and win over both.
+        """
+        env = os.environ if environ is None else environ
+        setting = resolve(env).settings.get(MEDIA_CACHE_ROW)
+        if setting is None or not setting.value or not setting.value.strip():
+            return None
+        mb = _env_number(env, VLLM_MEDIA_CACHE_MAX_SIZE_MB, DEFAULT_MAX_SIZE_MB)
+        hours = _env_number(env, VLLM_MEDIA_CACHE_TTL_HOURS, DEFAULT_TTL_HOURS)
+        options: dict[str, Any] = {
+            "max_size_bytes": int(mb * _MIB),
+            "ttl": hours * 3600.0,
+            **kwargs,
+        }
+        return cls(setting.value.strip(), **options)
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """This cache's counters (see :class:`~cacheroot.mediacache._stats.Counters`)."""
+        return self.counters.snapshot()
+
+    def usage(self) -> int:
+        """Bytes now stored under :attr:`directory` (every file, locks and sidecars included)."""
+        return self._store.usage()
+
+    def handles(self, url: str) -> bool:
+        """Whether :meth:`get` would fetch ``url`` (scheme and domain allowed)."""
+        try:
+            self._check_url(url)
+        except (URLRefused, ValueError):
+            return False
+        return True
+
+    def get(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: Timeout = None,
+        allow_redirects: bool = True,
+        validate: Callable[[bytes], object] | None = None,
+    ) -> bytes:
+        """The body of ``url``: from disk when fresh, else from the origin (and stored if allowed).
+
+        ``validate`` (for example the media decoder) runs on a downloaded body before it is
+        stored; if it raises, nothing is stored and the exception propagates, so undecodable
+        responses never occupy the cache. HTTP error statuses raise ``requests.HTTPError`` and
+        transport failures the usual ``requests`` exceptions, as without the cache.
+        """
+        self._check_url(url)
+        request_headers = dict(headers or {})
+        userinfo = "@" in urlsplit(url).netloc
+        if _policy.bypass_reason(
+            request_headers, url_has_userinfo=userinfo, allow_credentials=self.allow_credentials
+        ):
+            self.counters.add(bypassed=1)
+            response = self._transfer(
+                url, request_headers, timeout=timeout, allow_redirects=allow_redirects
+            )
+            return self._deliver(response)
+        name = entry_name(url)
+        self._store.ensure()
+        entry = self._fresh(name, request_headers)
+        if entry is not None:
+            return entry.body
+        with self._single_flight(name):
+            entry = self._fresh(name, request_headers)
+            if entry is not None:
+                return entry.body
+            return self._refresh(
+                url,
+                name=name,
+                request_headers=request_headers,
+                timeout=timeout,
+                allow_redirects=allow_redirects,
+                validate=validate,
+            )
+
+    async def aget(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: Timeout = None,
+        allow_redirects: bool = True,
+        validate: Callable[[bytes], object] | None = None,
+    ) -> bytes:
+        """:meth:`get` in a worker thread: the same rules, counters and locks."""
+        return await asyncio.to_thread(
+            self.get,
+            url,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=allow_redirects,
+            validate=validate,
+        )
+
+    def fetch_bytes(
+        self,
+        url: str,
+        *,
+        fallback: Callable[..., bytes],
+        timeout: Timeout = None,
+        allow_redirects: bool = True,
+        headers: Mapping[str, str] | None = None,
+        validate: Callable[[bytes], object] | None = None,
+    ) -> bytes:
+        """:meth:`get` for the URLs the cache handles, ``fallback(url, ...)`` for the others.
+
+        The adapter for a media connector: ``data:``, ``file:`` or other-domain URLs keep going
+        through the connector's own code, exactly as with the cache off.
+        """
+        if not self.handles(url):
+            kwargs: dict[str, Any] = {"timeout": timeout, "allow_redirects": allow_redirects}
+            if headers is not None:
+                kwargs["headers"] = headers
+            return fallback(url, **kwargs)
+        return self.get(
+            url,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=allow_redirects,
+            validate=validate,
+        )
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _check_url(self, url: str) -> None:
+        try:
+            parts = urlsplit(url.strip())
+            parts.port  # noqa: B018 - raises ValueError for a malformed port
+        except ValueError as exc:
+            raise URLRefused(url, f"it does not parse ({exc})") from None
+        if parts.scheme.lower() not in DEFAULT_PORTS:
+            raise URLRefused(url, f"scheme {parts.scheme!r} is not http or https")
+        host = (parts.hostname or "").lower()
+        if not host:
+            raise URLRefused(url, "it names no host")
+        if self.allowed_domains is not None and not any(
+            host == d or host.endswith("." + d) for d in self.allowed_domains
+        ):
+            allowed = ", ".join(self.allowed_domains) or "(none)"
+            raise URLRefused(url, f"host {host!r} is not in allowed_domains ({allowed})")
+
+    def _fresh(self, name: str, request_headers: Mapping[str, str]) -> Entry | None:
+        now = self.clock()
+        entry = self._store.read(name, now=now)
+        if (
+            entry is None
+            or entry.expires_at <= now
+            or not _policy.vary_matches(entry.vary, request_headers)
+        ):
+            return None
+        self.counters.add(hits=1, bytes_saved=len(entry.body))
+        return entry
+
+    @contextlib.contextmanager
+    def _single_flight(self, name: str) -> Iterator[None]:
+        with self._guard:
+            slot = self._key_locks.setdefault(name, [threading.Lock(), 0])
+            slot[1] += 1
+        try:
+            with slot[0], self._store.key_lock(name):
+                yield
+        finally:
+            with self._guard:
+                slot[1] -= 1
+                if slot[1] == 0:
+                    del self._key_locks[name]
+
+    def _refresh(
+        self,
+        url: str,
+        *,
+        name: str,
+        request_headers: dict[str, str],
+        timeout: Timeout,
+        allow_redirects: bool,
+        validate: Callable[[bytes], object] | None,
+    ) -> bytes:
+        now = self.clock()
+        stale = self._store.read(name, now=now)
+        if stale is not None and not _policy.vary_matches(stale.vary, request_headers):
+            stale = None
+        conditional = dict(request_headers)
+        if stale is not None:
+            conditional.update(_policy.conditional_headers(stale.headers))
+        try:
+            response = self._transfer(
+                url, conditional, timeout=timeout, allow_redirects=allow_redirects
+            )
+        except requests.RequestException:
+            if stale is not None and self._may_serve_stale(stale):
+                self.counters.add(stale_served=1, bytes_saved=len(stale.body))
+                return stale.body
+            raise
+        if response.status == 304 and stale is not None:
+            return self._revalidated(name, stale, response)
+        if response.status >= 500 and stale is not None and self._may_serve_stale(stale):
+            self.counters.add(stale_served=1, bytes_saved=len(stale.body))
+            return stale.body
+        body = self._deliver(response)
+        self.counters.add(misses=1)
+        reason = _policy.not_storable(
+            response.status, response.headers, len(body), response.wire_size
+        )
+        if not reason and validate is not None:
+            validate(body)
+        if reason:
+            self.counters.add(not_stored=1)
+            if stale is not None:
+                self._store.remove(name)
+            return body
+        now = self.clock()
+        meta = {
+            "url": normalise_url(url),
+            "stored_at": now,
+            "expires_at": now + _policy.freshness_lifetime(response.headers, now=now, ttl=self.ttl),
+            "headers": _policy.kept(response.headers),
+            "vary": _policy.vary_record(response.headers, request_headers),
+        }
+        evicted = self._store.publish(name, body, meta, now=now)
+        if evicted is None:
+            self.counters.add(not_stored=1)
+        else:
+            self.counters.add(stored=1, evictions=evicted)
+        return body
+
+    def _may_serve_stale(self, stale: Entry) -> bool:
+        return self.serve_stale_on_error and _policy.may_serve_stale(stale.headers)
+
+    def _revalidated(self, name: str, stale: Entry, response: _Response) -> bytes:
+        now = self.clock()
+        headers = _policy.merge_304(stale.headers, response.headers)
+        meta = {
+            **stale.meta,
+            "headers": headers,
+            "expires_at": now + _policy.freshness_lifetime(headers, now=now, ttl=self.ttl),
+            "revalidated_at": now,
+        }
+        self._store.update_meta(name, meta)
+        self.counters.add(revalidations=1, bytes_saved=len(stale.body))
+        return stale.body
+
+    @staticmethod
+    def _deliver(response: _Response) -> bytes:
+        """The body the caller gets, raising for error statuses as ``requests`` users expect."""
+        response.response.raise_for_status()
+        return response.body
+
+    def _session(self) -> requests.Session:
+        """A session per thread and per process (pools must not cross a fork)."""
+        pid = os.getpid()
+        owned: tuple[int, requests.Session] | None = getattr(self._local, "session", None)
+        if owned is None or owned[0] != pid:
+            owned = (pid, requests.Session())
+            owned[1].max_redirects = self.max_redirects
+            self._local.session = owned
+        return owned[1]
+
+    def _transfer(
+        self, url: str, headers: dict[str, str], *, timeout: Timeout, allow_redirects: bool
+    ) -> _Response:
+        """GET ``url``, following redirects ourselves so that each hop is checked."""
+        session = self._session()
+        current = url
+        hops = 0
+        sent = dict(headers)
+        while True:
+            resp = session.get(
+                current,
+                headers=sent,
+                timeout=self.timeout if timeout is None else timeout,
+                stream=True,
+                allow_redirects=False,
+            )
+            try:
+                location = resp.headers.get("location")
+                if allow_redirects and resp.is_redirect and location:
+                    hops += 1
+                    if hops > self.max_redirects:
+                        raise requests.TooManyRedirects(
+                            f"{url} redirected more than {self.max_redirects} times "
+                            f"(max_redirects); the last hop was to {location!r}",
+                            response=resp,
+                        )
+                    target = urljoin(current, location)
+                    self._check_url(target)
+                    if urlsplit(target).hostname != urlsplit(current).hostname:
+                        sent = {
+                            k: v for k, v in sent.items() if k.lower() not in _policy.CREDENTIALS
+                        }
+                    current = target
+                    continue
+                body = self._read_body(url, resp)
+                wire = _wire_size(resp)
+                return _Response(resp, body, wire)
+            finally:
+                resp.close()
+
+    def _read_body(self, url: str, resp: requests.Response) -> bytes:
+        limit = self.max_download_bytes
+        declared = resp.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ResponseTooLarge(url, limit, int(declared))
+        buf = bytearray()
+        for chunk in resp.iter_content(_CHUNK):
+            buf += chunk
+            if len(buf) > limit:
+                raise ResponseTooLarge(url, limit, len(buf))
+        return bytes(buf)
+
+
+def _wire_size(resp: requests.Response) -> int | None:
+    """Bytes read from the socket before content decoding (``None`` if urllib3 cannot say)."""
+    tell = getattr(resp.raw, "tell", None)
+    if tell is None:
+        return None
+    try:
+        return int(tell())
+    except (OSError, ValueError, TypeError):
+        return None
