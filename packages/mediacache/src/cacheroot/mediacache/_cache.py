@@ -215,18 +215,22 @@ class MediaCache:
         entry = self._fresh(name, request_headers)
         if entry is not None:
             return entry.body
-        with self._single_flight(name):
-            entry = self._fresh(name, request_headers)
-            if entry is not None:
-                return entry.body
-            return self._refresh(
-                url,
-                name=name,
-                request_headers=request_headers,
-                timeout=timeout,
-                allow_redirects=allow_redirects,
-                validate=validate,
-            )
+        for patient in (True, False):
+            with self._single_flight(name, patient=patient) as held:
+                entry = self._fresh(name, request_headers)
+                if entry is not None:
+                    return entry.body
+                if not held:
+                    continue  # fresh on disk a moment ago, gone or another variant now
+                return self._refresh(
+                    url,
+                    name=name,
+                    request_headers=request_headers,
+                    timeout=timeout,
+                    allow_redirects=allow_redirects,
+                    validate=validate,
+                )
+        raise AssertionError("unreachable: the second pass always holds the lock")
 
     async def aget(
         self,
@@ -307,13 +311,26 @@ class MediaCache:
         return entry
 
     @contextlib.contextmanager
-    def _single_flight(self, name: str) -> Iterator[None]:
+    def _single_flight(self, name: str, *, patient: bool) -> Iterator[bool]:
+        """Hold the per-key locks (thread, then file); yield whether the file lock is held.
+
+        With ``patient``, waiting for the file lock ends early, without it, as soon as a fresh
+        entry appears on disk: the waiters of one download then read it together instead of
+        taking the lock one after another.
+        """
         with self._guard:
             slot = self._key_locks.setdefault(name, [threading.Lock(), 0])
             slot[1] += 1
         try:
-            with slot[0], self._store.key_lock(name):
-                yield
+            with slot[0]:
+                lock = self._store.key_lock(name)
+                done = (lambda: self._store.fresh_on_disk(name, self.clock())) if patient else None
+                held = lock.acquire(done)
+                try:
+                    yield held
+                finally:
+                    if held:
+                        lock.release()
         finally:
             with self._guard:
                 slot[1] -= 1

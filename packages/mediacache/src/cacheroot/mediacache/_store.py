@@ -119,6 +119,11 @@ class Store:
             os.close(fd)
         return Entry(meta, body)
 
+    def fresh_on_disk(self, name: str, now: float) -> bool:
+        """Whether a sidecar of ``name`` says it is fresh at ``now`` (one small read, no body)."""
+        meta = read_meta(self.path(name))
+        return meta is not None and _policy.meta_fields(meta)[0] > now
+
     def update_meta(self, name: str, meta: dict[str, Any]) -> None:
         """Replace the sidecar of ``name`` (a 304 refreshed it); the body is untouched."""
         write_meta(self.path(name), meta)
