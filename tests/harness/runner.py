@@ -57,6 +57,15 @@ def plugin_args() -> list[str]:
     return ["-p", PLUGIN]
 
 
+def media_cache_available() -> bool:
+    """Whether the installed cacheroot has the media cache (the scenarios skip media without)."""
+    try:
+        module = importlib.import_module("cacheroot.mediacache")
+    except ImportError:
+        return False
+    return hasattr(module, "MediaCache")
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without the outer run's pytest, shard and offline settings."""
     env = {

@@ -18,6 +18,7 @@ from .runner import (
     TESTS,
     ServedOrigin,
     clean_env,
+    media_cache_available,
     plugin_args,
     report_lines,
     run_pytest,
@@ -46,6 +47,9 @@ def test_second_run_on_one_volume_is_warm(tmp_path: Path) -> None:
     catalog = importlib.import_module("scenarios.assets").catalog()
     files = [a for a in catalog.values() if a.namespace != "media"]
     media = [a for a in catalog.values() if a.namespace == "media"]
+    if not media_cache_available():  # the media scenarios skip
+        catalog = {a.path: a for a in files}
+        media = []
     size = sum(len(a.data) for a in files)
     root = tmp_path / "volume"
 
@@ -62,7 +66,8 @@ def test_second_run_on_one_volume_is_warm(tmp_path: Path) -> None:
         size,
     )
     assert cold["builds"] == 2
-    assert cold["media"]["misses"] == len(media)
+    if media:
+        assert cold["media"]["misses"] == len(media)
 
     # Warm: not one request, no miss, no byte downloaded, no model rebuilt.
     assert after_warm == after_cold
@@ -73,8 +78,9 @@ def test_second_run_on_one_volume_is_warm(tmp_path: Path) -> None:
     assert warm["bytes_from_cache"] == size
     assert warm["builds"] == 0
     assert warm["build_hits"] == 4
-    assert warm["media"]["misses"] == 0
-    assert warm["media"]["hits"] == 2 * len(media)
+    if media:
+        assert warm["media"]["misses"] == 0
+        assert warm["media"]["hits"] == 2 * len(media)
 
 
 def test_warm_command_makes_the_first_run_warm(tmp_path: Path) -> None:
@@ -100,4 +106,5 @@ def test_warm_command_makes_the_first_run_warm(tmp_path: Path) -> None:
     figures = json.loads(report.read_text())
     assert (figures["misses"], figures["downloads"], figures["offline"]) == (0, 0, True)
     assert figures["hits"] == 4
-    assert figures["media"]["misses"] == 0
+    if media_cache_available():
+        assert figures["media"]["misses"] == 0
