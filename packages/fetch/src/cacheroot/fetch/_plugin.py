@@ -37,7 +37,6 @@ from ._report import Figures, snapshot
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
-    from _pytest.fixtures import SubRequest
 
 #: Buildkite's index (from 0) of this job among a step's parallel jobs, and their number.
 BUILDKITE_PARALLEL_JOB = "BUILDKITE_PARALLEL_JOB"
@@ -168,28 +167,13 @@ def pytest_configure(config: pytest.Config) -> None:
         report = str(config.invocation_params.dir / report)
     config.stash[_STATE] = _State(offline=offline, no_network=no_network, report=report)
     if offline:
-        os.environ[CACHEROOT_OFFLINE] = "1"  # processes the tests start are offline too
-
-
-# -- offline mode and the network guard ----------------------------------------------------
-def _keep_offline(config: pytest.Config) -> None:
-    # Fixtures that isolate the environment (monkeypatch.delenv) must not turn offline off.
-    if config.stash[_STATE].offline:
+        # Every fetch of the run, and of the processes it starts, is offline. A fixture that
+        # deliberately clears the variable (an isolation fixture) keeps that control; the
+        # ``cached_file`` fixture is offline either way.
         os.environ[CACHEROOT_OFFLINE] = "1"
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(request: SubRequest) -> Generator[None, object, object]:
-    _keep_offline(request.config)
-    return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    _keep_offline(item.config)
-    return (yield)
-
-
+# -- the network guard and the miss report ----------------------------------------------------
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     state = item.config.stash[_STATE]
