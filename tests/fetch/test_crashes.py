@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cacheroot.fetch import Fetcher, PathLock, partials, sha256_file
+from cacheroot.fetch import Fetcher, PathLock, lock_path, partials, sha256_file
 
 from .origin import Origin, body, sha256
 from .procs import spawn, wait_ready
@@ -22,7 +22,7 @@ RATE = 4 << 20  # about 0.25 s per transfer: random kill points land all over it
 def _check_invariants(dest: Path, digest: str) -> None:
     if dest.exists():
         assert sha256_file(str(dest)) == (digest, SIZE), "a published file is partial or wrong"
-    lock = PathLock(str(dest.parent / f".{dest.name}.lock"), timeout=5.0)
+    lock = PathLock(lock_path(str(dest)), timeout=5.0)
     lock.acquire()  # never held by a dead process
     lock.release()
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 CHILD = """
 import json, os, sys
-from cacheroot.fetch import DownloadError, Fetcher, PathLock, partials
+from cacheroot.fetch import DownloadError, Fetcher, PathLock, lock_path, partials
 url, cache = sys.argv[1], sys.argv[2]
 os.environ["VLLM_TEST_CACHE"] = cache
 f = Fetcher(retries=1, backoff=0.01)
@@ -33,7 +33,7 @@ try:
     f.fetch(url)
 except DownloadError as exc:
     report = {"errno": exc.errno, "message": str(exc), "type": type(exc).__name__}
-lock = PathLock(str(dest.parent / f".{dest.name}.lock"), timeout=1.0)
+lock = PathLock(lock_path(str(dest)), timeout=1.0)
 lock.acquire()
 lock.release()
 report["published"] = dest.exists()

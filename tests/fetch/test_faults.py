@@ -19,6 +19,7 @@ from cacheroot.fetch import (
     PathLock,
     cache_dir,
     fetch,
+    lock_path,
     partials,
     read_meta,
     stats,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 def assert_clean(path: Path) -> None:
     """Nothing half-done is left: no partials, and the entry's lock is free."""
     assert partials(str(path)) == []
-    with PathLock(str(path.parent / f".{path.name}.lock"), timeout=1.0):
+    with PathLock(lock_path(str(path)), timeout=1.0):
         pass
 
 

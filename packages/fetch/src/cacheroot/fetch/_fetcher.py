@@ -178,7 +178,7 @@ class Fetcher:
             raise CacheMissError(url, dest, hint)
         self._check_scheme(url)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        lock = PathLock(_lock_path(dest), timeout=self.lock_timeout)
+        lock = PathLock(_store.lock_path(dest), timeout=self.lock_timeout)
         try:
             acquired = lock.acquire(done=lambda: self._hit(dest, key, digest) is not None)
         finally:
@@ -378,11 +378,6 @@ class Fetcher:
             ) from exc
         stat = record["stat"]
         self._known[dest] = ((stat[0], stat[1], stat[2]), record["sha256"], record["url"])
-
-
-def _lock_path(dest: str) -> str:
-    head, name = os.path.split(dest)
-    return os.path.join(head, f".{name}.lock")
 
 
 _default: Fetcher | None = None

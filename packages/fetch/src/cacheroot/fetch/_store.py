@@ -47,6 +47,12 @@ def meta_path(dest: str) -> str:
     return os.path.join(head, f".{name}.meta.json")
 
 
+def lock_path(dest: str) -> str:
+    """The lock file that single-flights writers of the entry ``dest``."""
+    head, name = os.path.split(dest)
+    return os.path.join(head, f".{name}.lock")
+
+
 def partial_path(dest: str) -> str:
     """A fresh partial name for ``dest``, unique to this process and call."""
     head, name = os.path.split(dest)
