@@ -343,3 +343,26 @@ def test_threads_are_single_flight(origin: Origin, fetcher: Fetcher, name: str) 
         )
     assert len(paths) == 1
     assert origin.gets[f"/slow/{name}"] == 1
+
+
+def test_wrong_file_is_hashed_once_per_version(
+    origin: Origin, fetcher: Fetcher, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cacheroot.fetch import _store
+
+    url = origin.url(f"/ok/{name}")
+    path = fetcher.fetch(url)
+    path.write_bytes(b"tampered")  # new size and mtime: the record no longer vouches for it
+    hashed: list[str] = []
+    real = _store.sha256_file
+
+    def counting(p: str) -> tuple[str, int]:
+        hashed.append(p)
+        return real(p)
+
+    monkeypatch.setattr(_store, "sha256_file", counting)
+    for _ in range(3):
+        assert fetcher._hit(str(path), url, sha256(body(name))) is None
+    assert len(hashed) == 1
+    assert fetcher.fetch(url, sha256=sha256(body(name))).read_bytes() == body(name)
+    assert origin.gets[f"/ok/{name}"] == 2

@@ -244,7 +244,9 @@ class Fetcher:
             return None  # changed behind our back and nothing to check it against: download
         actual, size = _store.sha256_file(dest)
         if actual != digest:
-            return None
+            # Remember the verdict for this version of the file, so that waiters polling for
+            # a fresh download do not re-hash the wrong one at every tick.
+            return triple, actual, (meta or {}).get("url")
         # The file is right but its record is stale (copied, touched, restored): renew it.
         st = os.stat(dest)
         record = {**(meta or {}), "url": key, "sha256": actual, "size": size}
