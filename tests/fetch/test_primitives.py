@@ -225,3 +225,31 @@ def test_wait_ends_when_the_work_is_done(tmp_path: Path) -> None:
         assert len(calls) == 3
     assert other.acquire(done=done) is True
     other.release()
+
+
+def test_write_behind_flushes_while_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+    import threading
+
+    from cacheroot.fetch import _store
+
+    monkeypatch.setattr(_store, "FLUSH_EVERY", 1 << 20)
+    started: list[str] = []
+    real = threading.Thread.start
+
+    def spy(self: threading.Thread) -> None:
+        started.append(self.name)
+        real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", spy)
+    dest = str(tmp_path / "big")
+    part = Partial(dest)
+    block = bytes(range(256)) * 4096  # 1 MiB
+    for _ in range(5):
+        part.write(block)
+    meta = part.commit()
+    assert "cacheroot-flush" in started
+    assert meta["sha256"] == hashlib.sha256(block * 5).hexdigest()
+    assert (tmp_path / "big").read_bytes() == block * 5

@@ -39,6 +39,8 @@ _PARTIAL = re.compile(
     r"^\.(?P<name>.+)\.(?P<tag>[0-9a-f]{8})-(?P<pid>\d+)\.(?P<uid>[0-9a-f]{8})\.partial$"
 )
 _HASH_CHUNK = 1 << 20
+#: A partial starts writing back behind the download every this many bytes.
+FLUSH_EVERY = 64 << 20
 
 
 def meta_path(dest: str) -> str:
@@ -234,6 +236,9 @@ class Partial:
         self.fd: int | None = os.open(self.path, flags, 0o666)
         self.hasher = Hasher()
         self.size = 0
+        self._flushed = 0
+        self._flusher: threading.Thread | None = None
+        self._flush_error: OSError | None = None
 
     @classmethod
     def adopt(cls, dest: str, *, stale_after: float = 3600.0) -> Partial | None:
@@ -274,10 +279,46 @@ class Partial:
             view = view[n:]
         self.hasher.update(data)
         self.size += len(data)
+        if self.size - self._flushed >= FLUSH_EVERY:
+            self._flush_behind()
+
+    def _flush_behind(self) -> None:
+        """Start writing back what is written so far, so the final fsync has little left.
+
+        One ``fdatasync`` at a time runs on a helper thread while the download goes on. Its
+        error is kept and raised by :meth:`commit`: the kernel reports a writeback error to one
+        fsync of a file only, and it must not be lost to this helper.
+        """
+        if self._flusher is not None and self._flusher.is_alive():
+            return
+        fd = self.fd
+        if fd is None:
+            return
+        self._flushed = self.size
+
+        def flush() -> None:
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                self._flush_error = self._flush_error or exc
+
+        self._flusher = threading.Thread(target=flush, name="cacheroot-flush", daemon=True)
+        self._flusher.start()
+
+    def _settle(self) -> None:
+        """Wait for the write-behind helper; raise what it met."""
+        if self._flusher is not None:
+            self._flusher.join()
+            self._flusher = None
+        if self._flush_error is not None:
+            error, self._flush_error = self._flush_error, None
+            raise error
 
     def reset(self) -> None:
         """Drop everything written so far (the origin ignored a ``Range`` request)."""
         assert self.fd is not None  # noqa: S101 - internal invariant
+        self._settle()
+        self._flushed = 0
         os.ftruncate(self.fd, 0)
         os.lseek(self.fd, 0, os.SEEK_SET)
         self.hasher.close()
@@ -287,6 +328,8 @@ class Partial:
     def truncate(self, size: int) -> None:
         """Cut the file back to ``size`` bytes and re-hash them (after an unclear failure)."""
         assert self.fd is not None  # noqa: S101 - internal invariant
+        self._settle()
+        self._flushed = 0
         os.ftruncate(self.fd, size)
         self.hasher.close()
         self.hasher = Hasher()
@@ -304,6 +347,7 @@ class Partial:
         Returns the sidecar written (``meta`` plus ``sha256``, ``size``, ``fetched``, ``stat``).
         """
         assert self.fd is not None  # noqa: S101 - internal invariant
+        self._settle()
         os.fsync(self.fd)
         st = os.fstat(self.fd)
         record = {
@@ -323,6 +367,8 @@ class Partial:
     def discard(self) -> None:
         """Close and remove the partial (idempotent)."""
         self.hasher.close()
+        with contextlib.suppress(OSError):
+            self._settle()
         if self.fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
