@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import threading
 from typing import TYPE_CHECKING
@@ -180,6 +181,15 @@ def test_short_body_is_an_error_and_not_stored(cache: MediaCache, origin: Origin
         cache.get(url)
     assert not stored(cache, url)
     assert os.listdir(cache.directory) == [".locks"]  # no partial, no sidecar left
+
+
+def test_gzip_encoded_body_is_stored_decoded(cache: MediaCache, origin: Origin) -> None:
+    """Content-Length counts the encoded bytes: the check uses the bytes on the wire."""
+    url = origin.route("/z.bmp", gzip.compress(PNG), headers={"Content-Encoding": "gzip"})
+    assert cache.get(url) == PNG
+    assert stored(cache, url)
+    assert cache.get(url) == PNG
+    assert origin.gets["/z.bmp"] == 1
 
 
 def test_undecodable_body_not_stored(cache: MediaCache, origin: Origin) -> None:
@@ -431,6 +441,12 @@ def test_on_when_opted_in(monkeypatch: pytest.MonkeyPatch, isolated_cache: Path)
     cache = MediaCache.from_env()
     assert cache is not None
     assert cache.directory.startswith(str(isolated_cache))
+
+
+def test_unusable_directory_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MEDIA_CACHE_ROW, "relative/media")
+    with pytest.raises(ValueError, match="absolute"):
+        MediaCache.from_env()
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "lots"])

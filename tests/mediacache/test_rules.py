@@ -6,6 +6,8 @@ import email.utils
 import pickle
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cacheroot.mediacache import (
     MediaCacheError,
@@ -26,6 +28,7 @@ from cacheroot.mediacache._policy import (
     vary_matches,
     vary_record,
 )
+from cacheroot.mediacache._store import ENTRY
 
 NOW = 1_800_000_000.0
 TTL = 3600.0
@@ -80,6 +83,21 @@ def test_entry_names_carry_only_the_key_and_a_clean_extension(url: str, suffix: 
     assert name == url_key(url) + suffix
     assert "/" not in name
     assert not name.startswith(".")
+
+
+@given(
+    host=st.from_regex(r"[a-z0-9.-]{1,30}", fullmatch=True),
+    path=st.text(max_size=80).filter(lambda t: "#" not in t and "?" not in t),
+    query=st.text(max_size=40),
+)
+def test_any_url_gives_a_safe_entry_name(host: str, path: str, query: str) -> None:
+    url = f"http://{host}/{path}?{query}"
+    try:
+        name = entry_name(url)
+    except ValueError:
+        return  # urlsplit refused it; so would the cache (URLRefused)
+    assert ENTRY.match(name)
+    assert name[:64] == url_key(url)
 
 
 def test_cache_control_parsing() -> None:

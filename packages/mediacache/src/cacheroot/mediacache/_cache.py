@@ -23,7 +23,12 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from cacheroot.envs import VLLM_MEDIA_CACHE_MAX_SIZE_MB, VLLM_MEDIA_CACHE_TTL_HOURS, resolve
+from cacheroot.envs import (
+    INVALID,
+    VLLM_MEDIA_CACHE_MAX_SIZE_MB,
+    VLLM_MEDIA_CACHE_TTL_HOURS,
+    resolve,
+)
 
 from . import _policy
 from ._errors import ResponseTooLarge, URLRefused
@@ -156,6 +161,12 @@ class MediaCache:
         setting = resolve(env).settings.get(MEDIA_CACHE_ROW)
         if setting is None or not setting.value or not setting.value.strip():
             return None
+        if setting.source == INVALID:
+            # Asked for, but unusable: saying so beats silently running without the cache.
+            raise ValueError(
+                f"{setting.reason}; set {MEDIA_CACHE_ROW} to an absolute directory, or unset it "
+                "to run without the media cache"
+            )
         mb = _env_number(env, VLLM_MEDIA_CACHE_MAX_SIZE_MB, DEFAULT_MAX_SIZE_MB)
         hours = _env_number(env, VLLM_MEDIA_CACHE_TTL_HOURS, DEFAULT_TTL_HOURS)
         options: dict[str, Any] = {
