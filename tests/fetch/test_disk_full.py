@@ -1,4 +1,4 @@
-"""A full disk: a clear error, nothing partial published, the lock released.
+"""A full disk (and a read-only one): a clear error, nothing partial published, the lock released.
 
 The cache lives on a 512 KiB tmpfs mounted in a private mount namespace (``unshare -m`` as
 root, ``unshare -rm`` as a user where user namespaces are allowed), so nothing outside the
@@ -73,3 +73,44 @@ def test_disk_full(origin: Origin, name: str, tmp_path: Path) -> None:
     assert report["published"] is False
     assert report["partials"] == []
     assert not [f for f in report["files"] if not f.startswith(".") or f.endswith(".partial")]
+
+
+READ_ONLY = """
+import json, os, sys
+from cacheroot.fetch import DownloadError, Fetcher
+os.environ["VLLM_TEST_CACHE"] = sys.argv[2]
+f = Fetcher(retries=0)
+hit = str(f.fetch(sys.argv[1]))  # warmed before the volume turned read-only
+try:
+    f.fetch(sys.argv[1] + "&other=1")
+    miss = None
+except DownloadError as exc:
+    miss = [exc.errno, str(exc)]
+print(json.dumps({"hit": hit, "miss": miss}))
+"""
+
+
+def test_read_only_cache_serves_hits_and_says_why_misses_fail(
+    origin: Origin, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cacheroot.fetch import Fetcher
+
+    cmd = _unshare()
+    cache = tmp_path / "ro"
+    url = origin.url(f"/ok/{name}?size=1000")
+    monkeypatch.setenv("VLLM_TEST_CACHE", str(cache))
+    warm = Fetcher().fetch(url)
+    script = (
+        'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$2" -c "$3" "$4" "$1"'
+    )
+    out = subprocess.run(
+        [*cmd, "sh", "-c", script, "sh", str(cache), sys.executable, READ_ONLY, url],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["hit"] == str(warm)
+    assert report["miss"][0] == errno.EROFS
+    assert "read-only" in report["miss"][1]

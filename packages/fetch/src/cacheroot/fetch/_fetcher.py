@@ -177,10 +177,20 @@ class Fetcher:
                 )
             raise CacheMissError(url, dest, hint)
         self._check_scheme(url)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
         lock = PathLock(_store.lock_path(dest), timeout=self.lock_timeout)
         try:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
             acquired = lock.acquire(done=lambda: self._hit(dest, key, digest) is not None)
+        except FetchError:
+            raise
+        except OSError as exc:
+            raise DownloadError(
+                url,
+                f"cannot write into {os.path.dirname(dest)}: {exc.strerror or exc}; a read-only "
+                f"or foreign cache serves hits only: warm it where it is writable, or set "
+                f"{CACHEROOT_OFFLINE}=1 to fail fast on misses",
+                err=exc.errno,
+            ) from exc
         finally:
             _stats.add(lock_wait_seconds=lock.waited)
         if not acquired:  # another process published it while we waited
