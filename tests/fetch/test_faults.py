@@ -366,3 +366,47 @@ def test_wrong_file_is_hashed_once_per_version(
     assert len(hashed) == 1
     assert fetcher.fetch(url, sha256=sha256(body(name))).read_bytes() == body(name)
     assert origin.gets[f"/ok/{name}"] == 2
+
+
+def _abandon(dest: Path, data: bytes) -> None:
+    """Leave a partial of ``dest`` holding ``data``, written by a process that then died."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from cacheroot.fetch import Partial; "
+        "p = Partial(sys.argv[1]); p.write(open(sys.argv[2], 'rb').read())"
+    )
+    src = dest.parent / "abandoned-bytes"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    src.write_bytes(data)
+    subprocess.run([sys.executable, "-c", code, str(dest), str(src)], check=True)
+    src.unlink()
+    assert len(partials(str(dest))) == 1
+
+
+@pytest.mark.parametrize("verified", [True, False])
+def test_dead_process_partial_is_adopted_only_when_verified(
+    origin: Origin, fetcher: Fetcher, name: str, verified: bool
+) -> None:
+    size = 200_000
+    url = origin.url(f"/ok/{name}?size={size}")
+    data = body(name, size)
+    dest = fetcher.path(url)
+    _abandon(dest, data[:120_000])
+    path = fetcher.fetch(url, sha256=sha256(data) if verified else None)
+    assert path.read_bytes() == data
+    assert origin.ranges[f"/ok/{name}"] == (["bytes=120000-"] if verified else [None])
+    assert partials(str(dest)) == []
+
+
+def test_adopted_partial_of_another_version_is_redone(
+    origin: Origin, fetcher: Fetcher, name: str
+) -> None:
+    size = 200_000
+    url = origin.url(f"/ok/{name}?size={size}")
+    data = body(name, size)
+    dest = fetcher.path(url)
+    _abandon(dest, b"x" * 120_000)  # same length as a real prefix, wrong bytes
+    assert fetcher.fetch(url, sha256=sha256(data)).read_bytes() == data
+    assert origin.ranges[f"/ok/{name}"] == ["bytes=120000-", None]
