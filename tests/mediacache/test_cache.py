@@ -192,6 +192,14 @@ def test_gzip_encoded_body_is_stored_decoded(cache: MediaCache, origin: Origin) 
     assert origin.gets["/z.bmp"] == 1
 
 
+def test_a_failing_cache_disk_does_not_fail_the_caller(cache: MediaCache, origin: Origin) -> None:
+    url = origin.route("/blocked.png", PNG)
+    os.makedirs(os.path.join(cache.directory, entry_name(url)))  # os.replace onto it fails
+    assert cache.get(url) == PNG
+    assert cache.stats()["not_stored"] == 1
+    assert not [n for n in os.listdir(cache.directory) if n.endswith(".partial")]
+
+
 def test_undecodable_body_not_stored(cache: MediaCache, origin: Origin) -> None:
     url = origin.route("/bad.png", b"<html>rate limited</html>")
 

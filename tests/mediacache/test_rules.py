@@ -192,6 +192,7 @@ def test_validators_and_304_merge() -> None:
         {"Cache-Control": "max-age=99", "Content-Type": "text/html", "X-Other": "1"},
     )
     assert merged["cache-control"] == "max-age=99"
+    assert "age" not in merge_304({"age": "50"}, {})
     assert merged["content-type"] == "image/png"
     assert "x-other" not in merged
 

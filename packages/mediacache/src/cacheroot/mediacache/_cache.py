@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -38,6 +39,8 @@ from ._store import Entry, Store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
+
+log = logging.getLogger("cacheroot.mediacache")
 
 #: The layout row that turns the cache on (opt-in: unset means off).
 MEDIA_CACHE_ROW = "VLLM_MEDIA_CACHE"
@@ -222,7 +225,15 @@ class MediaCache:
             )
             return self._deliver(response)
         name = entry_name(url)
-        self._store.ensure()
+        try:
+            self._store.ensure()
+        except OSError as exc:
+            log.warning("media cache %s unusable (%s); fetching without it", self.directory, exc)
+            self.counters.add(bypassed=1)
+            response = self._transfer(
+                url, request_headers, timeout=timeout, allow_redirects=allow_redirects
+            )
+            return self._deliver(response)
         entry = self._fresh(name, request_headers)
         if entry is not None:
             return entry.body
@@ -399,7 +410,12 @@ class MediaCache:
             "headers": _policy.kept(response.headers),
             "vary": _policy.vary_record(response.headers, request_headers),
         }
-        evicted = self._store.publish(name, body, meta, now=now)
+        try:
+            evicted = self._store.publish(name, body, meta, now=now)
+        except OSError as exc:
+            # A full or broken cache disk must not fail the caller: serve what we downloaded.
+            log.warning("not storing %s in %s: %s", url, self.directory, exc)
+            evicted = None
         if evicted is None:
             self.counters.add(not_stored=1)
         else:

@@ -195,7 +195,9 @@ def kept(headers: Mapping[str, str]) -> dict[str, str]:
 def merge_304(stored: Mapping[str, str], fresh: Mapping[str, str]) -> dict[str, str]:
     """Stored headers updated by a 304's headers (RFC 9111 4.3.4), keeping the body's type."""
     updates = {name: value for name, value in kept(fresh).items() if name != "content-type"}
-    return {**stored, **updates}
+    # The stored Age described the first response; the 304 is this moment's answer.
+    base = {name: value for name, value in stored.items() if name != "age"}
+    return {**base, **updates}
 
 
 def meta_fields(meta: Mapping[str, Any]) -> tuple[float, dict[str, str]]:
