@@ -8,6 +8,7 @@ a path only, then the path behaves; every GET is counted per path, with its ``Ra
   /ok/NAME              200 with Content-Length, ETag, Range support (206)
   /slow/NAME?rate=B     as ok, but sends about B bytes per second in 16 KiB pieces
   /reset/NAME           first GET: half the body, then a TCP reset
+  /flaky/NAME           every GET: at most 100 000 bytes, then a TCP reset (Range honoured)
   /short/NAME           first GET: full Content-Length, half the body, then a clean close
   /stall/NAME           first GET: half the body, then silence (until the server stops)
   /status/CODE/N/NAME   the first N GETs answer CODE (with ?retry_after=S as Retry-After)
@@ -136,6 +137,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(data, honour_range=False, cut=0.5 if first else None, reset=True)
         elif kind == "reset":
             self._send(data, cut=0.5 if first else None, reset=True)
+        elif kind == "flaky":
+            self._send(data, cut_bytes=100_000, reset=True)
         elif kind == "short":
             self._send(data, cut=0.5 if first else None)
         elif kind == "stall":
@@ -163,6 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
         close: bool = False,
         honour_range: bool = True,
         cut: float | None = None,
+        cut_bytes: int | None = None,
         reset: bool = False,
         stall: bool = False,
         rate: float | None = None,
@@ -184,12 +188,16 @@ class _Handler(BaseHTTPRequestHandler):
         if encoding:
             self.send_header("Content-Encoding", encoding)
         self.send_header("ETag", etag)
-        if close or length is None or cut is not None:
+        if close or length is None or cut is not None or cut_bytes is not None:
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
         if cut is not None:
             part = part[: int(len(part) * cut)]
+        if cut_bytes is not None and len(part) > cut_bytes:
+            part = part[:cut_bytes]
+        else:
+            reset = reset and cut is not None
         if rate:
             piece = 16 * 1024
             for i in range(0, len(part), piece):

@@ -410,3 +410,12 @@ def test_adopted_partial_of_another_version_is_redone(
     _abandon(dest, b"x" * 120_000)  # same length as a real prefix, wrong bytes
     assert fetcher.fetch(url, sha256=sha256(data)).read_bytes() == data
     assert origin.ranges[f"/ok/{name}"] == ["bytes=120000-", None]
+
+
+def test_attempts_that_make_progress_do_not_use_up_retries(
+    origin: Origin, fetcher: Fetcher, name: str
+) -> None:
+    size = 1_000_000  # ten broken attempts of 100 000 bytes each; retries=3 in the fixture
+    url = origin.url(f"/flaky/{name}?size={size}")
+    assert fetcher.fetch(url, sha256=sha256(body(name, size))).read_bytes() == body(name, size)
+    assert origin.gets[f"/flaky/{name}"] == 10

@@ -165,9 +165,9 @@ class Transfer:
                     self._attempt()
                     break
                 except _Retry as r:
-                    failures = (
-                        0 if self.part.size - before >= self.settings.chunk_size else failures
-                    )
+                    # An attempt that moved the transfer on does not count against the retries.
+                    if self.part.size - before >= min(self.settings.chunk_size, PROGRESS):
+                        failures = 0
                     failures += 1
                     if failures > self.settings.retries:
                         raise DownloadError(
