@@ -313,6 +313,28 @@ def test_expired_entries_go_first(tmp_path: Path, origin: Origin, clock: Clock) 
     assert stored(cache, urls[1])
 
 
+@pytest.mark.parametrize("ledger", ["missing", "garbage", "negative"])
+def test_the_ledger_is_only_a_shortcut(
+    tmp_path: Path, origin: Origin, clock: Clock, ledger: str
+) -> None:
+    """Stores trust the ``.usage`` ledger until it says "full"; a wrong one costs a scan."""
+    size = 4000
+    cache = _bounded(tmp_path, clock, 4, size)
+    for i in range(4):
+        cache.get(origin.url(f"/gen/{i}/{size}"))
+        clock.advance(1)
+    path = os.path.join(cache.directory, ".usage")
+    if ledger == "missing":
+        os.unlink(path)
+    else:
+        with open(path, "w") as f:
+            f.write("junk" if ledger == "garbage" else "-5 0")
+    cache.get(origin.url(f"/gen/9/{size}"))
+    assert cache.usage() <= cache.max_size_bytes
+    assert cache.stats()["evictions"] == 1
+    assert not stored(cache, origin.url(f"/gen/0/{size}"))
+
+
 def test_body_larger_than_the_bound_is_served_not_stored(
     tmp_path: Path, origin: Origin, clock: Clock
 ) -> None:
