@@ -28,24 +28,18 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
+from cacheroot.envs import TABLE
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DISTRIBUTIONS = ("packages/envs", "sitecustomize")
 #: Modules the hook imports at start-up, as ``-X importtime`` names them.
-HOOK_MODULES = (
-    "__future__",
-    "_cacheroot_hook",
-    "cacheroot",
-    "cacheroot.envs._table",
-    "cacheroot.envs._layout",
-    "cacheroot.envs._export",
-    "cacheroot.envs",
-)
+HOOK_MODULES = ("_cacheroot_hook", "_cacheroot_layout")
 #: Variables that would change what the hook does: cleared so every arm starts alike.
 CLEARED_PREFIXES = ("CACHEROOT", "PYTHON", "HF_", "VLLM_", "TIKTOKEN", "TORCH", "TRITON")
-CLEARED = ("XDG_CACHE_HOME", "MODELSCOPE_CACHE", "CUDA_CACHE_PATH", "CUPY_CACHE_DIR")
+CLEARED = tuple(v.name for v in TABLE)
 
 
 def _uv() -> str:

@@ -8,6 +8,7 @@ import pytest
 
 from cacheroot.envs import (
     CACHEROOT,
+    CACHEROOT_APPLIED,
     CACHEROOT_DISABLE,
     CACHEROOT_OFFLINE,
     CACHEROOT_OPT_IN,
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 #: Every variable the layout knows, plus its switches: none may leak in from the outer shell.
 ISOLATED = (
     CACHEROOT,
+    CACHEROOT_APPLIED,
     CACHEROOT_DISABLE,
     CACHEROOT_OFFLINE,
     CACHEROOT_OPT_IN,

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from _cacheroot_layout import BY_NAME, DEFAULT, NEVER, OPT_IN
 
 from cacheroot.envs import (
     CACHEROOT,
+    CACHEROOT_APPLIED,
     CACHEROOT_OPT_IN,
     CACHEROOT_TAG,
     DEFAULT_SOURCE,
@@ -21,7 +23,6 @@ from cacheroot.envs import (
     hook,
     resolve,
 )
-from cacheroot.envs._table import BY_NAME, DEFAULT, NEVER, OPT_IN
 
 HOME = {"HOME": "/home/u"}
 ALL_TAG_DEFAULTS = [v.name for v in TABLE if v.mode == DEFAULT and len(v.tags) == 2]
@@ -177,7 +178,7 @@ def test_resolve_is_pure_and_apply_sets_only_derived() -> None:
     layout = apply(env)
     assert env["HF_HOME"] == "/mine"
     assert env["TORCH_HOME"] == "/r/torch"
-    assert set(env) - set(before) == set(layout.applied())
+    assert set(env) - set(before) == {*layout.applied(), CACHEROOT_APPLIED}
 
 
 def test_apply_is_idempotent() -> None:
@@ -208,3 +209,58 @@ def test_every_table_row_is_documented() -> None:
         assert var.replaces
         assert var.upstream
         assert not var.parent or names.index(var.parent) < names.index(var.name)
+
+
+def test_a_child_with_another_root_rederives_what_its_parent_derived() -> None:
+    parent = {**HOME, CACHEROOT: "/a"}
+    apply(parent)
+    child = {**parent, CACHEROOT: "/b"}
+    layout = apply(child)
+    assert child["HF_HOME"] == "/b/huggingface"
+    assert child[XDG_CACHE_HOME] == "/b"
+    assert layout.settings["HF_HOME"].source == DERIVED
+    assert "HF_HOME=/b/huggingface" in child[CACHEROOT_APPLIED].split("\n")
+
+
+def test_a_value_changed_after_the_parent_derived_it_is_explicit() -> None:
+    parent = {**HOME, CACHEROOT: "/a"}
+    apply(parent)
+    child = {**parent, CACHEROOT: "/b", "TORCH_HOME": "/mine"}
+    apply(child)
+    assert child["TORCH_HOME"] == "/mine"
+    assert child["HF_HOME"] == "/b/huggingface"
+
+
+def test_a_child_naming_an_unusable_root_drops_the_inherited_values() -> None:
+    parent = {**HOME, CACHEROOT: "/a", "HF_HOME": "/explicit"}
+    apply(parent)
+    child = {**parent, CACHEROOT: "relative"}
+    apply(child)
+    assert "TORCH_HOME" not in child
+    assert CACHEROOT_APPLIED not in child
+    assert child["HF_HOME"] == "/explicit"
+
+
+def test_without_cacheroot_a_child_falls_back_past_the_inherited_xdg() -> None:
+    parent = {**HOME, CACHEROOT: "/a"}
+    apply(parent)
+    child = {k: v for k, v in parent.items() if k != CACHEROOT}
+    apply(child)
+    assert child[XDG_CACHE_HOME] == "/home/u/.cache"
+    assert child["HF_HOME"] == "/home/u/.cache/huggingface"
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"), [("~/hf", "/home/u/hf"), ("~", "/home/u"), (" ~/hf/ ", "/home/u/hf")]
+)
+def test_explicit_values_expand_home_from_the_mapping(raw: str, value: str) -> None:
+    layout = resolve({"HOME": "/home/u", CACHEROOT: "/r", "VLLM_CACHE_ROOT": raw})
+    assert layout.settings["VLLM_CACHE_ROOT"].value == value
+    assert layout.settings["VLLM_CACHE_ROOT"].source == EXPLICIT
+    assert layout.settings["VLLM_ASSETS_CACHE"].value == f"{value}/assets"
+    assert layout.valid
+
+
+def test_cacheroot_tilde_uses_the_mappings_home() -> None:
+    assert resolve({"HOME": "/elsewhere", CACHEROOT: "~/c"}).root == "/elsewhere/c"
+    assert resolve({"HOME": "/elsewhere"}).root == "/elsewhere/.cache"

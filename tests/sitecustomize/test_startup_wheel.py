@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 import pytest
 
 DISTRIBUTION = Path(__file__).resolve().parents[2] / "sitecustomize"
-PTH = "import _cacheroot_hook; _cacheroot_hook.run()\n"
-START = "_cacheroot_hook:run\n"
+PTH = (
+    "import sys; exec('try:\\n import _cacheroot_layout\\nexcept Exception:\\n pass\\n"
+    "else:\\n _cacheroot_layout.hook()')\n"
+)
+START = "_cacheroot_layout:hook\n"
 
 
 @pytest.fixture(scope="module")

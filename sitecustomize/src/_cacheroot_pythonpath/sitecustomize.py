@@ -13,7 +13,7 @@ import sys
 
 def _apply() -> None:
     try:
-        from cacheroot.envs import hook  # noqa: PLC0415 - a broken install is caught here
+        from _cacheroot_layout import hook  # noqa: PLC0415 - a broken install is caught here
     except Exception:  # noqa: BLE001 - an interpreter must always start
         return
     hook()

@@ -1,46 +1,58 @@
 """One cache root for every cache an ML test suite touches.
 
 ``resolve(environ)`` maps ``CACHEROOT`` (or the XDG cache home) to every cache variable of the
-layout table; ``apply()`` sets what it derived. Importing this package imports only :mod:`os`,
-because the start-up hook imports it in every Python process.
+layout table; ``apply()`` sets what it derived. The table and the resolver live in the top-level
+module ``_cacheroot_layout`` (the start-up hook imports that one file and nothing else); this
+package re-exports them with the exporters, and the doctor and the command line beside them.
 """
 
 from __future__ import annotations
 
-from ._export import FORMATS, docker_args, export
-from ._layout import (
+from _cacheroot_layout import (
+    BUILDKITE_PARALLEL_JOB,
+    BUILDKITE_PARALLEL_JOB_COUNT,
+    CACHEROOT,
+    CACHEROOT_APPLIED,
+    CACHEROOT_DISABLE,
+    CACHEROOT_OFFLINE,
+    CACHEROOT_OPT_IN,
+    CACHEROOT_TAG,
     DEFAULT_SOURCE,
     DERIVED,
     EXPLICIT,
+    HF_ENDPOINT,
+    HF_HOME,
+    HF_HUB_CACHE,
+    HF_HUB_OFFLINE,
     INVALID,
+    MODELSCOPE_CACHE,
+    MODELSCOPE_ENDPOINT,
     OPT_IN_OFF,
+    TABLE,
+    TAGS,
+    VLLM_CACHE_ROOT,
+    VLLM_MEDIA_CACHE,
+    VLLM_MEDIA_CACHE_MAX_SIZE_MB,
+    VLLM_MEDIA_CACHE_TTL_HOURS,
+    VLLM_TEST_CACHE,
+    XDG_CACHE_HOME,
     Layout,
     Setting,
+    Variable,
     apply,
     hook,
     path_problem,
     resolve,
     truthy,
 )
-from ._table import (
-    CACHEROOT,
-    CACHEROOT_DISABLE,
-    CACHEROOT_OFFLINE,
-    CACHEROOT_OPT_IN,
-    CACHEROOT_TAG,
-    HF_ENDPOINT,
-    HF_HUB_OFFLINE,
-    MODELSCOPE_ENDPOINT,
-    TABLE,
-    TAGS,
-    VLLM_MEDIA_CACHE_MAX_SIZE_MB,
-    VLLM_MEDIA_CACHE_TTL_HOURS,
-    XDG_CACHE_HOME,
-    Variable,
-)
+
+from ._export import FORMATS, docker_args, export
 
 __all__ = [
+    "BUILDKITE_PARALLEL_JOB",
+    "BUILDKITE_PARALLEL_JOB_COUNT",
     "CACHEROOT",
+    "CACHEROOT_APPLIED",
     "CACHEROOT_DISABLE",
     "CACHEROOT_OFFLINE",
     "CACHEROOT_OPT_IN",
@@ -50,14 +62,20 @@ __all__ = [
     "EXPLICIT",
     "FORMATS",
     "HF_ENDPOINT",
+    "HF_HOME",
+    "HF_HUB_CACHE",
     "HF_HUB_OFFLINE",
     "INVALID",
+    "MODELSCOPE_CACHE",
     "MODELSCOPE_ENDPOINT",
     "OPT_IN_OFF",
     "TABLE",
     "TAGS",
+    "VLLM_CACHE_ROOT",
+    "VLLM_MEDIA_CACHE",
     "VLLM_MEDIA_CACHE_MAX_SIZE_MB",
     "VLLM_MEDIA_CACHE_TTL_HOURS",
+    "VLLM_TEST_CACHE",
     "XDG_CACHE_HOME",
     "Layout",
     "Setting",

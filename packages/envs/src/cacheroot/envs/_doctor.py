@@ -10,8 +10,7 @@ import os
 from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
-from ._layout import INVALID, Layout, resolve
-from ._table import NEVER, TABLE
+from _cacheroot_layout import INVALID, NEVER, TABLE, Layout, resolve
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

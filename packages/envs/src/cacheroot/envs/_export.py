@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import os
 
-from ._layout import Layout, resolve
-from ._table import CACHEROOT, CACHEROOT_OPT_IN, CACHEROOT_TAG, TABLE, TAGS, Variable
+from _cacheroot_layout import (
+    CACHEROOT,
+    CACHEROOT_OPT_IN,
+    CACHEROOT_TAG,
+    TABLE,
+    TAGS,
+    Layout,
+    Variable,
+    resolve,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,7 +136,7 @@ def _location(var: Variable) -> str:
 
 
 def table_markdown() -> str:
-    """The README's variable table, generated from :data:`~cacheroot.envs._table.TABLE`."""
+    """The README's variable table, generated from :data:`_cacheroot_layout.TABLE`."""
     lines = [
         "| variable | cacheroot sets | tags | purpose | replaces (upstream default) | read by |",
         "| --- | --- | --- | --- | --- | --- |",

@@ -1,0 +1,595 @@
+"""The layout: the one table where every variable name is spelled, and its resolver.
+
+The start-up hook imports this module in every Python process, before any user import, so it
+is a single top-level module that imports only :mod:`os`: no package to initialise, no namespace
+package to search for, no ``from __future__`` import, no ``dataclasses``, ``typing`` or
+``pathlib`` (measured: each extra module on the start-up path costs about 0.2 ms, and the hook's
+budget is 1.5 ms). ``cacheroot.envs`` re-exports everything public from here; the exporters and
+the doctor, which may be slow, live there.
+
+:func:`resolve` is pure (a mapping in, a :class:`Layout` out) and touches no file system. Whether
+a directory exists or is writable is the doctor's business, not the hook's.
+"""
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing only; never imported at run time
+    from collections.abc import Mapping, MutableMapping
+
+#: The cache root. Absolute after ``~`` expansion, or the layout is invalid.
+CACHEROOT = "CACHEROOT"
+#: ``cuda`` or ``rocm``: which vendor JIT caches the layout sets.
+CACHEROOT_TAG = "CACHEROOT_TAG"
+#: ``1`` turns the start-up hook off (the library calls still work).
+CACHEROOT_DISABLE = "CACHEROOT_DISABLE"
+#: Comma-separated names of opt-in variables to derive as well (or ``all``).
+CACHEROOT_OPT_IN = "CACHEROOT_OPT_IN"
+#: ``1`` makes cacheroot's own downloads cache-only: a miss is an error, never a request.
+CACHEROOT_OFFLINE = "CACHEROOT_OFFLINE"
+#: What the hook derived, as ``NAME=value`` lines, so that a child process told of another root
+#: (``CACHEROOT=/b python ...`` from a hooked parent) re-derives what it inherited instead of
+#: taking its parent's derived values for explicit ones. Written by :func:`apply`; never exported.
+CACHEROOT_APPLIED = "CACHEROOT_APPLIED"
+#: Where the root falls back to when ``CACHEROOT`` is unset (the XDG base directory spec).
+XDG_CACHE_HOME = "XDG_CACHE_HOME"
+#: Hugging Face's switch for cache-only operation (read by huggingface_hub, set by the harness).
+HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
+
+#: Upstream vLLM's bound on the media cache, in MiB (default 5120).
+VLLM_MEDIA_CACHE_MAX_SIZE_MB = "VLLM_MEDIA_CACHE_MAX_SIZE_MB"
+#: Upstream vLLM's time-to-live of a media cache entry, in hours (default 24).
+VLLM_MEDIA_CACHE_TTL_HOURS = "VLLM_MEDIA_CACHE_TTL_HOURS"
+#: Hugging Face's hub endpoint (the tests point it at a local hub).
+HF_ENDPOINT = "HF_ENDPOINT"
+#: ModelScope's hub endpoint (modelscope_hub; the deprecated MODELSCOPE_DOMAIN is its fallback).
+MODELSCOPE_ENDPOINT = "MODELSCOPE_ENDPOINT"
+
+#: Buildkite's job index and count, from which the harness takes the shard of a parallel step.
+BUILDKITE_PARALLEL_JOB = "BUILDKITE_PARALLEL_JOB"
+BUILDKITE_PARALLEL_JOB_COUNT = "BUILDKITE_PARALLEL_JOB_COUNT"
+
+#: Rows of the table that library code looks up by name.
+HF_HOME = "HF_HOME"
+HF_HUB_CACHE = "HF_HUB_CACHE"
+MODELSCOPE_CACHE = "MODELSCOPE_CACHE"
+VLLM_CACHE_ROOT = "VLLM_CACHE_ROOT"
+VLLM_TEST_CACHE = "VLLM_TEST_CACHE"
+VLLM_MEDIA_CACHE = "VLLM_MEDIA_CACHE"
+
+#: The tags a variable may belong to. ``all`` means every tag, and no tag at all.
+TAGS = ("cuda", "rocm")
+
+#: Modes: set by default, set only when opted in, or documented as deliberately never set.
+DEFAULT = "default"
+OPT_IN = "opt-in"
+NEVER = "never"
+
+
+class Variable:
+    """One row of the layout table.
+
+    ``path`` is relative to the value of ``parent`` (another variable of the table) or, when
+    ``parent`` is empty, to the root. Deriving from the parent's *value* means that a parent the
+    user set explicitly carries its children along (``VLLM_CACHE_ROOT=/x`` puts the assets
+    cache in ``/x/assets``), which upstream's own defaults do not do.
+    """
+
+    __slots__ = ("mode", "name", "parent", "path", "purpose", "replaces", "tags", "upstream")
+
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        *,
+        purpose: str,
+        replaces: str,
+        upstream: str,
+        parent: str = "",
+        tags: tuple[str, ...] = TAGS,
+        mode: str = DEFAULT,
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.parent = parent
+        self.tags = tags
+        self.mode = mode
+        self.purpose = purpose
+        self.replaces = replaces
+        self.upstream = upstream
+
+    def __repr__(self) -> str:
+        return f"Variable({self.name!r}, {self.path!r})"
+
+
+#: Every cache variable, parents before their children.
+TABLE: tuple[Variable, ...] = (
+    Variable(
+        XDG_CACHE_HOME,
+        "",
+        purpose="Base of every XDG-respecting cache (torch extensions, outlines, pip, ...).",
+        replaces="~/.cache",
+        upstream="XDG Base Directory spec; platformdirs `_xdg.py`",
+    ),
+    Variable(
+        HF_HOME,
+        "huggingface",
+        purpose="Hugging Face hub, xet, assets and token (hub cache is HF_HOME/hub).",
+        replaces="$XDG_CACHE_HOME/huggingface",
+        upstream="huggingface_hub `src/huggingface_hub/constants.py`",
+    ),
+    Variable(
+        HF_HUB_CACHE,
+        "hub",
+        parent=HF_HOME,
+        mode=NEVER,
+        purpose="Not set: huggingface_hub derives it from HF_HOME, so a user's HF_HOME carries it.",
+        replaces="$HF_HOME/hub",
+        upstream="huggingface_hub `src/huggingface_hub/constants.py`",
+    ),
+    Variable(
+        "TRANSFORMERS_CACHE",
+        "hub",
+        parent=HF_HOME,
+        mode=NEVER,
+        purpose="Not set: deprecated by transformers (warns when set); HF_HOME covers it.",
+        replaces="$HF_HOME/hub",
+        upstream="transformers `src/transformers/utils/hub.py`",
+    ),
+    Variable(
+        MODELSCOPE_CACHE,
+        "modelscope",
+        purpose="ModelScope cache; one directory for modelscope's and modelscope_hub's resolvers.",
+        replaces="~/.cache/modelscope (ignores XDG_CACHE_HOME)",
+        upstream=(
+            "modelscope `modelscope/utils/file_utils.py`; "
+            "modelscope_hub `modelscope_hub/utils/file_utils.py`"
+        ),
+    ),
+    Variable(
+        VLLM_CACHE_ROOT,
+        "vllm",
+        purpose="vLLM's own cache (torch.compile cache, p2p access cache, ...).",
+        replaces="$XDG_CACHE_HOME/vllm",
+        upstream="vllm `vllm/envs.py`",
+    ),
+    Variable(
+        "VLLM_CONFIG_ROOT",
+        "",
+        mode=NEVER,
+        purpose="Not set: configuration, not cache; sharing it through a CI volume leaks settings.",
+        replaces="$XDG_CONFIG_HOME/vllm",
+        upstream="vllm `vllm/envs.py`",
+    ),
+    Variable(
+        "VLLM_ASSETS_CACHE",
+        "assets",
+        parent=VLLM_CACHE_ROOT,
+        purpose="vLLM's downloaded example and test assets (images, audio, video).",
+        replaces="$XDG_CACHE_HOME/vllm/assets (ignores VLLM_CACHE_ROOT)",
+        upstream="vllm `vllm/envs.py`",
+    ),
+    Variable(
+        "VLLM_XLA_CACHE_PATH",
+        "xla_cache",
+        parent=VLLM_CACHE_ROOT,
+        purpose="XLA persistent compilation cache of vLLM's TPU backend.",
+        replaces="$XDG_CACHE_HOME/vllm/xla_cache (ignores VLLM_CACHE_ROOT)",
+        upstream="vllm `vllm/envs.py`",
+    ),
+    Variable(
+        VLLM_TEST_CACHE,
+        "test_cache",
+        parent=VLLM_CACHE_ROOT,
+        purpose="Test data fetched by cacheroot.fetch (datasets, tokenizer files, GeoTIFFs, ...).",
+        replaces="/tmp and ad-hoc paths in test code",
+        upstream="cacheroot.fetch (vLLM CI PR #36951 proposed the name; not on vLLM main)",
+    ),
+    Variable(
+        VLLM_MEDIA_CACHE,
+        "media_cache",
+        parent=VLLM_CACHE_ROOT,
+        mode=OPT_IN,
+        purpose="URL cache of media fetches; opt-in only: unset means no change in behaviour.",
+        replaces="unset (media is downloaded on every request)",
+        upstream="vllm `vllm/envs.py`",
+    ),
+    Variable(
+        "TIKTOKEN_CACHE_DIR",
+        "tiktoken",
+        purpose="tiktoken's encoding files (keyed by sha1 of the URL).",
+        replaces="$TMPDIR/data-gym-cache",
+        upstream="tiktoken `tiktoken/load.py`",
+    ),
+    Variable(
+        "TIKTOKEN_RS_CACHE_DIR",
+        "tiktoken-rs",
+        purpose="openai-harmony's vocabulary files (tiktoken-rs).",
+        replaces="$TMPDIR/tiktoken-rs-cache",
+        upstream="openai-harmony `src/tiktoken_ext/public_encodings.rs`",
+    ),
+    Variable(
+        "TORCH_HOME",
+        "torch",
+        purpose="torch.hub checkpoints and repositories.",
+        replaces="$XDG_CACHE_HOME/torch",
+        upstream="pytorch `torch/hub.py`",
+    ),
+    Variable(
+        "TORCHINDUCTOR_CACHE_DIR",
+        "torchinductor",
+        purpose="Inductor's compiled kernels and FX graph cache.",
+        replaces="/tmp/torchinductor_$USER",
+        upstream="pytorch `torch/_inductor/runtime/cache_dir_utils.py`",
+    ),
+    Variable(
+        "TRITON_CACHE_DIR",
+        "triton",
+        purpose="Triton's compiled kernels.",
+        replaces="~/.triton/cache",
+        upstream="triton `python/triton/knobs.py`",
+    ),
+    Variable(
+        "CUDA_CACHE_PATH",
+        "nv/ComputeCache",
+        tags=("cuda",),
+        purpose="The NVIDIA driver's PTX JIT cache.",
+        replaces="~/.nv/ComputeCache",
+        upstream="CUDA C Programming Guide, 'CUDA Environment Variables'",
+    ),
+    Variable(
+        "MIOPEN_USER_DB_PATH",
+        "miopen/db",
+        tags=("rocm",),
+        purpose="MIOpen's user performance database (tuning results).",
+        replaces="~/.config/miopen",
+        upstream="ROCm MIOpen `src/db_path.cpp.in`",
+    ),
+    Variable(
+        "MIOPEN_CUSTOM_CACHE_DIR",
+        "miopen/cache",
+        tags=("rocm",),
+        purpose="MIOpen's compiled kernel cache.",
+        replaces="~/.cache/miopen/<version>",
+        upstream="ROCm MIOpen `src/binary_cache.cpp`",
+    ),
+    Variable(
+        "CUPY_CACHE_DIR",
+        "cupy/kernel_cache",
+        purpose="CuPy's compiled kernels (CUDA and ROCm builds).",
+        replaces="~/.cupy/kernel_cache (ignores XDG_CACHE_HOME)",
+        upstream="cupy `cupy/cuda/compiler.py`",
+    ),
+    Variable(
+        "NUMBA_CACHE_DIR",
+        "numba",
+        purpose="Numba's cached functions (default: beside the source, often read-only).",
+        replaces="__pycache__ next to each source file",
+        upstream="numba `numba/core/config.py`",
+    ),
+    Variable(
+        "DG_JIT_CACHE_DIR",
+        "deep_gemm",
+        tags=("cuda",),
+        purpose="DeepGEMM's JIT-compiled kernels.",
+        replaces="$HOME/.deep_gemm",
+        upstream="DeepGEMM `csrc/jit/compiler.hpp`",
+    ),
+    Variable(
+        "FLASHINFER_WORKSPACE_BASE",
+        "flashinfer",
+        tags=("cuda",),
+        purpose="FlashInfer's JIT cache and cubins ($FLASHINFER_WORKSPACE_BASE/.cache/flashinfer).",
+        replaces="$HOME (cache in ~/.cache/flashinfer, ignores XDG_CACHE_HOME)",
+        upstream="flashinfer `flashinfer/jit/env.py`",
+    ),
+)
+
+#: Variables by name, for lookups by parent.
+BY_NAME: dict[str, Variable] = {v.name: v for v in TABLE}
+
+
+#: Provenance of a value: the user set it.
+EXPLICIT = "explicit"
+#: Derived from an explicit ``CACHEROOT`` (or from a parent variable the user set).
+DERIVED = "derived"
+#: Derived from the fallback root (``XDG_CACHE_HOME`` or ``~/.cache``).
+DEFAULT_SOURCE = "default"
+#: An opt-in variable that was not asked for: left unset.
+OPT_IN_OFF = "opt-in (off)"
+#: Unusable: nothing is derived from it, and the doctor says why.
+INVALID = "invalid"
+
+#: Longest path Linux accepts (PATH_MAX includes the terminating NUL) and longest name.
+_PATH_MAX = 4095
+_NAME_MAX = 255
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+class Setting:
+    """The value one variable gets, with where it came from and, when unusable, why."""
+
+    __slots__ = ("name", "reason", "source", "value")
+
+    def __init__(self, name: str, value: str | None, source: str, reason: str = "") -> None:
+        self.name = name
+        self.value = value
+        self.source = source
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Setting({self.name!r}, {self.value!r}, {self.source!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Setting):
+            return NotImplemented
+        return (self.name, self.value, self.source, self.reason) == (
+            other.name,
+            other.value,
+            other.source,
+            other.reason,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable value object
+
+    @property
+    def applies(self) -> bool:
+        """Whether :func:`apply` writes this value into the environment."""
+        return self.source in (DERIVED, DEFAULT_SOURCE)
+
+
+class Layout:
+    """The resolved layout: the root, the tag, and one :class:`Setting` per variable."""
+
+    __slots__ = ("problems", "root", "root_reason", "root_source", "settings", "tag")
+
+    def __init__(
+        self,
+        *,
+        root: str | None,
+        root_source: str,
+        root_reason: str,
+        tag: str | None,
+        settings: dict[str, Setting],
+        problems: list[str],
+    ) -> None:
+        self.root = root
+        self.root_source = root_source
+        self.root_reason = root_reason
+        self.tag = tag
+        self.settings = settings
+        self.problems = problems
+
+    def __repr__(self) -> str:
+        return f"Layout(root={self.root!r}, tag={self.tag!r}, settings={len(self.settings)})"
+
+    @property
+    def valid(self) -> bool:
+        """True when nothing in the layout is invalid."""
+        return not self.problems
+
+    def applied(self) -> dict[str, str]:
+        """The variables that :func:`apply` sets, by name."""
+        return {s.name: s.value for s in self.settings.values() if s.applies and s.value}
+
+
+def _blank(value: str | None) -> bool:
+    return value is None or not value.strip()
+
+
+def truthy(value: str | None) -> bool:
+    """Whether a switch variable is on (``1``, ``true``, ``yes``, ``on``; any case)."""
+    return value is not None and value.strip().lower() in _TRUE
+
+
+def path_problem(value: str) -> str:
+    """Why ``value`` cannot be a cache directory, or ``""`` when it can.
+
+    Only string checks: the hook calls this at start-up and must not touch the disk.
+    """
+    if "\x00" in value or "\n" in value:
+        return "contains a NUL or newline character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not decodable as UTF-8 (tools that export or log it would mangle it)"
+    if not os.path.isabs(value):
+        return "is not an absolute path"
+    if len(value.encode("utf-8")) > _PATH_MAX:
+        return f"is longer than {_PATH_MAX} bytes (PATH_MAX)"
+    if any(len(part.encode("utf-8")) > _NAME_MAX for part in value.split("/")):
+        return f"has a path component longer than {_NAME_MAX} bytes (NAME_MAX)"
+    return ""
+
+
+def _norm(path: str) -> str:
+    """``normpath``, but POSIX's implementation-defined leading ``//`` becomes ``/``."""
+    path = os.path.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+def _expand(value: str, environ: "Mapping[str, str]") -> str:
+    """``~`` and ``~/x`` against the mapping's ``HOME`` (so :func:`resolve` stays pure)."""
+    if not value.startswith("~"):
+        return value
+    user, _, tail = value[1:].partition("/")
+    home = environ.get("HOME")
+    if user or home is None or _blank(home):
+        return os.path.expanduser(value)  # ~user, or no HOME: the password database decides
+    return os.path.join(home.strip(), tail) if tail else home.strip()
+
+
+def _inherited(environ: "Mapping[str, str]") -> dict[str, str]:
+    """What a parent process's hook derived (``CACHEROOT_APPLIED``), by name."""
+    raw = environ.get(CACHEROOT_APPLIED)
+    if not raw:
+        return {}
+    found = {}
+    for line in raw.split("\n"):
+        name, sep, value = line.partition("=")
+        if sep:
+            found[name] = value
+    return found
+
+
+def _get(environ: "Mapping[str, str]", inherited: dict[str, str], name: str) -> str | None:
+    """The user's value of ``name``: ``None`` when unset, or when a parent's hook derived it."""
+    value = environ.get(name)
+    if value is not None and inherited.get(name) == value:
+        return None
+    return value
+
+
+def _root(environ: "Mapping[str, str]", inherited: dict[str, str]) -> tuple[str | None, str, str]:
+    """The root, which variable it came from, and why it is invalid (or ``""``)."""
+    raw = environ.get(CACHEROOT)
+    if raw is not None and not _blank(raw):
+        value = _expand(raw.strip(), environ)
+        problem = path_problem(value)
+        if problem:
+            return None, CACHEROOT, f"{CACHEROOT}={raw!r} {problem}; set it to an absolute path"
+        return _norm(value), CACHEROOT, ""
+    xdg = _get(environ, inherited, XDG_CACHE_HOME)
+    if xdg is not None and not _blank(xdg) and not path_problem(xdg.strip()):
+        return _norm(xdg.strip()), XDG_CACHE_HOME, ""
+    value = os.path.join(_expand("~", environ), ".cache")
+    problem = path_problem(value)
+    if problem:
+        return None, "~/.cache", f"the default root {value!r} {problem}; set {CACHEROOT}"
+    return _norm(value), "~/.cache", ""
+
+
+def _tag(environ: "Mapping[str, str]", tag: str | None, problems: list[str]) -> str | None:
+    raw = tag if tag is not None else environ.get(CACHEROOT_TAG)
+    if raw is None or _blank(raw):
+        return None
+    value = raw.strip().lower()
+    if value not in TAGS:
+        problems.append(
+            f"{CACHEROOT_TAG}={raw!r} is not a known tag: expected one of {', '.join(TAGS)}; "
+            "vendor caches are left unset"
+        )
+        return None
+    return value
+
+
+def _opted_in(environ: "Mapping[str, str]", problems: list[str]) -> frozenset[str]:
+    raw = environ.get(CACHEROOT_OPT_IN) or ""
+    names = {n.strip() for n in raw.split(",") if n.strip()}
+    if "all" in names:
+        return frozenset(v.name for v in TABLE if v.mode == OPT_IN)
+    unknown = sorted(n for n in names if n not in BY_NAME or BY_NAME[n].mode != OPT_IN)
+    if unknown:
+        allowed = ", ".join(v.name for v in TABLE if v.mode == OPT_IN)
+        problems.append(
+            f"{CACHEROOT_OPT_IN} names {', '.join(unknown)}, which cannot be opted into: "
+            f"expected a comma-separated list of {allowed} (or 'all')"
+        )
+    return frozenset(names)
+
+
+def _explicit(var: Variable, raw: str, environ: "Mapping[str, str]") -> Setting | None:
+    """The setting for a value the user gave, or ``None`` when it is to be replaced."""
+    value = _expand(raw.strip(), environ)
+    problem = path_problem(value)
+    if not problem:
+        return Setting(var.name, _norm(value), EXPLICIT)
+    if var.name == XDG_CACHE_HOME:
+        return None  # the XDG spec: a relative value is ignored, so it is replaced like a blank
+    return Setting(var.name, raw, INVALID, f"{var.name}={raw!r} {problem}")
+
+
+def resolve(environ: "Mapping[str, str]", tag: str | None = None) -> Layout:
+    """Resolve the layout for ``environ`` without changing it.
+
+    A variable is derived only where it is unset or blank (or holds what a parent process's hook
+    derived): an explicit value always wins. ``tag`` (``cuda`` or ``rocm``) overrides
+    ``CACHEROOT_TAG``.
+    """
+    problems: list[str] = []
+    inherited = _inherited(environ)
+    root, root_source, root_reason = _root(environ, inherited)
+    if root_reason:
+        problems.append(root_reason)
+    the_tag = _tag(environ, tag, problems)
+    opted = _opted_in(environ, problems)
+    base_source = DERIVED if root_source == CACHEROOT else DEFAULT_SOURCE
+    settings: dict[str, Setting] = {}
+    for var in TABLE:
+        if var.mode not in (DEFAULT, OPT_IN) or (var.tags != TAGS and the_tag not in var.tags):
+            continue
+        raw = _get(environ, inherited, var.name)
+        if raw is not None and not _blank(raw):
+            given = _explicit(var, raw, environ)
+            if given is not None:
+                settings[var.name] = given
+                if given.source == INVALID:
+                    problems.append(f"{given.reason}; set it to an absolute path")
+                continue
+        if var.mode == OPT_IN and var.name not in opted:
+            settings[var.name] = Setting(
+                var.name, None, OPT_IN_OFF, f"add it to {CACHEROOT_OPT_IN} to derive it"
+            )
+            continue
+        parent = settings.get(var.parent) if var.parent else None
+        if parent is not None and parent.value and parent.source != INVALID:
+            base = parent.value
+            source = DERIVED if parent.source == EXPLICIT else parent.source
+        elif var.parent:
+            reason = f"its parent {var.parent} is unusable"
+            settings[var.name] = Setting(var.name, None, INVALID, reason)
+            continue
+        elif root is not None:
+            base, source = root, base_source
+        else:
+            reason = f"the root is unusable: {root_reason}"
+            settings[var.name] = Setting(var.name, None, INVALID, reason)
+            continue
+        value = os.path.join(base, var.path) if var.path else base
+        problem = path_problem(value)
+        if problem:
+            settings[var.name] = Setting(var.name, None, INVALID, f"{value!r} {problem}")
+            problems.append(f"{var.name} would be {value!r}, which {problem}")
+            continue
+        settings[var.name] = Setting(var.name, _norm(value), source)
+    return Layout(
+        root=root,
+        root_source=root_source,
+        root_reason=root_reason,
+        tag=the_tag,
+        settings=settings,
+        problems=problems,
+    )
+
+
+def apply(environ: "MutableMapping[str, str] | None" = None, tag: str | None = None) -> Layout:
+    """Set every variable that :func:`resolve` derived; leave everything else alone.
+
+    What it sets is recorded in ``CACHEROOT_APPLIED``. A value inherited from a parent's hook
+    that this layout no longer derives (the child named an unusable root) is removed, as if the
+    parent's hook had not run, rather than left pointing at the parent's root.
+    """
+    env = os.environ if environ is None else environ
+    inherited = _inherited(env)
+    layout = resolve(env, tag)
+    applied = layout.applied()
+    for name, value in inherited.items():
+        if name not in applied and env.get(name) == value:
+            del env[name]
+    for name, value in applied.items():
+        env[name] = value
+    if applied:
+        env[CACHEROOT_APPLIED] = "\n".join(f"{k}={v}" for k, v in applied.items())
+    elif CACHEROOT_APPLIED in env:
+        del env[CACHEROOT_APPLIED]
+    return layout
+
+
+def hook(environ: "MutableMapping[str, str] | None" = None) -> None:
+    """The start-up hook's entry point: :func:`apply`, unless disabled; never raises."""
+    env = os.environ if environ is None else environ
+    try:
+        if not truthy(env.get(CACHEROOT_DISABLE)):
+            apply(env)
+    except Exception:  # noqa: BLE001, S110 - an interpreter must always start; the doctor reports
+        pass
