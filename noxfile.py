@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,7 +18,10 @@ DISTRIBUTIONS = ("packages/envs", "packages/fetch", "packages/mediacache", "site
 
 # Variable names are spelled once, in cacheroot.envs, which has no dependencies: read them there.
 sys.path.insert(0, str(ROOT / "packages" / "envs" / "src"))
-from cacheroot.envs import CACHEROOT_TAG
+from cacheroot.envs import CACHEROOT, CACHEROOT_SCENARIO_ROOT, CACHEROOT_TAG, resolve
+
+#: pytest's exit status when it collected no tests; nox would report it as 1.
+PYTEST_NO_TESTS_COLLECTED = 5
 
 
 def build_wheels(session: nox.Session) -> list[str]:
@@ -36,11 +40,33 @@ def install_suite(session: nox.Session) -> None:
     session.install(*build_wheels(session), *nox.project.dependency_groups(PYPROJECT, "test"))
 
 
+def volume_root(session: nox.Session) -> str:
+    """``CACHEROOT`` from the environment (the mounted volume in CI), else the default root."""
+    root = os.environ.get(CACHEROOT_SCENARIO_ROOT) or resolve(os.environ).root
+    if not root:
+        session.error(f"no usable cache root: set {CACHEROOT} (`cacheroot doctor` explains)")
+    return root
+
+
 def run_tests(session: nox.Session, vendor: str) -> None:
+    """The suite under one tag; the scenarios inside the volume; the cache's report at the end.
+
+    Sharding across CI jobs needs nothing here: the plugin reads BUILDKITE_PARALLEL_JOB(_COUNT)
+    (or ``--shard-id/--num-shards`` in posargs), balanced by ``.test_durations``.
+    """
     install_suite(session)
     session.env[CACHEROOT_TAG] = vendor
-    args = session.posargs or ["-n", "auto", "-m", "not slow"]
-    session.run("pytest", *args)
+    session.env[CACHEROOT_SCENARIO_ROOT] = volume_root(session)
+    report = ROOT / f"cacheroot-report-{vendor}.json"
+    args = ["-n", "auto", "-m", "not slow", "--cacheroot-report", str(report)]
+    try:
+        session.run("pytest", *args, *session.posargs)  # posargs come last: they override
+    except nox.command.CommandFailed as exc:
+        if exc.return_code == PYTEST_NO_TESTS_COLLECTED:
+            # ci/run-*-test.sh tell "no tests collected" apart from a failure.
+            session.log("pytest collected no tests (exit status 5)")
+            raise SystemExit(PYTEST_NO_TESTS_COLLECTED) from exc
+        raise
 
 
 @nox.session(name="tests-cuda", tags=["tests", "cuda"])
@@ -60,6 +86,36 @@ def stress(session: nox.Session) -> None:
     """Stress and chaos runs (tests marked slow): not part of the default run."""
     install_suite(session)
     session.run("pytest", "-n", "auto", "-m", "slow", *session.posargs)
+
+
+@nox.session(default=False)
+def warm(session: nox.Session) -> None:
+    """Fill the cache volume with what the test suite downloads (run before the test jobs)."""
+    install_suite(session)
+    session.env[CACHEROOT_SCENARIO_ROOT] = volume_root(session)
+    session.chdir(ROOT / "tests")
+    session.run("python", "-m", "scenarios.warm", *session.posargs)
+
+
+@nox.session(default=False)
+def e2e(session: nox.Session) -> None:
+    """The CI volume on isolated runs (bubblewrap): cold, warm offline, two runs at once."""
+    install_suite(session)
+    session.run(
+        "pytest",
+        "-rs",
+        "tests/ci/test_ci_isolation.py",
+        "tests/ci/test_ci_volume_e2e.py",
+        "tests/ci/test_ci_scenarios_e2e.py",
+        *session.posargs,
+    )
+
+
+@nox.session(default=False)
+def durations(session: nox.Session) -> None:
+    """Record test durations into .test_durations, so shards across CI jobs are balanced."""
+    install_suite(session)
+    session.run("pytest", "-n", "auto", "-m", "not slow", "--store-durations", *session.posargs)
 
 
 @nox.session

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch._plugin import BUILDKITE_PARALLEL_JOB, BUILDKITE_PARALLEL_JOB_COUNT
+from cacheroot.envs import BUILDKITE_PARALLEL_JOB, BUILDKITE_PARALLEL_JOB_COUNT
 
 from .runner import TESTS, clean_env, plugin_args, run_pytest
 

@@ -29,12 +29,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from cacheroot.envs import CACHEROOT_SCENARIO_ORIGIN, CACHEROOT_SCENARIO_ROOT
+
 from .assets import Asset, catalog
 
 #: A fixed root for the scenario suite (a CI volume, or the harness's cold/warm directory).
-SCENARIO_ROOT = "CACHEROOT_SCENARIO_ROOT"
+SCENARIO_ROOT: str = CACHEROOT_SCENARIO_ROOT
 #: An origin URL to use instead of starting one (the harness reads its request counts).
-SCENARIO_ORIGIN = "CACHEROOT_SCENARIO_ORIGIN"
+SCENARIO_ORIGIN: str = CACHEROOT_SCENARIO_ORIGIN
+
 #: The ``tests`` directory: ``python -m scenarios.origin`` runs from there.
 TESTS_DIR = Path(__file__).resolve().parent.parent
 #: The fixed ``Last-Modified`` of every asset (the bytes never change).

@@ -49,6 +49,11 @@ MODELSCOPE_ENDPOINT = "MODELSCOPE_ENDPOINT"
 BUILDKITE_PARALLEL_JOB = "BUILDKITE_PARALLEL_JOB"
 BUILDKITE_PARALLEL_JOB_COUNT = "BUILDKITE_PARALLEL_JOB_COUNT"
 
+#: The harness: a fixed root for the scenario suite (a CI volume, or a cold/warm directory), and
+#: an origin URL the scenarios use instead of starting their own.
+CACHEROOT_SCENARIO_ROOT = "CACHEROOT_SCENARIO_ROOT"
+CACHEROOT_SCENARIO_ORIGIN = "CACHEROOT_SCENARIO_ORIGIN"
+
 #: Rows of the table that library code looks up by name.
 HF_HOME = "HF_HOME"
 HF_HUB_CACHE = "HF_HUB_CACHE"

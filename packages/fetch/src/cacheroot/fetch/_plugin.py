@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cacheroot.envs import CACHEROOT_OFFLINE, truthy
+from cacheroot.envs import (
+    BUILDKITE_PARALLEL_JOB,
+    BUILDKITE_PARALLEL_JOB_COUNT,
+    CACHEROOT_OFFLINE,
+    truthy,
+)
 
 from ._errors import CacheMissError
 from ._fetcher import cache_dir, fetch
@@ -38,9 +43,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator
 
 
-#: Buildkite's index (from 0) of this job among a step's parallel jobs, and their number.
-BUILDKITE_PARALLEL_JOB = "BUILDKITE_PARALLEL_JOB"
-BUILDKITE_PARALLEL_JOB_COUNT = "BUILDKITE_PARALLEL_JOB_COUNT"
 #: Hosts an offline run may still connect to (local test servers).
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 #: The command that fills a volume before an offline run.
