@@ -26,6 +26,7 @@ import requests
 
 from cacheroot.envs import (
     INVALID,
+    VLLM_MEDIA_CACHE,
     VLLM_MEDIA_CACHE_MAX_SIZE_MB,
     VLLM_MEDIA_CACHE_TTL_HOURS,
     resolve,
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cacheroot.mediacache")
 
-#: The layout row that turns the cache on (opt-in: unset means off).
-MEDIA_CACHE_ROW = "VLLM_MEDIA_CACHE"
 #: Upstream vLLM's defaults for the bound (MiB) and the time to live (hours).
 DEFAULT_MAX_SIZE_MB = 5120
 DEFAULT_TTL_HOURS = 24
@@ -161,13 +160,13 @@ class MediaCache:
         ``kwargs`` go to the constructor and win over both.
         """
         env = os.environ if environ is None else environ
-        setting = resolve(env).settings.get(MEDIA_CACHE_ROW)
+        setting = resolve(env).settings.get(VLLM_MEDIA_CACHE)
         if setting is None or not setting.value or not setting.value.strip():
             return None
         if setting.source == INVALID:
             # Asked for, but unusable: saying so beats silently running without the cache.
             raise ValueError(
-                f"{setting.reason}; set {MEDIA_CACHE_ROW} to an absolute directory, or unset it "
+                f"{setting.reason}; set {VLLM_MEDIA_CACHE} to an absolute directory, or unset it "
                 "to run without the media cache"
             )
         mb = _env_number(env, VLLM_MEDIA_CACHE_MAX_SIZE_MB, DEFAULT_MAX_SIZE_MB)
