@@ -16,6 +16,7 @@ from cacheroot.envs import (
     VLLM_MEDIA_CACHE_MAX_SIZE_MB,
     VLLM_MEDIA_CACHE_TTL_HOURS,
 )
+from cacheroot.envs import VLLM_MEDIA_CACHE as MEDIA_CACHE_ROW
 from cacheroot.mediacache import (
     MediaCache,
     ResponseTooLarge,
@@ -26,7 +27,6 @@ from cacheroot.mediacache import (
     reset_stats,
     stats,
 )
-from cacheroot.mediacache._cache import MEDIA_CACHE_ROW
 
 if TYPE_CHECKING:
     from pathlib import Path
