@@ -6,9 +6,11 @@ process) the worst case is a duplicate download. What the lock must do well is n
 
 - waiting has a timeout and raises :class:`LockTimeout` naming the holder;
 - the holder writes who it is (pid, machine, process start time) into a sidecar
-  ``<lock>.holder``; a waiter that finds the holder dead on the same machine reclaims the lock
-  by unlinking the lock file, so a lock kept alive by a descriptor leaked into an orphaned child,
-  or a soft lock left behind by a crash, does not block anyone.
+  ``<lock>.holder``; a waiter that finds the same record, naming a holder dead on this machine,
+  at two checks half a second apart reclaims the lock by unlinking the lock file (the second
+  look keeps it from breaking the lock of a new holder that has not yet written its record).
+  So a lock kept alive by a descriptor leaked into an orphaned child, or a soft lock left
+  behind by a crash, does not block anyone.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class PathLock:
         self.poll = poll
         self.waited = 0.0
         self._lock: filelock.BaseFileLock | None = None
+        self._suspect: dict[str, object] | None = None
 
     def _new(self) -> filelock.BaseFileLock:
         import filelock  # noqa: PLC0415 - a hit never locks; keep filelock off its import path
@@ -136,7 +139,12 @@ class PathLock:
     def _reclaim(self) -> bool:
         """Break the lock if its recorded holder is dead on this machine; say whether we did."""
         record = holder(self.path)
+        suspect, self._suspect = self._suspect, record
         if record is None or _proc.alive(record) is not False:
+            return False
+        if record != suspect:
+            # Seen dead once: a new holder may have the lock and not yet have written its
+            # record. Act only if the same record is still there at the next check.
             return False
         # Claim the stale record by renaming it: of several waiters, exactly one succeeds.
         claimed = f"{self.path}.holder.{uuid.uuid4().hex[:8]}.stale"
