@@ -176,7 +176,7 @@ def hits(url: str, digest: str, work: Path, calls: int, slow_calls: int) -> dict
     shutil.rmtree(work / "hits")
 
     try:
-        import pooch  # type: ignore[import-untyped]
+        import pooch  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError:
         result["pooch"] = "skipped: pooch is not installed (uv pip install pooch)"
     else:
