@@ -392,6 +392,9 @@ class Fetcher:
         self._known[dest] = ((stat[0], stat[1], stat[2]), record["sha256"], record["url"])
 
 
+#: Kept for callers that used the old private name; use :func:`cacheroot.fetch.lock_path`.
+_lock_path = _store.lock_path
+
 _default: Fetcher | None = None
 _default_lock = threading.Lock()
 
