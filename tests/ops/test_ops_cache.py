@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch import Fetcher, _proc, _used, sha256_file
+from cacheroot.fetch import Fetcher, _proc, _used, lock_path, sha256_file
 from cacheroot.fetch._build import build_once
-from cacheroot.fetch._cache import lock_path, parse_age, parse_size
+from cacheroot.fetch._cache import parse_age, parse_size
 from cacheroot.fetch._fetcher import cache_dir
 from cacheroot.fetch._store import partials, read_meta
 from cacheroot.fetch._used import touch_used, used_path
@@ -271,13 +271,6 @@ def test_prune_json_and_text_outputs_agree(origin: Origin, fetcher: Fetcher) -> 
     assert "would remove 1 entries" in text.stdout
     again = json.loads(cli("cache", "ls", "--json").stdout)
     assert len(again) == 1
-
-
-def test_lock_path_is_the_one_fetch_takes(tmp_path: Path) -> None:
-    from cacheroot.fetch import _fetcher
-
-    entry = str(tmp_path / "ns" / "abc-x.bin")
-    assert lock_path(entry) == _fetcher._lock_path(entry)
 
 
 STRESS_CHILD = textwrap.dedent(

@@ -361,8 +361,8 @@ def extract_entry(
     directory's lock while the others wait, then find it. Unpacking is local work, so it is done
     offline too. Raises :class:`ArchiveError` (nothing published) for an unsafe archive.
     """
-    from ._cache import lock_path  # noqa: PLC0415 - the cache commands' module, loaded on need
     from ._lock import PathLock  # noqa: PLC0415
+    from ._store import lock_path  # noqa: PLC0415 - loaded on need
 
     out = extracted_path(archive)
     if not os.path.isdir(out):

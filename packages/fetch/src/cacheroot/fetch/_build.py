@@ -28,10 +28,9 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from ._archive import tree_digest
-from ._cache import lock_path
 from ._lock import PathLock
 from ._naming import check_filename, check_namespace
-from ._store import staged_dir, write_meta
+from ._store import lock_path, staged_dir, write_meta
 from ._used import touch_used
 
 if TYPE_CHECKING:

@@ -31,6 +31,7 @@ from typing import Any
 from ._errors import FetchError, LockTimeout
 from ._lock import PathLock, holder
 from ._store import (
+    lock_path,
     meta_path,
     parse_partial,
     partial_abandoned,
@@ -47,12 +48,6 @@ GRACE = 3600.0
 #: untouched for at least this long, whatever the grace period.
 FOREIGN_STALE = 3600.0
 QUARANTINE = ".quarantine"
-
-
-def lock_path(entry: str) -> str:
-    """The lock file of ``entry`` (the one :func:`cacheroot.fetch.fetch` takes on a miss)."""
-    head, name = os.path.split(entry)
-    return os.path.join(head, f".{name}.lock")
 
 
 # -- entries -------------------------------------------------------------------------------------

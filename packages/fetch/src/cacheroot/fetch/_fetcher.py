@@ -20,20 +20,29 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from cacheroot.envs import CACHEROOT as _CACHEROOT
-from cacheroot.envs import CACHEROOT_OFFLINE, TABLE, XDG_CACHE_HOME, resolve, truthy
+from cacheroot.envs import (
+    CACHEROOT_APPLIED,
+    CACHEROOT_OFFLINE,
+    TABLE,
+    VLLM_TEST_CACHE,
+    XDG_CACHE_HOME,
+    resolve,
+    truthy,
+)
 
 from . import _stats, _store
 from ._errors import CacheMissError, ChecksumError, DownloadError, FetchError
 from ._lock import PathLock
 from ._naming import entry_path, url_key
+from ._used import touch_used
 
 if TYPE_CHECKING:
     import requests
 
 log = logging.getLogger("cacheroot.fetch")
 
-#: The layout variable that holds the cache directory (its name is spelled in the layout table).
-CACHE_VARIABLE = "VLLM_TEST_CACHE"
+#: The layout variable that holds the cache directory.
+CACHE_VARIABLE = VLLM_TEST_CACHE
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -47,7 +56,7 @@ def _ancestry(name: str) -> tuple[str, ...]:
 
 
 #: Every variable that the cache directory's value depends on (memo key of :func:`cache_dir`).
-_DEPENDS = (_CACHEROOT, XDG_CACHE_HOME, "HOME", *_ancestry(CACHE_VARIABLE))
+_DEPENDS = (_CACHEROOT, CACHEROOT_APPLIED, XDG_CACHE_HOME, "HOME", *_ancestry(CACHE_VARIABLE))
 _dir_memo: dict[tuple[str | None, ...], str] = {}
 
 
@@ -149,6 +158,7 @@ class Fetcher:
         offline: bool | None = None,
         timeout: float | tuple[float, float] | None = None,
         progress: bool | None = None,
+        extract: bool = False,
     ) -> Path:
         """The local path of ``url``'s bytes, downloading them first on a miss.
 
@@ -156,7 +166,37 @@ class Fetcher:
         digest is downloaded again. ``offline`` (default: ``CACHEROOT_OFFLINE``) forbids the
         network: a miss raises :class:`CacheMissError`. ``timeout`` is the read timeout, or a
         ``(connect, read)`` pair. ``progress`` shows a bar (default: when stderr is a terminal).
+        ``extract`` unpacks a zip or tar archive once per volume and returns its directory
+        (``<entry>.extracted``, published atomically; unsafe members refuse the whole archive).
         """
+        path = self._fetch_file(
+            url,
+            sha256=sha256,
+            namespace=namespace,
+            filename=filename,
+            offline=offline,
+            timeout=timeout,
+            progress=progress,
+        )
+        if extract:
+            from ._archive import extract_entry  # noqa: PLC0415 - only when unpacking
+
+            return extract_entry(path, lock_timeout=self.lock_timeout)
+        touch_used(path)  # at most one cheap write per entry per hour: see _used
+        return path
+
+    def _fetch_file(
+        self,
+        url: str,
+        *,
+        sha256: str | None = None,
+        namespace: str = "downloads",
+        filename: str | None = None,
+        offline: bool | None = None,
+        timeout: float | tuple[float, float] | None = None,
+        progress: bool | None = None,
+    ) -> Path:
+        """:meth:`fetch` without unpacking and without recording the use."""
         digest = _check_sha256(sha256)
         dest = entry_path(cache_dir(), namespace, url, filename)
         key = url_key(url)
@@ -198,7 +238,7 @@ class Fetcher:
             if size is not None:
                 _stats.add(hits=1, bytes_from_cache=size)
                 return Path(dest)
-            return self.fetch(
+            return self._fetch_file(
                 url,
                 sha256=sha256,
                 namespace=namespace,
@@ -392,9 +432,6 @@ class Fetcher:
         self._known[dest] = ((stat[0], stat[1], stat[2]), record["sha256"], record["url"])
 
 
-#: Kept for callers that used the old private name; use :func:`cacheroot.fetch.lock_path`.
-_lock_path = _store.lock_path
-
 _default: Fetcher | None = None
 _default_lock = threading.Lock()
 
@@ -418,6 +455,7 @@ def fetch(
     offline: bool | None = None,
     timeout: float | tuple[float, float] | None = None,
     progress: bool | None = None,
+    extract: bool = False,
 ) -> Path:
     """Download ``url`` once into ``$VLLM_TEST_CACHE/<namespace>/`` and return its path.
 
@@ -431,4 +469,5 @@ def fetch(
         offline=offline,
         timeout=timeout,
         progress=progress,
+        extract=extract,
     )
