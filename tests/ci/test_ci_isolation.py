@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,7 +110,10 @@ def test_runs_share_the_volume_and_nothing_else(
     assert (isolated_cache / "marker").read_text() == "first\n"  # the volume is the host's root
     assert (out_dir / "home").read_text().strip() != str(Path.home())
 
-    host_tmp = tmp_path / "host-only"
+    # A host file outside everything the runner shares on purpose (under nox, tmp_path lies in the
+    # session's venv, which is bind-mounted read-only so the interpreter can run).
+    host_dir = Path(tempfile.mkdtemp(prefix="cacheroot-host-only-", dir="/var/tmp"))
+    host_tmp = host_dir / "host-only"
     host_tmp.write_text("host")
     second = isolated(
         "--",
@@ -120,6 +124,7 @@ def test_runs_share_the_volume_and_nothing_else(
         "probe",
         str(host_tmp),
     )
+    shutil.rmtree(host_dir)
     assert second.returncode == 0, second.stderr
     assert second.stdout == "first\n"
 
