@@ -22,6 +22,10 @@ from cacheroot.envs import CACHEROOT, CACHEROOT_SCENARIO_ROOT, CACHEROOT_TAG, re
 
 #: pytest's exit status when it collected no tests; nox would report it as 1.
 PYTEST_NO_TESTS_COLLECTED = 5
+#: What the suite needs from the network (`cacheroot warm` format). The scenario suite's own
+#: manifest is generated per volume by `python -m scenarios.warm`: its URLs hold the port of the
+#: local origin, which is derived from the volume's path.
+SUITE_MANIFEST = ROOT / "tests" / "manifest.toml"
 
 
 def build_wheels(session: nox.Session) -> list[str]:
@@ -53,12 +57,24 @@ def run_tests(session: nox.Session, vendor: str) -> None:
 
     Sharding across CI jobs needs nothing here: the plugin reads BUILDKITE_PARALLEL_JOB(_COUNT)
     (or ``--shard-id/--num-shards`` in posargs), balanced by ``.test_durations``.
+
+    Offline-first: the scenario manifest is generated and warmed first (on a warm volume that
+    is a check that asks the origin for nothing; on a fresh one it downloads, with the origin
+    served meanwhile), then the plugin checks both manifests without the network and, every
+    entry being complete, runs the tests with ``CACHEROOT_OFFLINE=1`` and ``HF_HUB_OFFLINE=1``.
     """
     install_suite(session)
+    root = volume_root(session)
     session.env[CACHEROOT_TAG] = vendor
-    session.env[CACHEROOT_SCENARIO_ROOT] = volume_root(session)
+    session.env[CACHEROOT_SCENARIO_ROOT] = root
+    session.env[CACHEROOT] = root  # the plugin checks the manifests in this layout
+    scenarios = Path(session.create_tmp()).resolve() / "scenarios-manifest.toml"
+    session.chdir(ROOT / "tests")
+    session.run("python", "-m", "scenarios.warm", "--manifest", str(scenarios))
+    session.chdir(ROOT)
     report = ROOT / f"cacheroot-report-{vendor}.json"
     args = ["-n", "auto", "-m", "not slow", "--cacheroot-report", str(report)]
+    args += ["--cacheroot-manifest", str(SUITE_MANIFEST), "--cacheroot-manifest", str(scenarios)]
     try:
         session.run("pytest", *args, *session.posargs)  # posargs come last: they override
     except nox.command.CommandFailed as exc:
@@ -92,7 +108,10 @@ def stress(session: nox.Session) -> None:
 def warm(session: nox.Session) -> None:
     """Fill the cache volume with what the test suite downloads (run before the test jobs)."""
     install_suite(session)
-    session.env[CACHEROOT_SCENARIO_ROOT] = volume_root(session)
+    root = volume_root(session)
+    session.env[CACHEROOT_SCENARIO_ROOT] = root
+    session.env[CACHEROOT] = root
+    session.run("cacheroot", "warm", str(SUITE_MANIFEST))
     session.chdir(ROOT / "tests")
     session.run("python", "-m", "scenarios.warm", *session.posargs)
 

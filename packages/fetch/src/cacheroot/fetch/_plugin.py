@@ -3,8 +3,10 @@
 Enabled by the ``pytest11`` entry point of ``cacheroot-fetch`` (or ``-p cacheroot.fetch._plugin``).
 
 Fixtures: ``cached_file(url, sha256=..., namespace=..., filename=...) -> Path`` (:func:`fetch`
-bound to the test cache), ``test_cache_dir`` (``VLLM_TEST_CACHE`` as a ``Path``), ``build_once``
-and ``media_cache`` (skip, with the reason, where the installed cacheroot lacks them).
+bound to the test cache), ``model_snapshot(repo_id, revision, hub="hf", ...) -> Path`` (a hub
+snapshot's local directory), ``test_cache_dir`` (``VLLM_TEST_CACHE`` as a ``Path``),
+``build_once`` and ``media_cache`` (skip, with the reason, where the installed cacheroot lacks
+them).
 
 Options: ``--cacheroot-offline`` (or ``CACHEROOT_OFFLINE=1``): every cache miss fails its test,
 naming the URL and the command that warms it, and (where pytest-socket is installed) only
@@ -12,6 +14,13 @@ loopback connections are allowed; ``--cacheroot-no-network`` asks for that guard
 ``--cacheroot-report PATH`` writes the session's figures as JSON. ``--shard-id`` and
 ``--num-shards`` (or Buildkite's parallel-job variables) pick this CI job's share of the tests
 through pytest-split, balanced by recorded durations.
+
+Offline-first: ``--cacheroot-manifest PATH`` (or the ``cacheroot_manifest`` ini option) names
+the warm manifest(s) the tests need. Before any test runs, the controller checks them without
+the network; when every entry is complete, the run is offline (``CACHEROOT_OFFLINE=1`` and
+``HF_HUB_OFFLINE=1`` in the environment every test process inherits), so the hubs' rate limits
+and outages cannot fail it. When something is missing it says what, warms it (``cacheroot
+warm``) and then goes offline; when offline is forced, it stops the session with the list.
 
 Each process measures what the cache did while it ran tests; xdist workers send their figures
 to the controller (``workeroutput``), which prints one line for the whole session.
@@ -21,8 +30,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,12 +44,15 @@ from cacheroot.envs import (
     BUILDKITE_PARALLEL_JOB,
     BUILDKITE_PARALLEL_JOB_COUNT,
     CACHEROOT_OFFLINE,
+    HF_HUB_OFFLINE,
     truthy,
 )
 
-from ._errors import CacheMissError
+from ._errors import CacheMissError, FetchError
 from ._fetcher import cache_dir, fetch
 from ._report import Figures, snapshot
+from ._snapshot import ModelSpec, offline_snapshot_path
+from ._warm import HIT, warm_manifest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -47,6 +62,11 @@ if TYPE_CHECKING:
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 #: The command that fills a volume before an offline run.
 WARM_HINT = "`cacheroot warm MANIFEST` (the test suite's manifest: `nox -s warm`)"
+#: The exit status of a forced-offline session whose manifest is incomplete: like a usage error,
+#: the run was started in a state in which its tests cannot work (nothing ran).
+INCOMPLETE_MANIFEST = pytest.ExitCode.USAGE_ERROR
+#: ``cacheroot warm`` in a fresh interpreter (see :func:`_warm_manifests`).
+_CLI = ("-m", "cacheroot.envs._cli")
 
 
 class _State:
@@ -60,6 +80,11 @@ class _State:
         self.offline_misses = 0
         self.builds = 0
         self.build_hits = 0
+        self.model_hits = 0
+        self.model_misses = 0
+        #: What the manifest step before the session did (the controller's, added to totals).
+        self.warmed = Figures()
+        self.manifest: dict[str, Any] | None = None
         self.totals: Figures | None = None
         self.workers: list[Figures] = []
         self.saved_connect: Any = None
@@ -89,6 +114,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         default=None,
         help="write what the cache did (hits, misses, bytes, lock waits) as JSON to PATH",
+    )
+    group.addoption(
+        "--cacheroot-manifest",
+        metavar="PATH",
+        action="append",
+        default=None,
+        help="warm manifest of what the tests need (repeatable): checked before the tests, "
+        "warmed when incomplete, then the run is offline",
+    )
+    parser.addini(
+        "cacheroot_manifest",
+        type="paths",
+        default=[],
+        help="warm manifest(s) for offline-first runs (--cacheroot-manifest overrides)",
     )
     if importlib.util.find_spec("pytest_shard") is None:  # it owns these names where installed
         group.addoption(
@@ -153,10 +192,18 @@ def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object
     return (yield)
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists, to print through it
 def pytest_configure(config: pytest.Config) -> None:
     offline = bool(config.getoption("cacheroot_offline", default=False)) or truthy(
         os.environ.get(CACHEROOT_OFFLINE)
     )
+    manifest: dict[str, Any] | None = None
+    warmed = Figures()
+    if not _is_worker(config):  # workers inherit the environment the controller settles here
+        manifests = _manifests(config)
+        if manifests:
+            manifest, warmed = _offline_first(config, manifests, forced=offline)
+            offline = offline or manifest["offline"]
     guard = bool(config.getoption("cacheroot_no_network", default=False))
     has_socket = importlib.util.find_spec("pytest_socket") is not None
     if guard and not has_socket:
@@ -167,12 +214,119 @@ def pytest_configure(config: pytest.Config) -> None:
     report = config.getoption("cacheroot_report", default=None)
     if report is not None:
         report = str(config.invocation_params.dir / report)
-    config.stash[_STATE] = _State(offline=offline, no_network=no_network, report=report)
+    state = _State(offline=offline, no_network=no_network, report=report)
+    state.manifest, state.warmed = manifest, warmed
+    config.stash[_STATE] = state
     if offline:
         # Every fetch of the run, and of the processes it starts, is offline. A fixture that
         # deliberately clears the variable (an isolation fixture) keeps that control; the
         # ``cached_file`` fixture is offline either way.
         os.environ[CACHEROOT_OFFLINE] = "1"
+
+
+# -- offline-first: the manifest step ----------------------------------------------------------
+def _manifests(config: pytest.Config) -> list[str]:
+    given = config.getoption("cacheroot_manifest", default=None)
+    if given:
+        return [str(config.invocation_params.dir / p) for p in given]
+    return [str(p) for p in config.getini("cacheroot_manifest")]
+
+
+def _say(config: pytest.Config, text: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(text)
+    else:
+        sys.stderr.write(text + "\n")
+
+
+def _check(paths: list[str]) -> list[dict[str, Any]]:
+    """Every entry of ``paths`` that is not complete (``cacheroot warm --check``), no network."""
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            summary = warm_manifest(path, check=True)
+        except FetchError as exc:  # unreadable or invalid: the message names file and field
+            raise pytest.UsageError(f"--cacheroot-manifest: {exc}") from None
+        rows += [dict(row, manifest=path) for row in summary["entries"] if row["status"] != HIT]
+    return rows
+
+
+def _warm_manifests(paths: list[str]) -> Figures:
+    """``cacheroot warm`` on each manifest, in a fresh interpreter; what it downloaded.
+
+    A fresh interpreter, because the hub clients read their environment once, at import: warming
+    here would import them into the controller before the run is offline, and a test run in the
+    controller would then see them online.
+    """
+    warmed = Figures()
+    for path in paths:
+        done = subprocess.run(
+            [sys.executable, *_CLI, "warm", path, "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        try:
+            summary = json.loads(done.stdout)
+        except ValueError:
+            sys.stderr.write(done.stdout + done.stderr)
+            continue
+        for row in summary["entries"]:
+            if row["status"] != "miss":
+                continue
+            if row["kind"] == "model":
+                warmed.model_misses += 1
+            else:
+                warmed.fetch["misses"] += 1
+                warmed.fetch["downloads"] += 1
+        warmed.fetch["bytes_downloaded"] += summary["bytes"]
+    return warmed
+
+
+def _listing(rows: list[dict[str, Any]]) -> list[str]:
+    return [
+        f"  {row['status']}: {row['entry']} ({row['manifest']}): {row['reason']}" for row in rows
+    ]
+
+
+def _offline_first(
+    config: pytest.Config, paths: list[str], *, forced: bool
+) -> tuple[dict[str, Any], Figures]:
+    """Check the manifests; warm what is missing (unless offline is forced); go offline.
+
+    Returns the JSON-ready account for the report and the figures of what was warmed.
+    """
+    missing = _check(paths)
+    warmed = Figures()
+    account: dict[str, Any] = {"paths": paths, "missing": [r["entry"] for r in missing]}
+    if missing and forced:
+        warm = " && ".join(f"cacheroot warm {p}" for p in paths)
+        head = (
+            f"cacheroot: offline run, but {len(missing)} manifest entries are not complete "
+            "in the cache:"
+        )
+        hint = (
+            f"warm them with network access first: `{warm}` (or run without "
+            f"--cacheroot-offline / {CACHEROOT_OFFLINE}=1, which warms them)"
+        )
+        pytest.exit("\n".join([head, *_listing(missing), hint]), returncode=INCOMPLETE_MANIFEST)
+    if missing:
+        _say(config, f"cacheroot: {len(missing)} manifest entries missing; warming them:")
+        for line in _listing(missing):
+            _say(config, line)
+        warmed = _warm_manifests(sorted({r["manifest"] for r in missing}))
+        still = _check(paths)
+        if still:
+            _say(config, f"cacheroot: {len(still)} entries could not be warmed; running online:")
+            for line in _listing(still):
+                _say(config, line)
+            return account | {"offline": False, "failed": [r["entry"] for r in still]}, warmed
+    os.environ[CACHEROOT_OFFLINE] = "1"
+    os.environ[HF_HUB_OFFLINE] = "1"
+    if missing:
+        _say(config, "cacheroot: manifest complete; running offline")
+    return account | {"offline": True, "failed": []}, warmed
 
 
 # -- the network guard and the miss report ----------------------------------------------------
@@ -285,6 +439,107 @@ def cached_file(pytestconfig: pytest.Config) -> CachedFile:
     return CachedFile(offline=pytestconfig.stash[_STATE].offline)
 
 
+class ModelSnapshot:
+    """``model_snapshot(repo_id, revision, hub="hf", ...)``: a hub snapshot's local directory.
+
+    The directory is the one the hub's client resolves (``HF_HOME`` / ``MODELSCOPE_CACHE`` of
+    the layout), so a test may pass it to any loader, or let the library find it itself. Keyword
+    arguments are those of a ``[[model]]`` entry: ``repo_type``, ``allow_patterns``,
+    ``ignore_patterns``. A snapshot complete in the cache costs no request. On a miss, an online
+    run warms it (one download across every process of the volume) and an offline one fails the
+    test, printing the ``[[model]]`` entry to add to the manifest.
+    """
+
+    def __init__(self, state: _State) -> None:
+        self._state = state
+
+    def __call__(
+        self,
+        repo_id: str,
+        revision: str,
+        hub: str = "hf",
+        *,
+        repo_type: str = "model",
+        allow_patterns: list[str] | str | None = None,
+        ignore_patterns: list[str] | str | None = None,
+    ) -> Path:
+        spec = ModelSpec(
+            repo_id,
+            revision,
+            hub=hub,
+            repo_type=repo_type,
+            allow_patterns=allow_patterns,
+            ignore_patterns=ignore_patterns,
+        )
+        try:
+            path = offline_snapshot_path(spec)
+        except CacheMissError as exc:
+            miss = str(exc)
+        else:
+            self._state.model_hits += 1
+            return path
+        if self._offline(spec):
+            # Raised outside the handler: the miss report of the plugin (which would suggest
+            # `cacheroot fetch URL`) is for URLs; this message names the manifest entry.
+            self._state.offline_misses += 1
+            msg = f"cacheroot offline run: model snapshot {spec.uri} is not usable: {miss}"
+            raise pytest.fail.Exception(msg, pytrace=False)
+        path = _warm_snapshot(spec)
+        self._state.model_misses += 1
+        return path
+
+    def _offline(self, spec: ModelSpec) -> bool:
+        if self._state.offline or truthy(os.environ.get(CACHEROOT_OFFLINE)):
+            return True
+        return spec.hub == "hf" and truthy(os.environ.get(HF_HUB_OFFLINE))
+
+
+#: Run in a fresh interpreter by :func:`_warm_snapshot`: argv[1] is the ``[[model]]`` entry.
+_WARM_ONE = (
+    "import json, sys\n"
+    "from cacheroot.fetch._snapshot import ModelSpec, warm_snapshot\n"
+    "print(warm_snapshot(ModelSpec.from_mapping(json.loads(sys.argv[1]))))\n"
+)
+
+
+def _warm_snapshot(spec: ModelSpec) -> Path:
+    """:func:`warm_snapshot` of ``spec`` in a fresh interpreter with this test's environment.
+
+    The hub clients read their cache location and offline switch once, at import; a test process
+    may have imported one before its layout was applied (a fixture that re-points the cache),
+    and a fresh interpreter sees the environment as the test has it now. The lock inside
+    ``warm_snapshot`` keeps it one download across processes.
+    """
+    entry: dict[str, Any] = {
+        "hub": spec.hub,
+        "repo_id": spec.repo_id,
+        "revision": spec.revision,
+        "repo_type": spec.repo_type,
+    }
+    for key in ("allow_patterns", "ignore_patterns"):
+        value = getattr(spec, key)
+        if value is not None:
+            entry[key] = list(value)
+    done = subprocess.run(
+        [sys.executable, "-c", _WARM_ONE, json.dumps(entry)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = "\n".join(done.stderr.strip().splitlines()[-20:])
+        msg = f"cacheroot: warming {spec.uri} failed (exit status {done.returncode}):\n{tail}"
+        raise pytest.fail.Exception(msg, pytrace=False)
+    return Path(lines[-1])
+
+
+@pytest.fixture
+def model_snapshot(pytestconfig: pytest.Config) -> ModelSnapshot:
+    """A hub snapshot's local directory: from the cache, warmed on a miss unless offline."""
+    return ModelSnapshot(pytestconfig.stash[_STATE])
+
+
 def _optional(module: str, name: str) -> Any:
     try:
         return getattr(importlib.import_module(module), name, None)
@@ -359,6 +614,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         offline_misses=state.offline_misses,
         builds=state.builds,
         build_hits=state.build_hits,
+        model_hits=state.model_hits,
+        model_misses=state.model_misses,
     )
     if _is_worker(config):
         config.workeroutput["cacheroot"] = own.as_dict()  # type: ignore[attr-defined]
@@ -369,10 +626,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             totals.add(figures)
     else:
         totals.add(own)
+    totals.add(state.warmed)  # what the manifest step downloaded before the tests
     state.totals = totals
     if state.report is not None:
         Path(state.report).parent.mkdir(parents=True, exist_ok=True)
-        totals.write(state.report, offline=state.offline, line=totals.line())
+        totals.write(
+            state.report, offline=state.offline, line=totals.line(), manifest=state.manifest
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

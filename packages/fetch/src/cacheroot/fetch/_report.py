@@ -52,10 +52,21 @@ class Figures:
     found an entry missing (:mod:`cacheroot.fetch` raises before counting those);
     ``builds``/``build_hits``: ``build_once`` calls through the plugin's fixture that found no
     artifact (and built it, or waited for another process's build) / found it published;
+    ``model_hits``/``model_misses``: model snapshots (the ``model_snapshot`` fixture, and a
+    manifest warmed before the tests) found complete in the cache / downloaded;
     ``processes`` how many processes contributed.
     """
 
-    __slots__ = ("build_hits", "builds", "fetch", "media", "offline_misses", "processes")
+    __slots__ = (
+        "build_hits",
+        "builds",
+        "fetch",
+        "media",
+        "model_hits",
+        "model_misses",
+        "offline_misses",
+        "processes",
+    )
 
     def __init__(
         self,
@@ -65,10 +76,14 @@ class Figures:
         offline_misses: int = 0,
         builds: int = 0,
         build_hits: int = 0,
+        model_hits: int = 0,
+        model_misses: int = 0,
         processes: int = 0,
     ) -> None:
         self.builds = builds
         self.build_hits = build_hits
+        self.model_hits = model_hits
+        self.model_misses = model_misses
         self.fetch = dict.fromkeys(FETCH_FIELDS, 0.0) | (fetch or {})
         self.media = media
         self.offline_misses = offline_misses
@@ -82,6 +97,8 @@ class Figures:
         offline_misses: int = 0,
         builds: int = 0,
         build_hits: int = 0,
+        model_hits: int = 0,
+        model_misses: int = 0,
     ) -> Figures:
         """This process's share: its counters now minus ``before`` (a :func:`snapshot`)."""
         now = snapshot()
@@ -92,6 +109,8 @@ class Figures:
             offline_misses=offline_misses,
             builds=builds,
             build_hits=build_hits,
+            model_hits=model_hits,
+            model_misses=model_misses,
             processes=1,
         )
 
@@ -107,6 +126,8 @@ class Figures:
         self.offline_misses += other.offline_misses
         self.builds += other.builds
         self.build_hits += other.build_hits
+        self.model_hits += other.model_hits
+        self.model_misses += other.model_misses
         self.processes += other.processes
 
     @property
@@ -124,6 +145,8 @@ class Figures:
         out["offline_misses"] = self.offline_misses
         out["builds"] = self.builds
         out["build_hits"] = self.build_hits
+        out["model_hits"] = self.model_hits
+        out["model_misses"] = self.model_misses
         out["processes"] = self.processes
         out["media"] = None if self.media is None else {k: int(v) for k, v in self.media.items()}
         return out
@@ -141,6 +164,8 @@ class Figures:
             offline_misses=offline,
             builds=int(data.get("builds", 0)),
             build_hits=int(data.get("build_hits", 0)),
+            model_hits=int(data.get("model_hits", 0)),
+            model_misses=int(data.get("model_misses", 0)),
             processes=int(data.get("processes", 0)),
         )
 
@@ -158,6 +183,8 @@ class Figures:
         )
         if self.builds or self.build_hits:
             text += f"; built: {self.builds} new, {self.build_hits} reused"
+        if self.model_hits or self.model_misses:
+            text += f"; models: {self.model_hits} hits, {self.model_misses} misses"
         if self.media is not None:
             m = self.media
             text += (
