@@ -182,7 +182,19 @@ def test_the_exit_status_is_the_commands(isolated: Run) -> None:
 
 
 def test_dry_run_prints_the_sandbox(run_script: Run, isolated_cache: Path) -> None:
-    out = run_script("isolated-run.sh", "--tag", "cuda", "--", "pytest", "-x", DRY_RUN="1")
+    venv = this_venv()
+    if venv is None:
+        pytest.skip(f"{sys.executable} is not in a virtual environment: nothing to bind inside")
+    out = run_script(
+        "isolated-run.sh",
+        "--tag",
+        "cuda",
+        "--",
+        "pytest",
+        "-x",
+        DRY_RUN="1",
+        ISOLATED_VENV=str(venv),
+    )
     assert out.returncode == 0, out.stderr
     words = shlex.split(out.stdout)
     assert words[0] == "bwrap"
