@@ -79,10 +79,10 @@ def _env(tmp_path: Path, hub: Any, **extra: str) -> dict[str, str]:
     )
 
 
-def _project(tmp_path: Path, body: str, **constants: str) -> Path:
+def _project(tmp_path: Path, body: str, ini: str = "", **constants: str) -> Path:
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
-    (project / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    (project / "pytest.ini").write_text(f"[pytest]\nfilterwarnings = error\n{ini}")
     header = "from __future__ import annotations\n\n"
     header += "".join(f"{k} = {v!r}\n" for k, v in constants.items())
     (project / "test_adopter.py").write_text(header + textwrap.dedent(body))
@@ -193,11 +193,11 @@ def test_forced_offline_with_a_missing_entry_stops_with_the_list(
     tmp_path: Path, hub: Any, repo: Any
 ) -> None:
     manifest = _manifest(tmp_path, repo, None)
-    project = _project(tmp_path, "def test_never_runs():\n    raise AssertionError\n")
+    # The ini option this time, relative to the ini file.
+    ini = "cacheroot_manifest = ../manifest.toml\n"
+    project = _project(tmp_path, "def test_never_runs():\n    raise AssertionError\n", ini)
     out = run_pytest(
-        [*plugin_args(), "--cacheroot-manifest", str(manifest)],
-        env=_env(tmp_path, hub, **{CACHEROOT_OFFLINE: "1"}),
-        cwd=project,
+        plugin_args(), env=_env(tmp_path, hub, **{CACHEROOT_OFFLINE: "1"}), cwd=project
     )
     text = out.stdout + out.stderr
     assert out.returncode == INCOMPLETE, text
@@ -247,3 +247,30 @@ def test_model_snapshot_warms_online_and_names_the_entry_offline(
     assert hub.total() == 0
     figures = json.loads(report.read_text())
     assert (figures["model_hits"], figures["model_misses"], figures["misses"]) == (1, 0, 0)
+
+
+def test_an_entry_that_cannot_be_warmed_leaves_the_run_online(
+    tmp_path: Path, hub: Any, repo: Any
+) -> None:
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text(
+        f'[[model]]\nhub = "hf"\nrepo_id = "acme/absent"\nrevision = "{repo.commit}"\n'
+    )
+    body = """
+    import os
+
+    def test_online():
+        assert OFFLINE_VAR not in os.environ
+        assert HF_OFFLINE_VAR not in os.environ
+    """
+    names = {"OFFLINE_VAR": CACHEROOT_OFFLINE, "HF_OFFLINE_VAR": HF_HUB_OFFLINE}
+    project = _project(tmp_path, body, **names)
+    out = run_pytest(
+        [*plugin_args(), "--cacheroot-manifest", str(manifest)],
+        env=_env(tmp_path, hub),
+        cwd=project,
+    )
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text
+    assert "1 entries could not be warmed; running online" in text
+    assert f"failed: [[model]] #1 hf:acme/absent@{repo.commit} ({manifest}): Repository" in text

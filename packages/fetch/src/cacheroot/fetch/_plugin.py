@@ -228,8 +228,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _manifests(config: pytest.Config) -> list[str]:
     given = config.getoption("cacheroot_manifest", default=None)
     if given:
-        return [str(config.invocation_params.dir / p) for p in given]
-    return [str(p) for p in config.getini("cacheroot_manifest")]
+        return [os.path.abspath(config.invocation_params.dir / p) for p in given]
+    return [os.path.abspath(p) for p in config.getini("cacheroot_manifest")]
 
 
 def _say(config: pytest.Config, text: str) -> None:
@@ -252,14 +252,17 @@ def _check(paths: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _warm_manifests(paths: list[str]) -> Figures:
-    """``cacheroot warm`` on each manifest, in a fresh interpreter; what it downloaded.
+def _warm_manifests(paths: list[str]) -> tuple[Figures, dict[str, str]]:
+    """``cacheroot warm`` on each manifest, in a fresh interpreter.
+
+    Returns what it downloaded, and why each entry that failed did (by entry label).
 
     A fresh interpreter, because the hub clients read their environment once, at import: warming
     here would import them into the controller before the run is offline, and a test run in the
     controller would then see them online.
     """
     warmed = Figures()
+    reasons: dict[str, str] = {}
     for path in paths:
         done = subprocess.run(
             [sys.executable, *_CLI, "warm", path, "--json"],
@@ -274,6 +277,8 @@ def _warm_manifests(paths: list[str]) -> Figures:
             continue
         for row in summary["entries"]:
             if row["status"] != "miss":
+                if row["reason"]:  # one line per entry, whatever the client's message
+                    reasons[row["entry"]] = " ".join(row["reason"].split())
                 continue
             if row["kind"] == "model":
                 warmed.model_misses += 1
@@ -281,7 +286,7 @@ def _warm_manifests(paths: list[str]) -> Figures:
                 warmed.fetch["misses"] += 1
                 warmed.fetch["downloads"] += 1
         warmed.fetch["bytes_downloaded"] += summary["bytes"]
-    return warmed
+    return warmed, reasons
 
 
 def _listing(rows: list[dict[str, Any]]) -> list[str]:
@@ -315,8 +320,11 @@ def _offline_first(
         _say(config, f"cacheroot: {len(missing)} manifest entries missing; warming them:")
         for line in _listing(missing):
             _say(config, line)
-        warmed = _warm_manifests(sorted({r["manifest"] for r in missing}))
-        still = _check(paths)
+        warmed, reasons = _warm_manifests(sorted({r["manifest"] for r in missing}))
+        still = [
+            r | {"status": "failed", "reason": reasons[r["entry"]]} if r["entry"] in reasons else r
+            for r in _check(paths)
+        ]
         if still:
             _say(config, f"cacheroot: {len(still)} entries could not be warmed; running online:")
             for line in _listing(still):
