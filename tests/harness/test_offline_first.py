@@ -155,13 +155,14 @@ def test_first_run_warms_then_runs_offline_second_run_asks_nothing(
     first = run_pytest([*args, "--cacheroot-report", str(report)], env=env, cwd=project)
     text = first.stdout + first.stderr
     assert first.returncode == 0, text
-    assert "cacheroot: 2 manifest entries missing; warming them:" in text
+    assert "cacheroot manifest: 2 entries missing; warming them:" in text
     assert f"[[model]] #1 hf:{REPO_ID}@{repo.commit}" in text  # one line per entry
     assert f"[[asset]] #1 {origin.url}{GSM8K}" in text
-    assert "manifest complete; running offline" in text
+    assert "cacheroot manifest: complete; running offline" in text
     assert hub.total() > 0
     assert origin.stats()["total"] - served == 1
     assert hub.unhandled == []
+    assert len(report_lines(first.stdout)) == 1  # the manifest's lines are not report lines
     figures = json.loads(report.read_text())
     assert figures["offline"] is True
     assert figures["manifest"]["missing"] == [

@@ -317,7 +317,7 @@ def _offline_first(
         )
         pytest.exit("\n".join([head, *_listing(missing), hint]), returncode=INCOMPLETE_MANIFEST)
     if missing:
-        _say(config, f"cacheroot: {len(missing)} manifest entries missing; warming them:")
+        _say(config, f"cacheroot manifest: {len(missing)} entries missing; warming them:")
         for line in _listing(missing):
             _say(config, line)
         warmed, reasons = _warm_manifests(sorted({r["manifest"] for r in missing}))
@@ -326,14 +326,17 @@ def _offline_first(
             for r in _check(paths)
         ]
         if still:
-            _say(config, f"cacheroot: {len(still)} entries could not be warmed; running online:")
+            _say(
+                config,
+                f"cacheroot manifest: {len(still)} entries could not be warmed; running online:",
+            )
             for line in _listing(still):
                 _say(config, line)
             return account | {"offline": False, "failed": [r["entry"] for r in still]}, warmed
     os.environ[CACHEROOT_OFFLINE] = "1"
     os.environ[HF_HUB_OFFLINE] = "1"
     if missing:
-        _say(config, "cacheroot: manifest complete; running offline")
+        _say(config, "cacheroot manifest: complete; running offline")
     return account | {"offline": True, "failed": []}, warmed
 
 
