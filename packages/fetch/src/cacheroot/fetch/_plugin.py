@@ -252,17 +252,17 @@ def _check(paths: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _warm_manifests(paths: list[str]) -> tuple[Figures, dict[str, str]]:
+def _warm_manifests(paths: list[str]) -> tuple[Figures, dict[tuple[str, str], str]]:
     """``cacheroot warm`` on each manifest, in a fresh interpreter.
 
-    Returns what it downloaded, and why each entry that failed did (by entry label).
+    Returns what it downloaded, and why each entry that failed did (by manifest and entry).
 
     A fresh interpreter, because the hub clients read their environment once, at import: warming
     here would import them into the controller before the run is offline, and a test run in the
     controller would then see them online.
     """
     warmed = Figures()
-    reasons: dict[str, str] = {}
+    reasons: dict[tuple[str, str], str] = {}
     for path in paths:
         done = subprocess.run(
             [sys.executable, *_CLI, "warm", path, "--json"],
@@ -278,7 +278,7 @@ def _warm_manifests(paths: list[str]) -> tuple[Figures, dict[str, str]]:
         for row in summary["entries"]:
             if row["status"] != "miss":
                 if row["reason"]:  # one line per entry, whatever the client's message
-                    reasons[row["entry"]] = " ".join(row["reason"].split())
+                    reasons[path, row["entry"]] = " ".join(row["reason"].split())
                 continue
             if row["kind"] == "model":
                 warmed.model_misses += 1
@@ -306,7 +306,7 @@ def _offline_first(
     warmed = Figures()
     account: dict[str, Any] = {"paths": paths, "missing": [r["entry"] for r in missing]}
     if missing and forced:
-        warm = " && ".join(f"cacheroot warm {p}" for p in paths)
+        warm = " && ".join(f"cacheroot warm {p}" for p in sorted({r["manifest"] for r in missing}))
         head = (
             f"cacheroot: offline run, but {len(missing)} manifest entries are not complete "
             "in the cache:"
@@ -321,10 +321,11 @@ def _offline_first(
         for line in _listing(missing):
             _say(config, line)
         warmed, reasons = _warm_manifests(sorted({r["manifest"] for r in missing}))
-        still = [
-            r | {"status": "failed", "reason": reasons[r["entry"]]} if r["entry"] in reasons else r
-            for r in _check(paths)
-        ]
+        still = _check(paths)
+        for row in still:
+            reason = reasons.get((row["manifest"], row["entry"]))
+            if reason is not None:
+                row.update(status="failed", reason=reason)
         if still:
             _say(
                 config,
