@@ -173,6 +173,11 @@ class Hasher:
     release the GIL), so a verified download costs about what the slowest of the three costs
     instead of their sum. Small files never start a thread. At most :attr:`QUEUE` chunks wait
     for the helper, which bounds the memory this takes.
+
+    A reader can also borrow reusable buffers (:meth:`buffer`) and pass them back with the data
+    (``update(view, owner=buf)``): the helper hashes the view without copying it and returns the
+    buffer for the next read. Allocating a fresh chunk per read instead costs a page fault per
+    4 KiB of every chunk, about a tenth of the CPU time of a large download.
     """
 
     THRESHOLD = 8 << 20
@@ -181,25 +186,48 @@ class Hasher:
     def __init__(self) -> None:
         self._h = hashlib.sha256()
         self._seen = 0
-        self._queue: queue.Queue[bytes | None] | None = None
+        self._queue: queue.Queue[tuple[bytes | memoryview, bytearray | None] | None] | None = None
         self._thread: threading.Thread | None = None
+        # Buffers the helper is done with; at most QUEUE + 3 ever exist (queued, being
+        # hashed, being filled, on their way back), since one is made only when none is free.
+        self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
 
-    def update(self, data: bytes | memoryview) -> None:
-        """Add ``data`` (copied if it is not ``bytes``, since the caller may reuse it)."""
+    def buffer(self, size: int) -> bytearray:
+        """A buffer of ``size`` bytes to read into, then pass to :meth:`update` as ``owner``."""
+        try:
+            buf = self._free.get_nowait()
+        except queue.Empty:
+            return bytearray(size)
+        return buf if len(buf) == size else bytearray(size)
+
+    def update(self, data: bytes | memoryview, owner: bytearray | None = None) -> None:
+        """Add ``data``.
+
+        ``owner`` is the buffer from :meth:`buffer` that ``data`` views: it is reused once
+        hashed, so the caller must not touch it after this call. Other data that is not
+        ``bytes`` is copied, since the caller may reuse it.
+        """
         self._seen += len(data)
         if self._queue is None:
             if self._seen < self.THRESHOLD:
                 self._h.update(data)
+                if owner is not None:
+                    self._free.put(owner)
                 return
             self._queue = queue.Queue(maxsize=self.QUEUE)
             self._thread = threading.Thread(target=self._run, name="cacheroot-sha256", daemon=True)
             self._thread.start()
-        self._queue.put(data if isinstance(data, bytes) else bytes(data))
+        if owner is None and not isinstance(data, bytes):
+            data = bytes(data)
+        self._queue.put((data, owner))
 
     def _run(self) -> None:
         assert self._queue is not None  # noqa: S101 - set before the thread starts
         while (item := self._queue.get()) is not None:
-            self._h.update(item)
+            data, owner = item
+            self._h.update(data)
+            if owner is not None:
+                self._free.put(owner)
 
     @property
     def threaded(self) -> bool:
@@ -270,14 +298,22 @@ class Partial:
             self.hasher.update(chunk)
             self.size += len(chunk)
 
-    def write(self, data: bytes | memoryview) -> None:
-        """Append ``data`` (all of it; short writes are continued)."""
+    def buffer(self, size: int) -> bytearray:
+        """A reusable buffer of ``size`` bytes to read the next chunk into (see :meth:`write`)."""
+        return self.hasher.buffer(size)
+
+    def write(self, data: bytes | memoryview, *, owner: bytearray | None = None) -> None:
+        """Append ``data`` (all of it; short writes are continued).
+
+        ``owner``: the buffer from :meth:`buffer` that ``data`` views; it goes back to the pool
+        once hashed, so the caller must not touch it after this call.
+        """
         assert self.fd is not None  # noqa: S101 - internal invariant
         view = memoryview(data)
         while view:
             n = os.write(self.fd, view)
             view = view[n:]
-        self.hasher.update(data)
+        self.hasher.update(data, owner)
         self.size += len(data)
         if self.size - self._flushed >= FLUSH_EVERY:
             self._flush_behind()
