@@ -425,7 +425,7 @@ class Fetcher:
             raise DownloadError(
                 url,
                 f"could not publish {dest}: {exc.strerror or exc}; free space there or point "
-                "VLLM_TEST_CACHE at a larger volume",
+                f"{VLLM_TEST_CACHE} at a larger volume",
                 err=exc.errno,
             ) from exc
         stat = record["stat"]

@@ -34,6 +34,8 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from cacheroot.envs import VLLM_TEST_CACHE
+
 from ._errors import DownloadError
 
 if TYPE_CHECKING:
@@ -316,7 +318,7 @@ class Transfer:
             raise DownloadError(
                 self.url,
                 f"could not write {self.part.path}: {exc.strerror or exc}; free space there or "
-                "point VLLM_TEST_CACHE at a larger volume",
+                f"point {VLLM_TEST_CACHE} at a larger volume",
                 err=exc.errno,
             ) from exc
         self.received += size

@@ -44,7 +44,9 @@ from cacheroot.envs import (
     BUILDKITE_PARALLEL_JOB,
     BUILDKITE_PARALLEL_JOB_COUNT,
     CACHEROOT_OFFLINE,
+    CACHEROOT_OPT_IN,
     HF_HUB_OFFLINE,
+    VLLM_MEDIA_CACHE,
     truthy,
 )
 
@@ -598,7 +600,7 @@ def media_cache() -> Generator[Any, None, None]:
         pytest.skip("cacheroot-mediacache is not installed (or has no MediaCache)")
     cache = cls.from_env()
     if cache is None:
-        pytest.skip("VLLM_MEDIA_CACHE is off: opt in with CACHEROOT_OPT_IN=VLLM_MEDIA_CACHE")
+        pytest.skip(f"{VLLM_MEDIA_CACHE} is off: opt in with {CACHEROOT_OPT_IN}={VLLM_MEDIA_CACHE}")
     yield cache
     close = getattr(cache, "close", None)
     if callable(close):

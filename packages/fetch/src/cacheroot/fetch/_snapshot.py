@@ -43,7 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cacheroot.envs import CACHEROOT, CACHEROOT_OFFLINE, HF_HUB_OFFLINE, resolve, truthy
+from cacheroot.envs import (
+    CACHEROOT,
+    CACHEROOT_OFFLINE,
+    HF_HUB_OFFLINE,
+    VLLM_CACHE_ROOT,
+    resolve,
+    truthy,
+)
 
 from . import _snapshot_hubs as hubs
 from ._errors import CacheMissError, ChecksumError, DownloadError
@@ -211,7 +218,7 @@ class SnapshotReport:
 
 def _state_dir(environ: Mapping[str, str]) -> str:
     layout = resolve(environ)
-    base = layout.settings["VLLM_CACHE_ROOT"].value or layout.root
+    base = layout.settings[VLLM_CACHE_ROOT].value or layout.root
     if base is None:
         raise RuntimeError(
             f"cannot place snapshot records: the cache layout is invalid ({layout.root_reason}); "

@@ -23,7 +23,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from cacheroot.envs import resolve
+from cacheroot.envs import HF_HOME, HF_HUB_CACHE, MODELSCOPE_CACHE, resolve
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -53,12 +53,11 @@ _TRANSPORT_ERRORS = frozenset(
 #: The installable distribution of each hub's client, for error messages.
 _PACKAGES = {"hf": "huggingface_hub", "modelscope": "modelscope (or modelscope-hub)"}
 
-# The hubs' own variable names. They belong to the hub clients, not to cacheroot's layout
-# (HF_HUB_CACHE is a row the layout never sets): read here only to find where a user who set
-# them explicitly told the client to cache.
-_HF_HUB_CACHE = "HF_HUB_CACHE"
-_HF_HOME = "HF_HOME"
-_MODELSCOPE_CACHE = "MODELSCOPE_CACHE"
+# The hubs' own variable names, from the layout table (HF_HUB_CACHE is a row the layout never
+# sets): read here only to find where a user who set them explicitly told the client to cache.
+_HF_HUB_CACHE = HF_HUB_CACHE
+_HF_HOME = HF_HOME
+_MODELSCOPE_CACHE = MODELSCOPE_CACHE
 
 
 def _missing_client(hub: str, error: ImportError) -> ImportError:
