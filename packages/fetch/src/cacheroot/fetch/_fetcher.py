@@ -331,20 +331,6 @@ class Fetcher:
         timeout: float | tuple[float, float] | None,
         progress: bool | None,
     ) -> None:
-        from ._http import Settings  # noqa: PLC0415 - requests only on a miss
-
-        settings = Settings(
-            connect_timeout=self.connect_timeout,
-            read_timeout=self.read_timeout,
-            retries=self.retries,
-            backoff=self.backoff,
-            backoff_max=self.backoff_max,
-            retry_after_max=self.retry_after_max,
-            chunk_size=self.chunk_size,
-            max_size=self.max_size,
-            max_redirects=self.max_redirects,
-            user_agent=self.user_agent,
-        )
         if timeout is None:
             timeouts = (self.connect_timeout, self.read_timeout)
         elif isinstance(timeout, tuple):
@@ -363,7 +349,7 @@ class Fetcher:
         if part is None:
             part = self._new_partial(url, dest)
         try:
-            meta = self._transfer(url, part, digest, settings, timeouts, adopted=adopted, show=show)
+            meta = self._transfer(url, part, digest, timeouts, adopted=adopted, show=show)
             self._publish(url, dest, part, meta)
         except BaseException:
             part.discard()
@@ -380,7 +366,6 @@ class Fetcher:
         url: str,
         part: _store.Partial,
         digest: str | None,
-        settings: Any,
         timeouts: tuple[float, float],
         *,
         adopted: bool,
@@ -392,7 +377,7 @@ class Fetcher:
         while True:
             transfer = Transfer(
                 self._session_(),
-                settings,
+                self,  # the Fetcher's own attributes are the transfer's settings
                 url,
                 part,
                 timeout=timeouts,

@@ -40,8 +40,24 @@ from ._errors import DownloadError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Protocol
 
     from ._store import Partial
+
+    class Settings(Protocol):
+        """The knobs of a transfer, as a :class:`~._fetcher.Fetcher` holds them."""
+
+        connect_timeout: float
+        read_timeout: float
+        retries: int
+        backoff: float
+        backoff_max: float
+        retry_after_max: float
+        chunk_size: int
+        max_size: int | None
+        max_redirects: int
+        user_agent: str
+
 
 log = logging.getLogger("cacheroot.fetch")
 
@@ -63,48 +79,6 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
 #: What a read of the body raises when the transfer broke: the above or the socket's own
 #: errors (``ssl.SSLError`` and the like, which urllib3 would have wrapped).
 _BROKEN: tuple[type[BaseException], ...] = (*_TRANSIENT, OSError)
-
-
-class Settings:
-    """The knobs of a transfer (a :class:`~._fetcher.Fetcher` holds one)."""
-
-    __slots__ = (
-        "backoff",
-        "backoff_max",
-        "chunk_size",
-        "connect_timeout",
-        "max_redirects",
-        "max_size",
-        "read_timeout",
-        "retries",
-        "retry_after_max",
-        "user_agent",
-    )
-
-    def __init__(
-        self,
-        *,
-        connect_timeout: float,
-        read_timeout: float,
-        retries: int,
-        backoff: float,
-        backoff_max: float,
-        retry_after_max: float,
-        chunk_size: int,
-        max_size: int | None,
-        max_redirects: int,
-        user_agent: str,
-    ) -> None:
-        self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.backoff_max = backoff_max
-        self.retry_after_max = retry_after_max
-        self.chunk_size = chunk_size
-        self.max_size = max_size
-        self.max_redirects = max_redirects
-        self.user_agent = user_agent
 
 
 def new_session(pool: int = 16) -> requests.Session:
