@@ -55,3 +55,25 @@ def isolated_cache(
     for name, value in resolve(os.environ).applied().items():
         monkeypatch.setenv(name, value)
     return root
+
+
+def _gpu_missing(vendor: str) -> str:
+    """Why the tests of ``vendor`` (``cuda`` or ``rocm``) cannot run here, or ``""``."""
+    import importlib.util
+    import os
+
+    device = "/dev/nvidia0" if vendor == "cuda" else "/dev/kfd"
+    if not os.path.exists(device):
+        return f"no {vendor.upper()} GPU on this machine ({device} is missing)"
+    if importlib.util.find_spec("torch") is None:
+        return f"torch is not installed: install a {vendor.upper()} build of torch to run this"
+    return ""
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test marked ``cuda`` or ``rocm`` where that vendor's GPU (or torch) is missing."""
+    for vendor in ("cuda", "rocm"):
+        if item.get_closest_marker(vendor) is not None:
+            reason = _gpu_missing(vendor)
+            if reason:
+                pytest.skip(reason)
