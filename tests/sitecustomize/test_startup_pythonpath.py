@@ -37,10 +37,12 @@ ENVS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(cacheroot.envs.__file
 @pytest.fixture
 def base_python() -> str:
     """The interpreter this environment was made from: same Python, no cacheroot ``.pth``."""
-    base = getattr(sys, "_base_executable", "")
-    if sys.prefix == sys.base_prefix or not base or not os.path.exists(base):
+    # Not sys._base_executable: inside a venv, Python 3.10 reports the venv's own interpreter.
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    base = os.path.join(sys.base_prefix, "bin", version)
+    if sys.prefix == sys.base_prefix or not os.path.exists(base):
         pytest.skip("needs a virtual environment with a separate base interpreter")
-    return str(base)
+    return base
 
 
 @pytest.fixture
