@@ -169,41 +169,13 @@ class Fetcher:
         ``extract`` unpacks a zip or tar archive once per volume and returns its directory
         (``<entry>.extracted``, published atomically; unsafe members refuse the whole archive).
         """
-        path = self._fetch_file(
-            url,
-            sha256=sha256,
-            namespace=namespace,
-            filename=filename,
-            offline=offline,
-            timeout=timeout,
-            progress=progress,
-        )
-        if extract:
-            from ._archive import extract_entry  # noqa: PLC0415 - only when unpacking
-
-            return extract_entry(path, lock_timeout=self.lock_timeout)
-        touch_used(path)  # at most one cheap write per entry per hour: see _used
-        return path
-
-    def _fetch_file(
-        self,
-        url: str,
-        *,
-        sha256: str | None = None,
-        namespace: str = "downloads",
-        filename: str | None = None,
-        offline: bool | None = None,
-        timeout: float | tuple[float, float] | None = None,
-        progress: bool | None = None,
-    ) -> Path:
-        """:meth:`fetch` without unpacking and without recording the use."""
         digest = _check_sha256(sha256)
         dest = entry_path(cache_dir(), namespace, url, filename)
         key = url_key(url)
         size = self._hit(dest, key, digest)
         if size is not None:
             _stats.add(hits=1, bytes_from_cache=size)
-            return Path(dest)
+            return self._finish(dest, extract=extract)
         if offline is None:
             offline = truthy(os.environ.get(CACHEROOT_OFFLINE))
         if offline:
@@ -237,8 +209,8 @@ class Fetcher:
             size = self._hit(dest, key, digest)
             if size is not None:
                 _stats.add(hits=1, bytes_from_cache=size)
-                return Path(dest)
-            return self._fetch_file(
+                return self._finish(dest, extract=extract)
+            return self.fetch(
                 url,
                 sha256=sha256,
                 namespace=namespace,
@@ -246,17 +218,27 @@ class Fetcher:
                 offline=offline,
                 timeout=timeout,
                 progress=progress,
+                extract=extract,
             )
         try:
             size = self._hit(dest, key, digest)
             if size is not None:
                 _stats.add(hits=1, bytes_from_cache=size)
                 log.debug("%s arrived while waiting %.2f s for the lock", url, lock.waited)
-                return Path(dest)
+                return self._finish(dest, extract=extract)
             _stats.add(misses=1)
             self._download(url, dest, digest, timeout=timeout, progress=progress)
         finally:
             lock.release()
+        return self._finish(dest, extract=extract)
+
+    def _finish(self, dest: str, *, extract: bool) -> Path:
+        """What :meth:`fetch` returns for a cached ``dest``: it, or its unpacked directory."""
+        if extract:
+            from ._archive import extract_entry  # noqa: PLC0415 - only when unpacking
+
+            return extract_entry(dest, lock_timeout=self.lock_timeout)
+        touch_used(dest)  # at most one cheap write per entry per hour: see _used
         return Path(dest)
 
     def close(self) -> None:
