@@ -112,7 +112,7 @@ def test_explicit_values_win_and_children_follow_their_parent() -> None:
     assert "HF_HOME" not in layout.applied()
     assert layout.settings["VLLM_ASSETS_CACHE"].value == "/v/assets"
     assert layout.settings["VLLM_ASSETS_CACHE"].source == DERIVED
-    assert layout.settings["VLLM_TEST_CACHE"].value == "/v/test_cache"
+    assert layout.settings["_VLLM_TEST_CACHE"].value == "/v/test_cache"
 
 
 def test_children_of_a_default_parent_are_default() -> None:

@@ -25,7 +25,7 @@ CHILD = """
 import json, os, sys
 from cacheroot.fetch import DownloadError, Fetcher, PathLock, lock_path, partials
 url, cache = sys.argv[1], sys.argv[2]
-os.environ["VLLM_TEST_CACHE"] = cache
+os.environ["_VLLM_TEST_CACHE"] = cache
 f = Fetcher(retries=1, backoff=0.01)
 dest = f.path(url)
 report = {}
@@ -78,7 +78,7 @@ def test_disk_full(origin: Origin, name: str, tmp_path: Path) -> None:
 READ_ONLY = """
 import json, os, sys
 from cacheroot.fetch import DownloadError, Fetcher
-os.environ["VLLM_TEST_CACHE"] = sys.argv[2]
+os.environ["_VLLM_TEST_CACHE"] = sys.argv[2]
 f = Fetcher(retries=0)
 hit = str(f.fetch(sys.argv[1]))  # warmed before the volume turned read-only
 try:
@@ -98,7 +98,7 @@ def test_read_only_cache_serves_hits_and_says_why_misses_fail(
     cmd = _unshare()
     cache = tmp_path / "ro"
     url = origin.url(f"/ok/{name}?size=1000")
-    monkeypatch.setenv("VLLM_TEST_CACHE", str(cache))
+    monkeypatch.setenv("_VLLM_TEST_CACHE", str(cache))
     warm = Fetcher().fetch(url)
     script = (
         'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$2" -c "$3" "$4" "$1"'

@@ -70,10 +70,11 @@ def test_module_function_uses_the_layout(origin: Origin, name: str) -> None:
     assert path.read_bytes() == body(name)
 
 
+@pytest.mark.parametrize("variable", ["_VLLM_TEST_CACHE", "VLLM_TEST_CACHE"])  # current, legacy
 def test_cache_dir_follows_the_environment(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, origin: Origin, name: str
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, origin: Origin, name: str, variable: str
 ) -> None:
-    monkeypatch.setenv("VLLM_TEST_CACHE", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv(variable, str(tmp_path / "elsewhere"))
     path = fetch(origin.url(f"/ok/{name}"))
     assert path.parent == tmp_path / "elsewhere" / "downloads"
 

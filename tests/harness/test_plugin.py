@@ -82,7 +82,7 @@ def test_workers_report_one_aggregated_line_and_json(tmp_path: Path, origin: Ser
         cwd=project,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    reason = "VLLM_MEDIA_CACHE is off" if media_cache_available() else "not installed"
+    reason = "CACHEROOT_MEDIA_CACHE is off" if media_cache_available() else "not installed"
     assert reason in out.stdout  # skipped, with the reason
     lines = report_lines(out.stdout)
     assert len(lines) == 1, out.stdout

@@ -16,7 +16,7 @@ from cacheroot.envs import (
     VLLM_MEDIA_CACHE_MAX_SIZE_MB,
     VLLM_MEDIA_CACHE_TTL_HOURS,
 )
-from cacheroot.envs import VLLM_MEDIA_CACHE as MEDIA_CACHE_ROW
+from cacheroot.envs import CACHEROOT_MEDIA_CACHE as MEDIA_CACHE_ROW
 from cacheroot.mediacache import (
     MediaCache,
     ResponseTooLarge,

@@ -101,8 +101,8 @@ def test_ls_and_du(origin: Origin, fetcher: Fetcher) -> None:
     assert usage["namespaces"]["other"] >= 3000
     by_var = {c["variable"]: c for c in usage["caches"]}
     assert by_var["HF_HOME"]["size"] == 5000
-    assert by_var["VLLM_TEST_CACHE"]["path"] == cache_dir()
-    assert by_var["VLLM_TEST_CACHE"]["size"] >= 4000
+    assert by_var["_VLLM_TEST_CACHE"]["path"] == cache_dir()
+    assert by_var["_VLLM_TEST_CACHE"]["size"] >= 4000
 
 
 def test_verify_finds_a_single_flipped_byte(origin: Origin, fetcher: Fetcher) -> None:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 #: The plugin's module, loaded here when no entry point did (see ``pytest_addoption``).
 PLUGIN = "cacheroot.fetch._plugin"
 #: Opt-in layout rows the scenarios turn on.
-OPT_IN = "VLLM_MEDIA_CACHE"
+OPT_IN = "CACHEROOT_MEDIA_CACHE"
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:

@@ -47,7 +47,7 @@ def layout(root: str) -> dict[str, str]:
     drop = {CACHEROOT, CACHEROOT_DISABLE, CACHEROOT_OPT_IN, *(v.name for v in TABLE)}
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env[CACHEROOT] = root
-    env[CACHEROOT_OPT_IN] = "VLLM_MEDIA_CACHE"
+    env[CACHEROOT_OPT_IN] = "CACHEROOT_MEDIA_CACHE"
     env.update(resolve(env).applied())
     return env
 

@@ -59,8 +59,19 @@ HF_HOME = "HF_HOME"
 HF_HUB_CACHE = "HF_HUB_CACHE"
 MODELSCOPE_CACHE = "MODELSCOPE_CACHE"
 VLLM_CACHE_ROOT = "VLLM_CACHE_ROOT"
-VLLM_TEST_CACHE = "VLLM_TEST_CACHE"
+#: The test cache under upstream vLLM's own name: its test helper reads ``_VLLM_TEST_CACHE``,
+#: with a leading underscore because vLLM warns about (or, with ``fail_on_environ_validation``,
+#: refuses) every ``VLLM_*`` name that ``vllm.envs`` does not define.
+VLLM_TEST_CACHE = "_VLLM_TEST_CACHE"
+#: cacheroot's earlier name of the test cache: honoured when a user set it, never derived.
+VLLM_TEST_CACHE_LEGACY = "VLLM_TEST_CACHE"
+#: Upstream's switch for cache-only test runs (as ``CACHEROOT_OFFLINE`` for cacheroot.fetch).
+VLLM_TEST_CACHE_ONLY = "_VLLM_TEST_CACHE_ONLY"
+#: vLLM's own media cache (``vllm/multimodal/media/connector.py``): opt-in, vLLM's to manage.
 VLLM_MEDIA_CACHE = "VLLM_MEDIA_CACHE"
+#: cacheroot.mediacache's directory: opt-in, and never the same directory as vLLM's, whose
+#: eviction deletes every file there that does not start with a dot.
+CACHEROOT_MEDIA_CACHE = "CACHEROOT_MEDIA_CACHE"
 
 #: The tags a variable may belong to. ``all`` means every tag, and no tag at all.
 TAGS = ("cuda", "rocm")
@@ -78,9 +89,28 @@ class Variable:
     ``parent`` is empty, to the root. Deriving from the parent's *value* means that a parent the
     user set explicitly carries its children along (``VLLM_CACHE_ROOT=/x`` puts the assets
     cache in ``/x/assets``), which upstream's own defaults do not do.
+
+    ``upstream`` names where the variable is read, each as ``"dist==version path"`` (the file
+    inside that distribution's wheel, which the ``upstream`` nox session downloads and greps) or
+    ``"doc: ..."`` for a reader that ships in no wheel (a closed driver, a C++ library).
+    ``blank`` is empty when a blank value means "unset" to the library (cacheroot derives one
+    then); otherwise it says what the library does with a blank value, which is then the user's
+    explicit choice and kept. ``legacy`` lists earlier names of the row that are honoured when
+    the user set them, and never derived.
     """
 
-    __slots__ = ("mode", "name", "parent", "path", "purpose", "replaces", "tags", "upstream")
+    __slots__ = (
+        "blank",
+        "legacy",
+        "mode",
+        "name",
+        "parent",
+        "path",
+        "purpose",
+        "replaces",
+        "tags",
+        "upstream",
+    )
 
     def __init__(
         self,
@@ -89,10 +119,12 @@ class Variable:
         *,
         purpose: str,
         replaces: str,
-        upstream: str,
+        upstream: tuple[str, ...],
         parent: str = "",
         tags: tuple[str, ...] = TAGS,
         mode: str = DEFAULT,
+        blank: str = "",
+        legacy: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.path = path
@@ -102,6 +134,8 @@ class Variable:
         self.purpose = purpose
         self.replaces = replaces
         self.upstream = upstream
+        self.blank = blank
+        self.legacy = legacy
 
     def __repr__(self) -> str:
         return f"Variable({self.name!r}, {self.path!r})"
@@ -114,14 +148,14 @@ TABLE: tuple[Variable, ...] = (
         "",
         purpose="Base of every XDG-respecting cache (torch extensions, outlines, pip, ...).",
         replaces="~/.cache",
-        upstream="XDG Base Directory spec; platformdirs `_xdg.py`",
+        upstream=("XDG Base Directory spec; platformdirs `_xdg.py`",),
     ),
     Variable(
         HF_HOME,
         "huggingface",
         purpose="Hugging Face hub, xet, assets and token (hub cache is HF_HOME/hub).",
         replaces="$XDG_CACHE_HOME/huggingface",
-        upstream="huggingface_hub `src/huggingface_hub/constants.py`",
+        upstream=("huggingface_hub `src/huggingface_hub/constants.py`",),
     ),
     Variable(
         HF_HUB_CACHE,
@@ -130,16 +164,7 @@ TABLE: tuple[Variable, ...] = (
         mode=NEVER,
         purpose="Not set: huggingface_hub derives it from HF_HOME, so a user's HF_HOME carries it.",
         replaces="$HF_HOME/hub",
-        upstream="huggingface_hub `src/huggingface_hub/constants.py`",
-    ),
-    Variable(
-        "TRANSFORMERS_CACHE",
-        "hub",
-        parent=HF_HOME,
-        mode=NEVER,
-        purpose="Not set: deprecated by transformers (warns when set); HF_HOME covers it.",
-        replaces="$HF_HOME/hub",
-        upstream="transformers `src/transformers/utils/hub.py`",
+        upstream=("huggingface_hub `src/huggingface_hub/constants.py`",),
     ),
     Variable(
         MODELSCOPE_CACHE,
@@ -147,8 +172,8 @@ TABLE: tuple[Variable, ...] = (
         purpose="ModelScope cache; one directory for modelscope's and modelscope_hub's resolvers.",
         replaces="~/.cache/modelscope (ignores XDG_CACHE_HOME)",
         upstream=(
-            "modelscope `modelscope/utils/file_utils.py`; "
-            "modelscope_hub `modelscope_hub/utils/file_utils.py`"
+            "modelscope `modelscope/utils/file_utils.py`",
+            "modelscope_hub `modelscope_hub/utils/file_utils.py`",
         ),
     ),
     Variable(
@@ -156,7 +181,7 @@ TABLE: tuple[Variable, ...] = (
         "vllm",
         purpose="vLLM's own cache (torch.compile cache, p2p access cache, ...).",
         replaces="$XDG_CACHE_HOME/vllm",
-        upstream="vllm `vllm/envs.py`",
+        upstream=("vllm `vllm/envs.py`",),
     ),
     Variable(
         "VLLM_CONFIG_ROOT",
@@ -164,7 +189,7 @@ TABLE: tuple[Variable, ...] = (
         mode=NEVER,
         purpose="Not set: configuration, not cache; sharing it through a CI volume leaks settings.",
         replaces="$XDG_CONFIG_HOME/vllm",
-        upstream="vllm `vllm/envs.py`",
+        upstream=("vllm `vllm/envs.py`",),
     ),
     Variable(
         "VLLM_ASSETS_CACHE",
@@ -172,7 +197,7 @@ TABLE: tuple[Variable, ...] = (
         parent=VLLM_CACHE_ROOT,
         purpose="vLLM's downloaded example and test assets (images, audio, video).",
         replaces="$XDG_CACHE_HOME/vllm/assets (ignores VLLM_CACHE_ROOT)",
-        upstream="vllm `vllm/envs.py`",
+        upstream=("vllm `vllm/envs.py`",),
     ),
     Variable(
         "VLLM_XLA_CACHE_PATH",
@@ -180,59 +205,75 @@ TABLE: tuple[Variable, ...] = (
         parent=VLLM_CACHE_ROOT,
         purpose="XLA persistent compilation cache of vLLM's TPU backend.",
         replaces="$XDG_CACHE_HOME/vllm/xla_cache (ignores VLLM_CACHE_ROOT)",
-        upstream="vllm `vllm/envs.py`",
+        upstream=("vllm `vllm/envs.py`",),
     ),
     Variable(
         VLLM_TEST_CACHE,
         "test_cache",
         parent=VLLM_CACHE_ROOT,
-        purpose="Test data fetched by cacheroot.fetch (datasets, tokenizer files, GeoTIFFs, ...).",
-        replaces="/tmp and ad-hoc paths in test code",
-        upstream="cacheroot.fetch (vLLM CI PR #36951 proposed the name; not on vLLM main)",
+        legacy=(VLLM_TEST_CACHE_LEGACY,),
+        purpose=(
+            "Test data fetched by cacheroot.fetch and by vLLM's own test helper (datasets, "
+            "tokenizer files, GeoTIFFs, ...)."
+        ),
+        replaces="$TMPDIR/vllm-test-cache (upstream's helper); /tmp and ad-hoc paths",
+        upstream=("doc: vLLM's tests (test-cache helper); cacheroot.fetch",),
     ),
     Variable(
         VLLM_MEDIA_CACHE,
         "media_cache",
         parent=VLLM_CACHE_ROOT,
         mode=OPT_IN,
-        purpose="URL cache of media fetches; opt-in only: unset means no change in behaviour.",
+        purpose="vLLM's own media URL cache (opt-in; vLLM evicts every file in it).",
         replaces="unset (media is downloaded on every request)",
-        upstream="vllm `vllm/envs.py`",
+        upstream=("vllm==0.33.0 vllm/envs.py",),
+    ),
+    Variable(
+        CACHEROOT_MEDIA_CACHE,
+        "mediacache",
+        mode=OPT_IN,
+        purpose=(
+            "cacheroot.mediacache's URL cache (HTTP rules, single-flight, size bound); never "
+            "vLLM's directory."
+        ),
+        replaces="unset (media is downloaded on every request)",
+        upstream=("doc: cacheroot.mediacache",),
     ),
     Variable(
         "TIKTOKEN_CACHE_DIR",
         "tiktoken",
         purpose="tiktoken's encoding files (keyed by sha1 of the URL).",
         replaces="$TMPDIR/data-gym-cache",
-        upstream="tiktoken `tiktoken/load.py`",
+        upstream=("tiktoken `tiktoken/load.py`",),
+        blank="blank disables tiktoken's cache (every load downloads): kept",
     ),
     Variable(
         "TIKTOKEN_RS_CACHE_DIR",
         "tiktoken-rs",
         purpose="openai-harmony's vocabulary files (tiktoken-rs).",
         replaces="$TMPDIR/tiktoken-rs-cache",
-        upstream="openai-harmony `src/tiktoken_ext/public_encodings.rs`",
+        upstream=("openai-harmony `src/tiktoken_ext/public_encodings.rs`",),
     ),
     Variable(
         "TORCH_HOME",
         "torch",
         purpose="torch.hub checkpoints and repositories.",
         replaces="$XDG_CACHE_HOME/torch",
-        upstream="pytorch `torch/hub.py`",
+        upstream=("pytorch `torch/hub.py`",),
     ),
     Variable(
         "TORCHINDUCTOR_CACHE_DIR",
         "torchinductor",
         purpose="Inductor's compiled kernels and FX graph cache.",
         replaces="/tmp/torchinductor_$USER",
-        upstream="pytorch `torch/_inductor/runtime/cache_dir_utils.py`",
+        upstream=("pytorch `torch/_inductor/runtime/cache_dir_utils.py`",),
     ),
     Variable(
         "TRITON_CACHE_DIR",
         "triton",
         purpose="Triton's compiled kernels.",
         replaces="~/.triton/cache",
-        upstream="triton `python/triton/knobs.py`",
+        upstream=("triton `python/triton/knobs.py`",),
     ),
     Variable(
         "CUDA_CACHE_PATH",
@@ -240,7 +281,7 @@ TABLE: tuple[Variable, ...] = (
         tags=("cuda",),
         purpose="The NVIDIA driver's PTX JIT cache.",
         replaces="~/.nv/ComputeCache",
-        upstream="CUDA C Programming Guide, 'CUDA Environment Variables'",
+        upstream=("CUDA C Programming Guide, 'CUDA Environment Variables'",),
     ),
     Variable(
         "MIOPEN_USER_DB_PATH",
@@ -248,7 +289,7 @@ TABLE: tuple[Variable, ...] = (
         tags=("rocm",),
         purpose="MIOpen's user performance database (tuning results).",
         replaces="~/.config/miopen",
-        upstream="ROCm MIOpen `src/db_path.cpp.in`",
+        upstream=("ROCm MIOpen `src/db_path.cpp.in`",),
     ),
     Variable(
         "MIOPEN_CUSTOM_CACHE_DIR",
@@ -256,21 +297,21 @@ TABLE: tuple[Variable, ...] = (
         tags=("rocm",),
         purpose="MIOpen's compiled kernel cache.",
         replaces="~/.cache/miopen/<version>",
-        upstream="ROCm MIOpen `src/binary_cache.cpp`",
+        upstream=("ROCm MIOpen `src/binary_cache.cpp`",),
     ),
     Variable(
         "CUPY_CACHE_DIR",
         "cupy/kernel_cache",
         purpose="CuPy's compiled kernels (CUDA and ROCm builds).",
         replaces="~/.cupy/kernel_cache (ignores XDG_CACHE_HOME)",
-        upstream="cupy `cupy/cuda/compiler.py`",
+        upstream=("cupy `cupy/cuda/compiler.py`",),
     ),
     Variable(
         "NUMBA_CACHE_DIR",
         "numba",
         purpose="Numba's cached functions (default: beside the source, often read-only).",
         replaces="__pycache__ next to each source file",
-        upstream="numba `numba/core/config.py`",
+        upstream=("numba `numba/core/config.py`",),
     ),
     Variable(
         "DG_JIT_CACHE_DIR",
@@ -278,7 +319,7 @@ TABLE: tuple[Variable, ...] = (
         tags=("cuda",),
         purpose="DeepGEMM's JIT-compiled kernels.",
         replaces="$HOME/.deep_gemm",
-        upstream="DeepGEMM `csrc/jit/compiler.hpp`",
+        upstream=("DeepGEMM `csrc/jit/compiler.hpp`",),
     ),
     Variable(
         "FLASHINFER_WORKSPACE_BASE",
@@ -286,7 +327,7 @@ TABLE: tuple[Variable, ...] = (
         tags=("cuda",),
         purpose="FlashInfer's JIT cache and cubins ($FLASHINFER_WORKSPACE_BASE/.cache/flashinfer).",
         replaces="$HOME (cache in ~/.cache/flashinfer, ignores XDG_CACHE_HOME)",
-        upstream="flashinfer `flashinfer/jit/env.py`",
+        upstream=("flashinfer `flashinfer/jit/env.py`",),
     ),
 )
 
@@ -300,6 +341,8 @@ EXPLICIT = "explicit"
 DERIVED = "derived"
 #: Derived from the fallback root (``XDG_CACHE_HOME`` or ``~/.cache``).
 DEFAULT_SOURCE = "default"
+#: The user set it under a legacy name of the row: :func:`apply` copies it to the current name.
+LEGACY = "legacy"
 #: An opt-in variable that was not asked for: left unset.
 OPT_IN_OFF = "opt-in (off)"
 #: Unusable: nothing is derived from it, and the doctor says why.
@@ -340,7 +383,7 @@ class Setting:
     @property
     def applies(self) -> bool:
         """Whether :func:`apply` writes this value into the environment."""
-        return self.source in (DERIVED, DEFAULT_SOURCE)
+        return self.source in (DERIVED, DEFAULT_SOURCE, LEGACY)
 
 
 class Layout:
@@ -504,6 +547,32 @@ def _explicit(var: Variable, raw: str, environ: "Mapping[str, str]") -> Setting 
     return Setting(var.name, raw, INVALID, f"{var.name}={raw!r} {problem}")
 
 
+def _inside(path: str, other: str) -> bool:
+    return path == other or path.startswith(other.rstrip("/") + "/")
+
+
+def _apart(settings: dict[str, Setting], problems: list[str]) -> None:
+    """cacheroot's media cache may not share (or nest in) vLLM's, nor the reverse.
+
+    vLLM's eviction deletes every file of its directory whose name does not start with a dot,
+    so a shared directory starves cacheroot's cache (and vLLM trips over its sub-directories).
+    """
+    ours = settings.get(CACHEROOT_MEDIA_CACHE)
+    theirs = settings.get(VLLM_MEDIA_CACHE)
+    if ours is None or theirs is None or not ours.value or not theirs.value:
+        return
+    if ours.source == INVALID or theirs.source == INVALID:
+        return
+    if _inside(ours.value, theirs.value) or _inside(theirs.value, ours.value):
+        reason = (
+            f"{CACHEROOT_MEDIA_CACHE}={ours.value!r} and {VLLM_MEDIA_CACHE}={theirs.value!r} "
+            "share a directory, and vLLM's eviction deletes every file in its own: point them at "
+            "two separate directories, or turn one of the caches off"
+        )
+        settings[CACHEROOT_MEDIA_CACHE] = Setting(CACHEROOT_MEDIA_CACHE, ours.value, INVALID, reason)
+        problems.append(reason)
+
+
 def resolve(environ: "Mapping[str, str]", tag: str | None = None) -> Layout:
     """Resolve the layout for ``environ`` without changing it.
 
@@ -524,9 +593,25 @@ def resolve(environ: "Mapping[str, str]", tag: str | None = None) -> Layout:
         if var.mode not in (DEFAULT, OPT_IN) or (var.tags != TAGS and the_tag not in var.tags):
             continue
         raw = _get(environ, inherited, var.name)
+        if raw is not None and var.blank and _blank(raw):
+            settings[var.name] = Setting(var.name, raw, EXPLICIT, var.blank)
+            continue
+        legacy = ""
+        if raw is None:
+            for old in var.legacy:
+                raw = _get(environ, inherited, old)
+                if raw is not None and not _blank(raw):
+                    legacy = old
+                    break
         if raw is not None and not _blank(raw):
             given = _explicit(var, raw, environ)
             if given is not None:
+                if legacy and given.source == EXPLICIT:
+                    given.source = LEGACY
+                    given.reason = (
+                        f"set under the legacy name {legacy}: rename it to {var.name} "
+                        "(vLLM warns about VLLM_* names it does not define)"
+                    )
                 settings[var.name] = given
                 if given.source == INVALID:
                     problems.append(f"{given.reason}; set it to an absolute path")
@@ -539,7 +624,7 @@ def resolve(environ: "Mapping[str, str]", tag: str | None = None) -> Layout:
         parent = settings.get(var.parent) if var.parent else None
         if parent is not None and parent.value and parent.source != INVALID:
             base = parent.value
-            source = DERIVED if parent.source == EXPLICIT else parent.source
+            source = DERIVED if parent.source in (EXPLICIT, LEGACY) else parent.source
         elif var.parent:
             reason = f"its parent {var.parent} is unusable"
             settings[var.name] = Setting(var.name, None, INVALID, reason)
@@ -557,6 +642,7 @@ def resolve(environ: "Mapping[str, str]", tag: str | None = None) -> Layout:
             problems.append(f"{var.name} would be {value!r}, which {problem}")
             continue
         settings[var.name] = Setting(var.name, _norm(value), source)
+    _apart(settings, problems)
     return Layout(
         root=root,
         root_source=root_source,

@@ -135,6 +135,19 @@ def _location(var: Variable) -> str:
     return f"`${var.parent}/{var.path}`"
 
 
+def _readers(var: Variable) -> str:
+    """``dist==version path`` as "dist version `path`"; ``doc: ...`` as its text."""
+    shown = []
+    for reader in var.upstream:
+        if reader.startswith("doc:"):
+            shown.append(reader[4:].strip())
+            continue
+        dist, _, path = reader.partition(" ")
+        name, _, version = dist.partition("==")
+        shown.append(f"{name} {version} `{path}`" if version else f"{name} {path}")
+    return "; ".join(shown)
+
+
 def table_markdown() -> str:
     """The README's variable table, generated from :data:`_cacheroot_layout.TABLE`."""
     lines = [
@@ -144,6 +157,6 @@ def table_markdown() -> str:
     for v in TABLE:
         where = {"default": _location(v), "opt-in": f"{_location(v)} (opt-in)"}.get(v.mode, "never")
         tags = "all" if v.tags == TAGS else ", ".join(v.tags)
-        cells = (f"`{v.name}`", where, tags, v.purpose, v.replaces, v.upstream)
+        cells = (f"`{v.name}`", where, tags, v.purpose, v.replaces, _readers(v))
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -43,10 +43,10 @@ import pytest
 from cacheroot.envs import (
     BUILDKITE_PARALLEL_JOB,
     BUILDKITE_PARALLEL_JOB_COUNT,
+    CACHEROOT_MEDIA_CACHE,
     CACHEROOT_OFFLINE,
     CACHEROOT_OPT_IN,
     HF_HUB_OFFLINE,
-    VLLM_MEDIA_CACHE,
     truthy,
 )
 
@@ -594,13 +594,15 @@ def build_once(pytestconfig: pytest.Config) -> BuildOnce:
 
 @pytest.fixture
 def media_cache() -> Generator[Any, None, None]:
-    """The layout's media cache (``VLLM_MEDIA_CACHE``); skips where it is off or not installed."""
+    """The layout's media cache (``CACHEROOT_MEDIA_CACHE``); skips where it is off or missing."""
     cls = _optional("cacheroot.mediacache", "MediaCache")
     if cls is None:
         pytest.skip("cacheroot-mediacache is not installed (or has no MediaCache)")
     cache = cls.from_env()
     if cache is None:
-        pytest.skip(f"{VLLM_MEDIA_CACHE} is off: opt in with {CACHEROOT_OPT_IN}={VLLM_MEDIA_CACHE}")
+        pytest.skip(
+            f"{CACHEROOT_MEDIA_CACHE} is off: opt in with {CACHEROOT_OPT_IN}={CACHEROOT_MEDIA_CACHE}"
+        )
     yield cache
     close = getattr(cache, "close", None)
     if callable(close):

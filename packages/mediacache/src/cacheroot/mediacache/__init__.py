@@ -1,6 +1,6 @@
 """An opt-in URL cache for media fetches (images, audio, video).
 
-``MediaCache.from_env()`` is ``None`` unless ``VLLM_MEDIA_CACHE`` is set (or opted into through
+``MediaCache.from_env()`` is ``None`` unless ``CACHEROOT_MEDIA_CACHE`` is set (or opted into through
 ``CACHEROOT_OPT_IN``); ``cached_or(get_bytes)`` wraps a connector's download so that it is
 unchanged when the cache is off. Keys are the sha256 of the normalised URL; storing follows the
 HTTP rules a shared cache must keep; the directory stays within ``VLLM_MEDIA_CACHE_MAX_SIZE_MB``

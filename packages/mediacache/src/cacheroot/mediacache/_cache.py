@@ -26,7 +26,7 @@ import requests
 
 from cacheroot.envs import (
     INVALID,
-    VLLM_MEDIA_CACHE,
+    CACHEROOT_MEDIA_CACHE,
     VLLM_MEDIA_CACHE_MAX_SIZE_MB,
     VLLM_MEDIA_CACHE_TTL_HOURS,
     resolve,
@@ -154,19 +154,20 @@ class MediaCache:
     def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> MediaCache | None:
         """The cache the environment asks for, or ``None`` when it is off (the default).
 
-        On when ``VLLM_MEDIA_CACHE`` names a directory, or when ``CACHEROOT_OPT_IN`` names it
-        and the layout derives it. The bound and the TTL come from
+        On when ``CACHEROOT_MEDIA_CACHE`` names a directory, or when ``CACHEROOT_OPT_IN`` names
+        it and the layout derives it. vLLM's own cache (``VLLM_MEDIA_CACHE``) is another
+        directory: the layout refuses one inside the other. The bound and the TTL come from
         ``VLLM_MEDIA_CACHE_MAX_SIZE_MB`` (5120) and ``VLLM_MEDIA_CACHE_TTL_HOURS`` (24);
         ``kwargs`` go to the constructor and win over both.
         """
         env = os.environ if environ is None else environ
-        setting = resolve(env).settings.get(VLLM_MEDIA_CACHE)
+        setting = resolve(env).settings.get(CACHEROOT_MEDIA_CACHE)
         if setting is None or not setting.value or not setting.value.strip():
             return None
         if setting.source == INVALID:
             # Asked for, but unusable: saying so beats silently running without the cache.
             raise ValueError(
-                f"{setting.reason}; set {VLLM_MEDIA_CACHE} to an absolute directory, or unset it "
+                f"{setting.reason}; set {CACHEROOT_MEDIA_CACHE} to an absolute directory, or unset it "
                 "to run without the media cache"
             )
         mb = _env_number(env, VLLM_MEDIA_CACHE_MAX_SIZE_MB, DEFAULT_MAX_SIZE_MB)
