@@ -15,6 +15,8 @@ from cacheroot.envs import (
     CACHEROOT_TAG,
     HF_HUB_OFFLINE,
     TABLE,
+    VLLM_TEST_CACHE_LEGACY,
+    VLLM_TEST_CACHE_ONLY,
 )
 
 if TYPE_CHECKING:
@@ -29,6 +31,8 @@ ISOLATED = (
     CACHEROOT_OPT_IN,
     CACHEROOT_TAG,
     HF_HUB_OFFLINE,
+    VLLM_TEST_CACHE_LEGACY,
+    VLLM_TEST_CACHE_ONLY,
     *(v.name for v in TABLE),
 )
 

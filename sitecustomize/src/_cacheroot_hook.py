@@ -25,14 +25,87 @@ def pythonpath() -> str:
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """``cacheroot hook``: say whether the hook is installed and where its files are."""
-    p = sub.add_parser("hook", help="where the start-up hook is installed")
+    """``cacheroot hook [pin ROOT | unpin]``: where the hook is; the environment's pinned root."""
+    p = sub.add_parser("hook", help="where the start-up hook is installed; pin a root")
     p.add_argument(
         "--pythonpath",
         action="store_true",
         help="print only the folder to put on PYTHONPATH (chains to the sitecustomize it shadows)",
     )
     p.set_defaults(func=_run_hook)
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    pin = actions.add_parser(
+        "pin",
+        help="record ROOT for processes of this environment that start without CACHEROOT",
+        description=(
+            "Record ROOT in this environment's prefix (sys.prefix/etc/cacheroot/pin). The hook "
+            "uses it in every process that has no CACHEROOT, such as a child started with a "
+            "scrubbed environment (subprocess.run(..., env={...})). CACHEROOT, when set, wins."
+        ),
+    )
+    pin.add_argument("root", metavar="ROOT", help="absolute path of the cache root (~ expands)")
+    pin.add_argument(
+        "--tag", choices=("cuda", "rocm"), default=None, help="vendor tag used with the pin"
+    )
+    pin.set_defaults(func=_run_pin)
+    unpin = actions.add_parser("unpin", help="remove this environment's pinned root")
+    unpin.set_defaults(func=_run_unpin)
+
+
+def _run_pin(args: "argparse.Namespace") -> int:
+    import os  # noqa: PLC0415 - off the start-up path
+    import sys  # noqa: PLC0415
+
+    from _cacheroot_layout import CACHEROOT, CACHEROOT_TAG, path_problem, pin_path  # noqa: PLC0415
+
+    root = os.path.expanduser(args.root.strip())
+    problem = path_problem(root)
+    if problem:
+        sys.stderr.write(
+            f"cacheroot hook pin: {args.root!r} {problem}: expected an absolute path such as "
+            "/cacheroot; nothing was recorded\n"
+        )
+        return 2
+    path = pin_path()
+    lines = [f"{CACHEROOT}={os.path.normpath(root)}"]
+    if args.tag:
+        lines.append(f"{CACHEROOT_TAG}={args.tag}")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        sys.stderr.write(
+            f"cacheroot hook pin: cannot write {path}: {exc.strerror or exc}; run it as the "
+            "owner of this environment\n"
+        )
+        return 1
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    print(f"pinned {', '.join(lines)} in {path}")  # noqa: T201 - command output
+    return 0
+
+
+def _run_unpin(args: "argparse.Namespace") -> int:  # noqa: ARG001 - the argparse signature
+    import os  # noqa: PLC0415 - off the start-up path
+    import sys  # noqa: PLC0415
+
+    from _cacheroot_layout import pin_path  # noqa: PLC0415
+
+    path = pin_path()
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        print(f"no pinned root in {path}")  # noqa: T201 - command output
+        return 0
+    except OSError as exc:
+        sys.stderr.write(f"cacheroot hook unpin: cannot remove {path}: {exc.strerror or exc}\n")
+        return 1
+    print(f"removed the pinned root ({path})")  # noqa: T201 - command output
+    return 0
 
 
 def _run_hook(args: "argparse.Namespace") -> int:
@@ -42,9 +115,14 @@ def _run_hook(args: "argparse.Namespace") -> int:
     if args.pythonpath:
         print(pythonpath())  # noqa: T201 - command output
         return 0
+    from _cacheroot_layout import pin_path, read_pin  # noqa: PLC0415
+
     pth = os.path.join(sysconfig.get_paths()["purelib"], "cacheroot.pth")
     print(f"module:     {os.path.abspath(__file__)}")  # noqa: T201
     state = "present" if os.path.exists(pth) else "absent (hook not active in this environment)"
     print(f"pth file:   {pth} ({state})")  # noqa: T201
     print(f"PYTHONPATH: {pythonpath()}")  # noqa: T201
+    pin = read_pin()
+    shown = ", ".join(f"{k}={v}" for k, v in pin.items()) if pin else "none"
+    print(f"pin:        {shown} ({pin_path()})")  # noqa: T201
     return 0

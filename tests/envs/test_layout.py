@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from _cacheroot_layout import BY_NAME, DEFAULT, NEVER, OPT_IN
@@ -264,3 +265,94 @@ def test_explicit_values_expand_home_from_the_mapping(raw: str, value: str) -> N
 def test_cacheroot_tilde_uses_the_mappings_home() -> None:
     assert resolve({"HOME": "/elsewhere", CACHEROOT: "~/c"}).root == "/elsewhere/c"
     assert resolve({"HOME": "/elsewhere"}).root == "/elsewhere/.cache"
+
+
+# -- names vLLM accepts, legacy names, blanks with a meaning, media caches apart, the pin -----
+def test_the_test_cache_has_upstreams_name_and_no_vllm_name_is_invented() -> None:
+    layout = resolve({**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: "all"}, tag="cuda")
+    applied = layout.applied()
+    assert applied["_VLLM_TEST_CACHE"] == "/r/vllm/test_cache"
+    assert "VLLM_TEST_CACHE" not in applied
+    # Every VLLM_* name the layout sets is one vLLM 0.33's vllm/envs.py defines (the upstream
+    # nox session checks the same against the real file).
+    assert sorted(n for n in applied if n.startswith("VLLM_")) == [
+        "VLLM_ASSETS_CACHE",
+        "VLLM_CACHE_ROOT",
+        "VLLM_MEDIA_CACHE",
+        "VLLM_XLA_CACHE_PATH",
+    ]
+
+
+def test_a_legacy_test_cache_name_is_honoured_and_copied_to_the_new_name() -> None:
+    env = {**HOME, CACHEROOT: "/r", "VLLM_TEST_CACHE": "/old/cache"}
+    setting = resolve(env).settings["_VLLM_TEST_CACHE"]
+    assert (setting.value, setting.source) == ("/old/cache", "legacy")
+    assert "rename it to _VLLM_TEST_CACHE" in setting.reason
+    assert apply(dict(env)).applied()["_VLLM_TEST_CACHE"] == "/old/cache"
+    new_wins = resolve({**env, "_VLLM_TEST_CACHE": "/new/cache"}).settings["_VLLM_TEST_CACHE"]
+    assert (new_wins.value, new_wins.source) == ("/new/cache", EXPLICIT)
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_tiktoken_cache_dir_means_no_cache_and_is_kept(blank: str) -> None:
+    env = {**HOME, CACHEROOT: "/r", "TIKTOKEN_CACHE_DIR": blank}
+    layout = resolve(env)
+    setting = layout.settings["TIKTOKEN_CACHE_DIR"]
+    assert (setting.value, setting.source) == (blank, EXPLICIT)
+    assert "TIKTOKEN_CACHE_DIR" not in layout.applied()
+    environ = dict(env)
+    apply(environ)
+    assert environ["TIKTOKEN_CACHE_DIR"] == blank
+    # where a blank means "unset" to the library, it is still derived
+    assert resolve({**HOME, CACHEROOT: "/r", "HF_HOME": ""}).applied()["HF_HOME"] == (
+        "/r/huggingface"
+    )
+
+
+def test_both_media_caches_are_opt_in_and_apart() -> None:
+    on = resolve({**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: "all"}).applied()
+    assert on["CACHEROOT_MEDIA_CACHE"] == "/r/mediacache"
+    assert on["VLLM_MEDIA_CACHE"] == "/r/vllm/media_cache"
+    off = resolve({**HOME, CACHEROOT: "/r"}).applied()
+    assert "CACHEROOT_MEDIA_CACHE" not in off
+    assert "VLLM_MEDIA_CACHE" not in off
+
+
+@pytest.mark.parametrize(
+    ("ours", "vllms"),
+    [("/m", "/m"), ("/m/ours", "/m"), ("/m", "/m/vllm"), ("/m/", "/m")],
+)
+def test_media_caches_sharing_a_directory_are_refused(ours: str, vllms: str) -> None:
+    env = {**HOME, CACHEROOT: "/r", "CACHEROOT_MEDIA_CACHE": ours, "VLLM_MEDIA_CACHE": vllms}
+    layout = resolve(env)
+    setting = layout.settings["CACHEROOT_MEDIA_CACHE"]
+    assert setting.source == INVALID
+    assert "two separate directories" in setting.reason
+    assert not layout.valid
+    apart = resolve({**env, "VLLM_MEDIA_CACHE": "/m2"})
+    assert apart.valid
+    assert apart.settings["CACHEROOT_MEDIA_CACHE"].source == EXPLICIT
+
+
+def test_a_pinned_root_stands_in_for_an_unset_cacheroot() -> None:
+    pin = {CACHEROOT: "/pinned", CACHEROOT_TAG: "rocm"}
+    layout = resolve({}, pin=pin)
+    assert (layout.root, layout.root_source, layout.tag) == ("/pinned", "pinned root", "rocm")
+    assert layout.applied()["HF_HOME"] == "/pinned/huggingface"
+    assert layout.applied()["MIOPEN_USER_DB_PATH"] == "/pinned/miopen/db"
+    assert layout.settings["HF_HOME"].source == DERIVED
+    # CACHEROOT (and CACHEROOT_TAG) win over the pin
+    set_root = resolve({CACHEROOT: "/set", CACHEROOT_TAG: "cuda"}, pin=pin)
+    assert (set_root.root, set_root.tag) == ("/set", "cuda")
+    bad = resolve({}, pin={CACHEROOT: "relative"})
+    assert bad.root is None
+    assert "the pinned CACHEROOT='relative' is not an absolute path" in bad.problems[0]
+
+
+def test_read_pin_takes_only_the_roots_names(tmp_path: Path) -> None:
+    from cacheroot.envs import read_pin
+
+    pin = tmp_path / "pin"
+    assert read_pin(str(pin)) == {}
+    pin.write_text("CACHEROOT=/v\nCACHEROOT_TAG = cuda\nHF_HOME=/x\ngarbage\n")
+    assert read_pin(str(pin)) == {CACHEROOT: "/v", CACHEROOT_TAG: "cuda"}

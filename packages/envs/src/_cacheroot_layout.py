@@ -12,6 +12,7 @@ a directory exists or is writable is the doctor's business, not the hook's.
 """
 
 import os
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing only; never imported at run time
@@ -31,6 +32,12 @@ CACHEROOT_OFFLINE = "CACHEROOT_OFFLINE"
 #: (``CACHEROOT=/b python ...`` from a hooked parent) re-derives what it inherited instead of
 #: taking its parent's derived values for explicit ones. Written by :func:`apply`; never exported.
 CACHEROOT_APPLIED = "CACHEROOT_APPLIED"
+#: Where ``cacheroot hook pin`` records a root, under the environment's ``sys.prefix``. The hook
+#: reads it only when a process has no ``CACHEROOT`` (a child started with a scrubbed
+#: environment, ``subprocess.run(..., env={...})``), so it costs nothing where the root is set.
+PIN_FILE = ("etc", "cacheroot", "pin")
+#: ``root_source`` of a layout whose root came from the pin file.
+PINNED = "pinned root"
 #: Where the root falls back to when ``CACHEROOT`` is unset (the XDG base directory spec).
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 #: Hugging Face's switch for cache-only operation (read by huggingface_hub, set by the harness).
@@ -488,15 +495,45 @@ def _get(environ: "Mapping[str, str]", inherited: dict[str, str], name: str) -> 
     return value
 
 
-def _root(environ: "Mapping[str, str]", inherited: dict[str, str]) -> tuple[str | None, str, str]:
+def pin_path(prefix: str | None = None) -> str:
+    """The pin file of the environment at ``prefix`` (default: this interpreter's)."""
+    return os.path.join(sys.prefix if prefix is None else prefix, *PIN_FILE)
+
+
+def read_pin(path: str | None = None) -> dict[str, str]:
+    """The ``CACHEROOT`` (and ``CACHEROOT_TAG``) a pin file records; ``{}`` when there is none.
+
+    The file holds ``NAME=value`` lines; any other name, and an unreadable file, count as no pin
+    (the hook must never fail; the doctor reports what it found).
+    """
+    try:
+        with open(pin_path() if path is None else path, encoding="utf-8") as f:
+            text = f.read(8192)
+    except (OSError, ValueError):
+        return {}
+    found = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip() in (CACHEROOT, CACHEROOT_TAG):
+            found[name.strip()] = value.strip()
+    return found
+
+
+def _root(
+    environ: "Mapping[str, str]", inherited: dict[str, str], pin: "Mapping[str, str]"
+) -> tuple[str | None, str, str]:
     """The root, which variable it came from, and why it is invalid (or ``""``)."""
     raw = environ.get(CACHEROOT)
+    source = CACHEROOT
+    if (raw is None or _blank(raw)) and pin.get(CACHEROOT):
+        raw, source = pin[CACHEROOT], PINNED
     if raw is not None and not _blank(raw):
         value = _expand(raw.strip(), environ)
         problem = path_problem(value)
         if problem:
-            return None, CACHEROOT, f"{CACHEROOT}={raw!r} {problem}; set it to an absolute path"
-        return _norm(value), CACHEROOT, ""
+            name = CACHEROOT if source == CACHEROOT else f"the pinned {CACHEROOT}"
+            return None, source, f"{name}={raw!r} {problem}; set it to an absolute path"
+        return _norm(value), source, ""
     xdg = _get(environ, inherited, XDG_CACHE_HOME)
     if xdg is not None and not _blank(xdg) and not path_problem(xdg.strip()):
         return _norm(xdg.strip()), XDG_CACHE_HOME, ""
@@ -507,8 +544,12 @@ def _root(environ: "Mapping[str, str]", inherited: dict[str, str]) -> tuple[str 
     return _norm(value), "~/.cache", ""
 
 
-def _tag(environ: "Mapping[str, str]", tag: str | None, problems: list[str]) -> str | None:
+def _tag(
+    environ: "Mapping[str, str]", tag: str | None, problems: list[str], pin: "Mapping[str, str]"
+) -> str | None:
     raw = tag if tag is not None else environ.get(CACHEROOT_TAG)
+    if raw is None or _blank(raw):
+        raw = pin.get(CACHEROOT_TAG)
     if raw is None or _blank(raw):
         return None
     value = raw.strip().lower()
@@ -547,6 +588,32 @@ def _explicit(var: Variable, raw: str, environ: "Mapping[str, str]") -> Setting 
     return Setting(var.name, raw, INVALID, f"{var.name}={raw!r} {problem}")
 
 
+def _given(
+    var: Variable, environ: "Mapping[str, str]", inherited: dict[str, str]
+) -> Setting | None:
+    """The user's own setting of ``var`` (or of a legacy name), or ``None`` to derive it."""
+    raw = _get(environ, inherited, var.name)
+    if raw is not None and var.blank and _blank(raw):
+        return Setting(var.name, raw, EXPLICIT, var.blank)  # the library gives blank a meaning
+    legacy = ""
+    if raw is None:
+        for old in var.legacy:
+            raw = _get(environ, inherited, old)
+            if raw is not None and not _blank(raw):
+                legacy = old
+                break
+    if raw is None or _blank(raw):
+        return None
+    given = _explicit(var, raw, environ)
+    if given is not None and legacy and given.source == EXPLICIT:
+        given.source = LEGACY
+        given.reason = (
+            f"set under the legacy name {legacy}: rename it to {var.name} "
+            "(vLLM warns about VLLM_* names it does not define)"
+        )
+    return given
+
+
 def _inside(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip("/") + "/")
 
@@ -561,7 +628,7 @@ def _apart(settings: dict[str, Setting], problems: list[str]) -> None:
     theirs = settings.get(VLLM_MEDIA_CACHE)
     if ours is None or theirs is None or not ours.value or not theirs.value:
         return
-    if ours.source == INVALID or theirs.source == INVALID:
+    if INVALID in (ours.source, theirs.source):
         return
     if _inside(ours.value, theirs.value) or _inside(theirs.value, ours.value):
         reason = (
@@ -569,53 +636,39 @@ def _apart(settings: dict[str, Setting], problems: list[str]) -> None:
             "share a directory, and vLLM's eviction deletes every file in its own: point them at "
             "two separate directories, or turn one of the caches off"
         )
-        settings[CACHEROOT_MEDIA_CACHE] = Setting(CACHEROOT_MEDIA_CACHE, ours.value, INVALID, reason)
+        settings[CACHEROOT_MEDIA_CACHE] = Setting(ours.name, ours.value, INVALID, reason)
         problems.append(reason)
 
 
-def resolve(environ: "Mapping[str, str]", tag: str | None = None) -> Layout:
+def resolve(
+    environ: "Mapping[str, str]", tag: str | None = None, pin: "Mapping[str, str] | None" = None
+) -> Layout:
     """Resolve the layout for ``environ`` without changing it.
 
     A variable is derived only where it is unset or blank (or holds what a parent process's hook
     derived): an explicit value always wins. ``tag`` (``cuda`` or ``rocm``) overrides
-    ``CACHEROOT_TAG``.
+    ``CACHEROOT_TAG``. ``pin`` (what :func:`read_pin` found) stands in for an unset
+    ``CACHEROOT`` and ``CACHEROOT_TAG``.
     """
+    pin = pin or {}
     problems: list[str] = []
     inherited = _inherited(environ)
-    root, root_source, root_reason = _root(environ, inherited)
+    root, root_source, root_reason = _root(environ, inherited, pin)
     if root_reason:
         problems.append(root_reason)
-    the_tag = _tag(environ, tag, problems)
+    the_tag = _tag(environ, tag, problems, pin)
     opted = _opted_in(environ, problems)
-    base_source = DERIVED if root_source == CACHEROOT else DEFAULT_SOURCE
+    base_source = DERIVED if root_source in (CACHEROOT, PINNED) else DEFAULT_SOURCE
     settings: dict[str, Setting] = {}
     for var in TABLE:
         if var.mode not in (DEFAULT, OPT_IN) or (var.tags != TAGS and the_tag not in var.tags):
             continue
-        raw = _get(environ, inherited, var.name)
-        if raw is not None and var.blank and _blank(raw):
-            settings[var.name] = Setting(var.name, raw, EXPLICIT, var.blank)
+        given = _given(var, environ, inherited)
+        if given is not None:
+            settings[var.name] = given
+            if given.source == INVALID:
+                problems.append(f"{given.reason}; set it to an absolute path")
             continue
-        legacy = ""
-        if raw is None:
-            for old in var.legacy:
-                raw = _get(environ, inherited, old)
-                if raw is not None and not _blank(raw):
-                    legacy = old
-                    break
-        if raw is not None and not _blank(raw):
-            given = _explicit(var, raw, environ)
-            if given is not None:
-                if legacy and given.source == EXPLICIT:
-                    given.source = LEGACY
-                    given.reason = (
-                        f"set under the legacy name {legacy}: rename it to {var.name} "
-                        "(vLLM warns about VLLM_* names it does not define)"
-                    )
-                settings[var.name] = given
-                if given.source == INVALID:
-                    problems.append(f"{given.reason}; set it to an absolute path")
-                continue
         if var.mode == OPT_IN and var.name not in opted:
             settings[var.name] = Setting(
                 var.name, None, OPT_IN_OFF, f"add it to {CACHEROOT_OPT_IN} to derive it"
@@ -653,7 +706,11 @@ def resolve(environ: "Mapping[str, str]", tag: str | None = None) -> Layout:
     )
 
 
-def apply(environ: "MutableMapping[str, str] | None" = None, tag: str | None = None) -> Layout:
+def apply(
+    environ: "MutableMapping[str, str] | None" = None,
+    tag: str | None = None,
+    pin: "Mapping[str, str] | None" = None,
+) -> Layout:
     """Set every variable that :func:`resolve` derived; leave everything else alone.
 
     What it sets is recorded in ``CACHEROOT_APPLIED``. A value inherited from a parent's hook
@@ -662,7 +719,7 @@ def apply(environ: "MutableMapping[str, str] | None" = None, tag: str | None = N
     """
     env = os.environ if environ is None else environ
     inherited = _inherited(env)
-    layout = resolve(env, tag)
+    layout = resolve(env, tag, pin)
     applied = layout.applied()
     for name, value in inherited.items():
         if name not in applied and env.get(name) == value:
@@ -677,10 +734,13 @@ def apply(environ: "MutableMapping[str, str] | None" = None, tag: str | None = N
 
 
 def hook(environ: "MutableMapping[str, str] | None" = None) -> None:
-    """The start-up hook's entry point: :func:`apply`, unless disabled; never raises."""
+    """The start-up hook's entry point: :func:`apply`, unless disabled; never raises.
+
+    A process without ``CACHEROOT`` takes the environment's pinned root, if any.
+    """
     env = os.environ if environ is None else environ
     try:
         if not truthy(env.get(CACHEROOT_DISABLE)):
-            apply(env)
+            apply(env, pin=read_pin() if _blank(env.get(CACHEROOT)) else None)
     except Exception:  # noqa: BLE001, S110 - an interpreter must always start; the doctor reports
         pass

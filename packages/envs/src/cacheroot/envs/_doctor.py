@@ -10,7 +10,17 @@ import os
 from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
-from _cacheroot_layout import INVALID, NEVER, TABLE, Layout, resolve
+from _cacheroot_layout import (
+    CACHEROOT,
+    INVALID,
+    NEVER,
+    PINNED,
+    TABLE,
+    Layout,
+    pin_path,
+    read_pin,
+    resolve,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -88,13 +98,32 @@ def diagnose(layout: Layout) -> list[str]:
     return problems
 
 
-def report(environ: Mapping[str, str] | None = None, tag: str | None = None) -> tuple[str, int]:
-    """The doctor's table and its exit status (1 when anything is invalid)."""
+def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool) -> str:
+    if not pin:
+        return f"pin:  none ({pin_file} absent; `cacheroot hook pin ROOT` records one)"
+    tag = f", tag {pin['CACHEROOT_TAG']}" if pin.get("CACHEROOT_TAG") else ""
+    why = "in use: CACHEROOT is unset" if used else f"not used: {CACHEROOT} is set"
+    return f"pin:  {pin.get(CACHEROOT, '-')}{tag} from {pin_file} ({why})"
+
+
+def report(
+    environ: Mapping[str, str] | None = None,
+    tag: str | None = None,
+    pin_file: str | None = None,
+) -> tuple[str, int]:
+    """The doctor's table and its exit status (1 when anything is invalid).
+
+    ``pin_file`` defaults to this environment's (:func:`~_cacheroot_layout.pin_path`).
+    """
     env = os.environ if environ is None else environ
-    layout = resolve(env, tag)
+    where = pin_path() if pin_file is None else pin_file
+    pin = read_pin(where)
+    layout = resolve(env, tag, pin)
     root = layout.root
+    source = f"{PINNED} in {where}" if layout.root_source == PINNED else layout.root_source
     out = [
-        f"root: {root or '(invalid)'}  (from {layout.root_source})",
+        f"root: {root or '(invalid)'}  (from {source})",
+        _pin_line(where, pin, used=layout.root_source == PINNED),
         f"tag:  {layout.tag or '(none: vendor JIT caches left alone)'}",
         f"hook: {'installed' if find_spec(HOOK_MODULE) else 'not installed'} in this environment",
         "",
