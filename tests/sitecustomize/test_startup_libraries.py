@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,7 +23,6 @@ from cacheroot.envs import CACHEROOT, CACHEROOT_DISABLE, XDG_CACHE_HOME
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from tests.sitecustomize.conftest import Interpreter
 
@@ -152,3 +152,38 @@ def test_unusable_xdg_cache_home_is_ignored(
     # Without the hook, huggingface_hub joins the unusable value as is: a relative directory.
     assert alone["HF_HOME"] == os.path.join(xdg, "huggingface")
     assert not os.path.isabs(str(alone["HF_HOME"]))
+
+
+PLATFORMDIRS_PROBE = """\
+import json, sys
+import platformdirs
+json.dump({"user_cache_dir": platformdirs.user_cache_dir("someapp")}, sys.stdout)
+"""
+
+TIKTOKEN_PROBE = """\
+import json, os, sys
+import tiktoken.load
+body = tiktoken.load.read_file_cached(sys.argv[1]).decode()
+json.dump({"body": body, "TIKTOKEN_CACHE_DIR": os.environ.get("TIKTOKEN_CACHE_DIR")}, sys.stdout)
+"""
+
+
+def test_platformdirs_puts_xdg_caches_under_the_root(
+    interp: Interpreter, child_env: dict[str, str], tmp_path: Path
+) -> None:
+    """``XDG_CACHE_HOME`` as platformdirs (pip, outlines, torch extensions, ...) reads it."""
+    seen = _probe(interp, PLATFORMDIRS_PROBE, {**child_env, CACHEROOT: str(tmp_path / "r")})
+    assert seen == {"user_cache_dir": f"{tmp_path}/r/someapp"}
+
+
+def test_a_blank_tiktoken_cache_dir_keeps_tiktoken_uncached(
+    interp: Interpreter, child_env: dict[str, str], tmp_path: Path, vocab_url: str
+) -> None:
+    """tiktoken reads ``TIKTOKEN_CACHE_DIR=""`` as "no cache": the hook keeps the user's choice."""
+    root = tmp_path / "root"
+    env = {**child_env, CACHEROOT: str(root), "TIKTOKEN_CACHE_DIR": ""}
+    seen = _probe(interp, TIKTOKEN_PROBE, env, vocab_url)
+    assert seen == {"body": VOCAB.decode(), "TIKTOKEN_CACHE_DIR": ""}
+    assert not (root / "tiktoken").exists()
+    digest = hashlib.sha1(vocab_url.encode()).hexdigest()  # noqa: S324 - tiktoken's key
+    assert not (Path(child_env.get("TMPDIR", "/tmp")) / "data-gym-cache" / digest).exists()
