@@ -147,3 +147,32 @@ def test_with_the_pth_hook_as_well(
     assert (started.returncode, started.stdout, started.stderr) == (0, "", "")
     assert {k: v for k, v in layout.items() if v is not None} == resolve(env).applied()
     assert marker.read_text() == str(root / "huggingface")
+
+
+@pytest.mark.parametrize("spelling", ["symlink", "copy"])
+def test_the_folder_twice_on_pythonpath_runs_once_and_still_chains(  # noqa: PLR0917 - fixtures
+    interp: Interpreter,
+    child_env: dict[str, str],
+    tmp_path: Path,
+    shadowed: Path,
+    base_python: str,
+    spelling: str,
+) -> None:
+    """The folder under two spellings (a symlink, or a copied image layer) must not recurse."""
+    import shutil
+
+    real = _cacheroot_hook.pythonpath()
+    other = tmp_path / "other-spelling"
+    if spelling == "symlink":
+        other.symlink_to(real, target_is_directory=True)
+    else:
+        shutil.copytree(real, other)
+    root = tmp_path / "root"
+    marker = tmp_path / "marker"
+    env = _env(child_env, root, marker, real, str(other), ENVS_DIR, str(shadowed))
+
+    started = interp.run([base_python, "-c", "import os; print(os.environ['HF_HOME'])"], env)
+
+    assert (started.returncode, started.stderr) == (0, "")
+    assert started.stdout == f"{root}/huggingface\n"
+    assert marker.read_text() == f"{root}/huggingface"  # the image's own hook still ran

@@ -19,15 +19,33 @@ def _apply() -> None:
     hook()
 
 
+#: Attribute of :mod:`sys` that holds the real paths of the copies of this file already run, so
+#: that the folder on ``PYTHONPATH`` twice (a symlinked spelling, a copied image layer) chains
+#: to the image's own ``sitecustomize`` once instead of to itself until ``RecursionError``.
+_SEEN = "_cacheroot_sitecustomize_seen"
+
+
 def _chain() -> None:
     from importlib.machinery import PathFinder  # noqa: PLC0415 - only this image hook needs it
     from importlib.util import module_from_spec  # noqa: PLC0415
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    spec = PathFinder.find_spec("sitecustomize", rest)
-    if spec is None or spec.loader is None or spec.origin == os.path.abspath(__file__):
-        return
+    seen = getattr(sys, _SEEN, None)
+    if not isinstance(seen, set):
+        seen = set()
+        setattr(sys, _SEEN, seen)
+    seen.add(os.path.realpath(__file__))
+    rest = list(sys.path)
+    while True:
+        spec = PathFinder.find_spec("sitecustomize", rest)
+        if spec is None or spec.loader is None or not spec.origin:
+            return
+        origin = os.path.realpath(spec.origin)
+        if origin not in seen:
+            break
+        # A copy of this file (or this file under another spelling): skip its folder.
+        folder = os.path.dirname(origin)
+        rest = [p for p in rest if os.path.realpath(p or os.curdir) != folder]
+    seen.add(origin)
     module = module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
