@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -26,6 +28,10 @@ PYTEST_NO_TESTS_COLLECTED = 5
 #: manifest is generated per volume by `python -m scenarios.warm`: its URLs hold the port of the
 #: local origin, which is derived from the volume's path.
 SUITE_MANIFEST = ROOT / "tests" / "manifest.toml"
+#: The wheels the `upstream` session checks the layout against: pinned, with their sha256.
+UPSTREAM_WHEELS = ROOT / "tests" / "upstream" / "wheels.toml"
+#: Every pytest run but the `upstream` session's leaves its tests out (they need those wheels).
+NO_UPSTREAM = "--ignore=tests/upstream"
 
 
 def build_wheels(session: nox.Session) -> list[str]:
@@ -73,7 +79,7 @@ def run_tests(session: nox.Session, vendor: str) -> None:
     session.run("python", "-m", "scenarios.warm", "--manifest", str(scenarios))
     session.chdir(ROOT)
     report = ROOT / f"cacheroot-report-{vendor}.json"
-    args = ["-n", "auto", "-m", "not slow", "--cacheroot-report", str(report)]
+    args = ["-n", "auto", "-m", "not slow", NO_UPSTREAM, "--cacheroot-report", str(report)]
     args += ["--cacheroot-manifest", str(SUITE_MANIFEST), "--cacheroot-manifest", str(scenarios)]
     try:
         session.run("pytest", *args, *session.posargs)  # posargs come last: they override
@@ -101,7 +107,7 @@ def tests_rocm(session: nox.Session) -> None:
 def stress(session: nox.Session) -> None:
     """Stress and chaos runs (tests marked slow): not part of the default run."""
     install_suite(session)
-    session.run("pytest", "-n", "auto", "-m", "slow", *session.posargs)
+    session.run("pytest", "-n", "auto", "-m", "slow", NO_UPSTREAM, *session.posargs)
 
 
 @nox.session(default=False)
@@ -134,7 +140,59 @@ def e2e(session: nox.Session) -> None:
 def durations(session: nox.Session) -> None:
     """Record test durations into .test_durations, so shards across CI jobs are balanced."""
     install_suite(session)
-    session.run("pytest", "-n", "auto", "-m", "not slow", "--store-durations", *session.posargs)
+    args = ["-n", "auto", "-m", "not slow", NO_UPSTREAM, "--store-durations"]
+    session.run("pytest", *args, *session.posargs)
+
+
+def sha256_of(path: Path) -> str:
+    """The hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def download_pinned(session: nox.Session) -> list[str]:
+    """Every wheel of wheels.toml in its cache directory, sha256-checked; those to install.
+
+    pip runs in hash-checking mode with fixed target flags, so the same files come down from any
+    host Python; files already in the directory with the right hash are not downloaded again.
+    """
+    pins = nox.project.load_toml(UPSTREAM_WHEELS)
+    target: dict[str, Any] = pins["download"]
+    wheels: list[dict[str, Any]] = pins["wheel"]
+    where = ROOT / target["dir"]
+    requirements = Path(session.create_tmp()) / "upstream-requirements.txt"
+    requirements.write_text(
+        "".join(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}\n" for w in wheels),
+        encoding="utf-8",
+    )
+    args = ["--no-deps", "--only-binary=:all:", "--no-cache-dir", f"--dest={where}"]
+    args += [f"--python-version={target['python-version']}"]
+    args += [f"--platform={p}" for p in target["platforms"]]
+    session.install("pip")
+    session.run("python", "-m", "pip", "download", *args, f"--requirement={requirements}")
+    for w in wheels:
+        path = where / w["filename"]
+        found = sha256_of(path) if path.is_file() else "no such file"
+        if found != w["sha256"]:
+            session.error(
+                f"{path}: expected sha256 {w['sha256']}, found {found}; delete the file and run "
+                f"again, or fix {w['name']}=={w['version']} in {UPSTREAM_WHEELS.relative_to(ROOT)}"
+            )
+    size = sum(int(w["size"]) for w in wheels)
+    session.log(f"{len(wheels)} pinned wheels, {size / 1e6:.0f} MB, sha256 verified, in {where}")
+    return [str(where / w["filename"]) for w in wheels if w.get("install")]
+
+
+@nox.session(default=False)
+def upstream(session: nox.Session) -> None:
+    """Check the layout against pinned upstream wheels (vLLM, the JIT libraries); cached."""
+    install = download_pinned(session)
+    install_suite(session)
+    session.install("--no-deps", *install)
+    session.run("pytest", "tests/upstream", "-p", "no:randomly", *session.posargs)
 
 
 @nox.session

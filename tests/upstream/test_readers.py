@@ -1,0 +1,132 @@
+"""Every reader the layout table names inside a wheel does read that variable.
+
+For each ``upstream`` entry of the form ``dist==version path`` the wheel of exactly that
+``dist==version`` must be pinned in ``wheels.toml``, the file must be inside it, and the row's
+name must occur in it as a string literal or an identifier. Python files are tokenized (comments
+and docstrings that merely mention the name do not count); other text is searched word by word
+and compiled files (``.so``) byte by byte. ``doc:`` entries name readers no wheel ships: they are
+skipped, with the entry as the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+import zipfile
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cacheroot.envs import TABLE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.upstream.conftest import Pins
+
+#: An entry naming a file inside a wheel.
+WHEEL_ENTRY = re.compile(r"(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+) (?P<path>\S+)")
+#: An entry naming a reader that ships in no wheel.
+DOC = "doc:"
+
+CASES = [(v.name, entry) for v in TABLE for entry in v.upstream]
+
+
+def _python(data: bytes, name: str) -> dict[str, list[int]]:
+    """Lines where ``name`` is an identifier or a whole string literal of a Python file."""
+    found: dict[str, list[int]] = {}
+    for tok in tokenize.tokenize(io.BytesIO(data).readline):
+        kind = ""
+        if tok.type == tokenize.NAME and tok.string == name:
+            kind = "identifier"
+        elif tok.type == tokenize.STRING:
+            try:
+                kind = "string literal" if ast.literal_eval(tok.string) == name else ""
+            except (ValueError, SyntaxError):  # f-strings and the like
+                kind = ""
+        if kind:
+            found.setdefault(kind, []).append(tok.start[0])
+    return found
+
+
+def _word(name: str) -> re.Pattern[bytes]:
+    return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])")
+
+
+def occurrences(data: bytes, path: str, name: str) -> dict[str, list[int]]:
+    """Where ``name`` occurs in the file ``path`` of a wheel: kind of match -> lines (offsets)."""
+    if path.endswith(".py"):
+        try:
+            return _python(data, name)
+        except (tokenize.TokenError, SyntaxError):
+            pass  # syntax this Python cannot tokenize: searched as text below
+    word = _word(name)
+    if b"\0" in data[:8192]:
+        offsets = [m.start() for m in word.finditer(data)][:5]
+        return {"bytes at offsets": offsets} if offsets else {}
+    found: dict[str, list[int]] = {}
+    quoted = f'"{name}"'.encode()
+    for number, line in enumerate(data.splitlines(), 1):
+        if quoted in line or f"'{name}'".encode() in line:
+            found.setdefault("string literal", []).append(number)
+        elif word.search(line):
+            found.setdefault("word", []).append(number)
+    return found
+
+
+def mentions(data: bytes, name: str) -> list[str]:
+    """The first lines that contain ``name`` at all: what a failing check shows."""
+    lines = [
+        f"{number}: {line.decode(errors='replace').strip()[:120]}"
+        for number, line in enumerate(data.splitlines(), 1)
+        if name.encode() in line
+    ]
+    return lines[:5]
+
+
+def test_the_table_names_readers() -> None:
+    """The parametrization below is not empty: the table still lists where variables are read."""
+    assert len(CASES) >= len(TABLE)
+
+
+@pytest.mark.parametrize(
+    ("name", "entry"), CASES, ids=[f"{name}-{i}" for i, (name, _) in enumerate(CASES)]
+)
+def test_reader_reads_the_variable(
+    name: str, entry: str, pins: Pins, report: Callable[[str], None]
+) -> None:
+    if entry.startswith(DOC):
+        report(f"{name}: not checked, {entry}")
+        pytest.skip(f"{name}: {entry} (ships in no wheel)")
+    match = WHEEL_ENTRY.fullmatch(entry)
+    if match is None:
+        pytest.fail(
+            f"{name}: upstream entry {entry!r} is neither 'dist==version path/in/the/wheel' "
+            "nor 'doc: ...': fix it in packages/envs/src/_cacheroot_layout.py"
+        )
+    dist, version, path = match["dist"], match["version"], match["path"]
+    pin = pins.find(dist, version)
+    if pin is None:
+        pytest.fail(
+            f"{name} names {dist}=={version}, which is not pinned: add {dist}=={version} to "
+            "tests/upstream/wheels.toml (filename, sha256 and size from the pip download line "
+            "at its top)"
+        )
+
+    with zipfile.ZipFile(pins.path(pin)) as wheel:
+        names = wheel.namelist()
+        if path not in names:
+            alike = [n for n in names if n.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1]]
+            pytest.fail(f"{pin.filename} has no {path}; files of that name: {alike or 'none'}")
+        data = wheel.read(path)
+
+    found = occurrences(data, path, name)
+    assert found, f"{name} is no identifier or string literal of {path}; it appears in: " + (
+        "; ".join(mentions(data, name)) or "nothing"
+    )
+    where = "; ".join(
+        f"{kind} {', '.join(map(str, sorted(set(at))))}" for kind, at in found.items()
+    )
+    report(f"{name}: {pin.spec} {path}: {where}")
