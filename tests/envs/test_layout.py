@@ -93,8 +93,22 @@ def test_empty_xdg_is_replaced_not_kept() -> None:
         "/" + "a" * 5000,
         "/" + "b" * 300,
         "/caf\udce9",
+        "/data/cache\n",
+        "\n/data/cache",
+        "/data/cache\x00",
     ],
-    ids=["relative", "dot", "unknown-user", "nul", "too-long", "long-name", "not-utf8"],
+    ids=[
+        "relative",
+        "dot",
+        "unknown-user",
+        "nul",
+        "too-long",
+        "long-name",
+        "not-utf8",
+        "trailing-newline",
+        "leading-newline",
+        "trailing-nul",
+    ],
 )
 def test_invalid_cacheroot_derives_nothing(raw: str) -> None:
     layout = resolve({**HOME, CACHEROOT: raw})

@@ -528,7 +528,9 @@ def _root(
     if (raw is None or _blank(raw)) and pin.get(CACHEROOT):
         raw, source = pin[CACHEROOT], PINNED
     if raw is not None and not _blank(raw):
-        value = _expand(raw.strip(), environ)
+        # Newlines and NULs count wherever they are: stripping them would accept a value that
+        # every exporter and log line then mangles.
+        value = _expand(raw.strip(" \t"), environ)
         problem = path_problem(value)
         if problem:
             name = CACHEROOT if source == CACHEROOT else f"the pinned {CACHEROOT}"
@@ -579,7 +581,7 @@ def _opted_in(environ: "Mapping[str, str]", problems: list[str]) -> frozenset[st
 
 def _explicit(var: Variable, raw: str, environ: "Mapping[str, str]") -> Setting | None:
     """The setting for a value the user gave, or ``None`` when it is to be replaced."""
-    value = _expand(raw.strip(), environ)
+    value = _expand(raw.strip(" \t"), environ)
     problem = path_problem(value)
     if not problem:
         return Setting(var.name, _norm(value), EXPLICIT)
