@@ -148,21 +148,28 @@ class Variable:
         return f"Variable({self.name!r}, {self.path!r})"
 
 
-#: Every cache variable, parents before their children.
+#: Every cache variable, parents before their children. Readers were read in the wheels named
+#: (``nox -s upstream`` downloads them and checks that each name occurs in each file).
 TABLE: tuple[Variable, ...] = (
     Variable(
         XDG_CACHE_HOME,
         "",
-        purpose="Base of every XDG-respecting cache (torch extensions, outlines, pip, ...).",
+        purpose=(
+            "Base of every XDG-respecting cache (huggingface_hub, vLLM, numba's fallback, "
+            "outlines, b12x, pip, ...)."
+        ),
         replaces="~/.cache",
-        upstream=("XDG Base Directory spec; platformdirs `_xdg.py`",),
+        upstream=("platformdirs==4.14.8 platformdirs/unix.py", "vllm==0.33.0 vllm/envs.py"),
     ),
     Variable(
         HF_HOME,
         "huggingface",
-        purpose="Hugging Face hub, xet, assets and token (hub cache is HF_HOME/hub).",
+        purpose=(
+            "Hugging Face hub, xet, assets and modules cache (hub cache is HF_HOME/hub); also "
+            "where `hf auth login` keeps its token."
+        ),
         replaces="$XDG_CACHE_HOME/huggingface",
-        upstream=("huggingface_hub `src/huggingface_hub/constants.py`",),
+        upstream=("huggingface-hub==2.4.0 huggingface_hub/constants.py",),
     ),
     Variable(
         HF_HUB_CACHE,
@@ -171,24 +178,27 @@ TABLE: tuple[Variable, ...] = (
         mode=NEVER,
         purpose="Not set: huggingface_hub derives it from HF_HOME, so a user's HF_HOME carries it.",
         replaces="$HF_HOME/hub",
-        upstream=("huggingface_hub `src/huggingface_hub/constants.py`",),
+        upstream=("huggingface-hub==2.4.0 huggingface_hub/constants.py",),
     ),
     Variable(
         MODELSCOPE_CACHE,
         "modelscope",
         purpose="ModelScope cache; one directory for modelscope's and modelscope_hub's resolvers.",
-        replaces="~/.cache/modelscope (ignores XDG_CACHE_HOME)",
+        replaces="~/.cache/modelscope/hub (modelscope), ~/.cache/modelscope (modelscope_hub)",
         upstream=(
-            "modelscope `modelscope/utils/file_utils.py`",
-            "modelscope_hub `modelscope_hub/utils/file_utils.py`",
+            "modelscope==1.40.2 modelscope/utils/file_utils.py",
+            "modelscope-hub==0.5.1 modelscope_hub/constants.py",
         ),
     ),
     Variable(
         VLLM_CACHE_ROOT,
         "vllm",
-        purpose="vLLM's own cache (torch.compile cache, p2p access cache, ...).",
+        purpose=(
+            "vLLM's own cache (torch.compile and Inductor caches, DeepGEMM, FlashInfer "
+            "autotune, p2p access, ...)."
+        ),
         replaces="$XDG_CACHE_HOME/vllm",
-        upstream=("vllm `vllm/envs.py`",),
+        upstream=("vllm==0.33.0 vllm/envs.py",),
     ),
     Variable(
         "VLLM_CONFIG_ROOT",
@@ -196,7 +206,7 @@ TABLE: tuple[Variable, ...] = (
         mode=NEVER,
         purpose="Not set: configuration, not cache; sharing it through a CI volume leaks settings.",
         replaces="$XDG_CONFIG_HOME/vllm",
-        upstream=("vllm `vllm/envs.py`",),
+        upstream=("vllm==0.33.0 vllm/envs.py",),
     ),
     Variable(
         "VLLM_ASSETS_CACHE",
@@ -204,7 +214,7 @@ TABLE: tuple[Variable, ...] = (
         parent=VLLM_CACHE_ROOT,
         purpose="vLLM's downloaded example and test assets (images, audio, video).",
         replaces="$XDG_CACHE_HOME/vllm/assets (ignores VLLM_CACHE_ROOT)",
-        upstream=("vllm `vllm/envs.py`",),
+        upstream=("vllm==0.33.0 vllm/envs.py",),
     ),
     Variable(
         "VLLM_XLA_CACHE_PATH",
@@ -212,7 +222,7 @@ TABLE: tuple[Variable, ...] = (
         parent=VLLM_CACHE_ROOT,
         purpose="XLA persistent compilation cache of vLLM's TPU backend.",
         replaces="$XDG_CACHE_HOME/vllm/xla_cache (ignores VLLM_CACHE_ROOT)",
-        upstream=("vllm `vllm/envs.py`",),
+        upstream=("vllm==0.33.0 vllm/envs.py",),
     ),
     Variable(
         VLLM_TEST_CACHE,
@@ -223,8 +233,8 @@ TABLE: tuple[Variable, ...] = (
             "Test data fetched by cacheroot.fetch and by vLLM's own test helper (datasets, "
             "tokenizer files, GeoTIFFs, ...)."
         ),
-        replaces="$TMPDIR/vllm-test-cache (upstream's helper); /tmp and ad-hoc paths",
-        upstream=("doc: vLLM's tests (test-cache helper); cacheroot.fetch",),
+        replaces="$TMPDIR/vllm-test-cache (vLLM's test helper); /tmp and ad-hoc paths",
+        upstream=("doc: vLLM's test helper (tests/, not in the wheel); cacheroot.fetch",),
     ),
     Variable(
         VLLM_MEDIA_CACHE,
@@ -234,14 +244,15 @@ TABLE: tuple[Variable, ...] = (
         purpose="vLLM's own media URL cache (opt-in; vLLM evicts every file in it).",
         replaces="unset (media is downloaded on every request)",
         upstream=("vllm==0.33.0 vllm/envs.py",),
+        blank="blank turns vLLM's media cache off: kept",
     ),
     Variable(
         CACHEROOT_MEDIA_CACHE,
         "mediacache",
         mode=OPT_IN,
         purpose=(
-            "cacheroot.mediacache's URL cache (HTTP rules, single-flight, size bound); never "
-            "vLLM's directory."
+            "cacheroot.mediacache's URL cache (HTTP rules, single-flight, size bound), for "
+            "vLLM through its plugin; never vLLM's directory."
         ),
         replaces="unset (media is downloaded on every request)",
         upstream=("doc: cacheroot.mediacache",),
@@ -251,36 +262,59 @@ TABLE: tuple[Variable, ...] = (
         "tiktoken",
         purpose="tiktoken's encoding files (keyed by sha1 of the URL).",
         replaces="$TMPDIR/data-gym-cache",
-        upstream=("tiktoken `tiktoken/load.py`",),
+        upstream=("tiktoken==0.14.0 tiktoken/load.py",),
         blank="blank disables tiktoken's cache (every load downloads): kept",
     ),
     Variable(
         "TIKTOKEN_RS_CACHE_DIR",
         "tiktoken-rs",
-        purpose="openai-harmony's vocabulary files (tiktoken-rs).",
+        purpose=(
+            "openai-harmony's vocabulary downloads (vLLM up to 0.32; vLLM 0.33's oss-harmony "
+            "downloads nothing and reads TIKTOKEN_ENCODINGS_BASE, an input directory)."
+        ),
         replaces="$TMPDIR/tiktoken-rs-cache",
-        upstream=("openai-harmony `src/tiktoken_ext/public_encodings.rs`",),
+        upstream=("openai-harmony==0.0.8 openai_harmony/openai_harmony.abi3.so",),
     ),
     Variable(
         "TORCH_HOME",
         "torch",
         purpose="torch.hub checkpoints and repositories.",
         replaces="$XDG_CACHE_HOME/torch",
-        upstream=("pytorch `torch/hub.py`",),
+        upstream=("torch==2.14.0 torch/hub.py",),
     ),
     Variable(
         "TORCHINDUCTOR_CACHE_DIR",
         "torchinductor",
-        purpose="Inductor's compiled kernels and FX graph cache.",
+        purpose=(
+            "Inductor's compiled kernels and FX graph cache (vLLM's own compiles override it "
+            "with $VLLM_CACHE_ROOT/torch_compile_cache/.../inductor_cache)."
+        ),
         replaces="/tmp/torchinductor_$USER",
-        upstream=("pytorch `torch/_inductor/runtime/cache_dir_utils.py`",),
+        upstream=("torch==2.14.0 torch/_inductor/runtime/cache_dir_utils.py",),
     ),
     Variable(
         "TRITON_CACHE_DIR",
         "triton",
-        purpose="Triton's compiled kernels.",
+        purpose="Triton's compiled kernels (triton and tokenspeed-triton read the same name).",
         replaces="~/.triton/cache",
-        upstream=("triton `python/triton/knobs.py`",),
+        upstream=(
+            "triton==3.8.0 triton/knobs.py",
+            "tokenspeed-triton==3.9.10.post20261028 tokenspeed_triton/knobs.py",
+        ),
+    ),
+    Variable(
+        "TVM_FFI_CACHE_DIR",
+        "tvm-ffi",
+        purpose="TVM-FFI's JIT-built extensions (on ROCm, a torch DLPack addon built at import).",
+        replaces="~/.cache/tvm-ffi (ignores XDG_CACHE_HOME)",
+        upstream=("apache-tvm-ffi==0.1.11 tvm_ffi/cpp/extension.py",),
+    ),
+    Variable(
+        "TILELANG_CACHE_DIR",
+        "tilelang",
+        purpose="TileLang's compiled kernels and autotuner results (TILELANG_TMP_DIR follows it).",
+        replaces="~/.tilelang/cache",
+        upstream=("tilelang==0.1.12 tilelang/env.py",),
     ),
     Variable(
         "CUDA_CACHE_PATH",
@@ -288,45 +322,96 @@ TABLE: tuple[Variable, ...] = (
         tags=("cuda",),
         purpose="The NVIDIA driver's PTX JIT cache.",
         replaces="~/.nv/ComputeCache",
-        upstream=("CUDA C Programming Guide, 'CUDA Environment Variables'",),
+        upstream=("doc: CUDA C Programming Guide, 'CUDA Environment Variables' (closed driver)",),
     ),
     Variable(
-        "MIOPEN_USER_DB_PATH",
-        "miopen/db",
-        tags=("rocm",),
-        purpose="MIOpen's user performance database (tuning results).",
-        replaces="~/.config/miopen",
-        upstream=("ROCm MIOpen `src/db_path.cpp.in`",),
+        "CUTE_DSL_CACHE_DIR",
+        "cute_dsl",
+        tags=("cuda",),
+        purpose="CuTe DSL's compiled kernels (CUTLASS Python DSL; FlashInfer, quack, FA4).",
+        replaces="$TMPDIR/$USER/cutlass_python_cache (made at import)",
+        upstream=(
+            "flashinfer-python==0.7.2.post1 flashinfer/prims_ts/utils.py",
+            (
+                "doc: nvidia-cutlass-dsl-libs-core 4.8.0 base_dsl/cache_helpers.py (the name is "
+                "built as f'{dsl_name}_CACHE_DIR')"
+            ),
+        ),
     ),
     Variable(
-        "MIOPEN_CUSTOM_CACHE_DIR",
-        "miopen/cache",
-        tags=("rocm",),
-        purpose="MIOpen's compiled kernel cache.",
-        replaces="~/.cache/miopen/<version>",
-        upstream=("ROCm MIOpen `src/binary_cache.cpp`",),
+        "CUTE_EXPERIMENTAL_DSL_CACHE_DIR",
+        "cute_dsl_experimental",
+        tags=("cuda",),
+        purpose="The experimental CuTe DSL's kernels (made at `import cutlass.cute`).",
+        replaces="$TMPDIR/$USER/cutlass_python_cache (made at import)",
+        upstream=(
+            (
+                "doc: nvidia-cutlass-dsl-libs-core 4.8.0 base_dsl/cache_helpers.py with dsl_name "
+                "CUTE_EXPERIMENTAL_DSL (cutlass_dsl/cutlass.py)"
+            ),
+        ),
     ),
     Variable(
-        "CUPY_CACHE_DIR",
-        "cupy/kernel_cache",
-        purpose="CuPy's compiled kernels (CUDA and ROCm builds).",
-        replaces="~/.cupy/kernel_cache (ignores XDG_CACHE_HOME)",
-        upstream=("cupy `cupy/cuda/compiler.py`",),
+        "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR",
+        "flash_attention_cute_dsl",
+        tags=("cuda",),
+        purpose=(
+            "FlashAttention-4's CuTe kernels (vendored in vLLM; used when "
+            "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED=1)."
+        ),
+        replaces="$TMPDIR/$USER/flash_attention_cute_dsl_cache",
+        upstream=(
+            "vllm==0.33.0 vllm/vllm_flash_attn/cute/cache_utils.py",
+            "flashinfer-python==0.7.2.post1 flashinfer/cute_dsl/sparse/bsa_utils/cache_utils.py",
+        ),
     ),
     Variable(
-        "NUMBA_CACHE_DIR",
-        "numba",
-        purpose="Numba's cached functions (default: beside the source, often read-only).",
-        replaces="__pycache__ next to each source file",
-        upstream=("numba `numba/core/config.py`",),
+        "QUACK_CACHE_DIR",
+        "quack",
+        tags=("cuda",),
+        purpose="quack-kernels' JIT objects and autotuner results.",
+        replaces="$TMPDIR/$USER/quack_cache and ~/.quack/cache",
+        upstream=("quack-kernels==0.6.5 quack/cache/__init__.py",),
+    ),
+    Variable(
+        "HUMMING_CACHE_DIR",
+        "humming/cache",
+        tags=("cuda",),
+        purpose="humming-kernels' compiled kernels.",
+        replaces="~/.humming/cache",
+        upstream=("humming-kernels==0.1.19 humming/utils/jit.py",),
+    ),
+    Variable(
+        "HUMMING_TMP_DIR",
+        "humming/tmp",
+        tags=("cuda",),
+        purpose="humming-kernels' build modules and locks.",
+        replaces="~/.humming/tmp",
+        upstream=("humming-kernels==0.1.19 humming/utils/jit.py",),
+    ),
+    Variable(
+        "MINFER_FMHA_CACHE_DIR",
+        "minfer/fmha_sm100",
+        tags=("cuda",),
+        purpose="vLLM's vendored SM100 FMHA JIT kernels.",
+        replaces="~/.cache/minfer/fmha_sm100 (ignores XDG_CACHE_HOME)",
+        upstream=("vllm==0.33.0 vllm/third_party/fmha_sm100/jit.py",),
+    ),
+    Variable(
+        "MM_SPARSE_ATTN_AOT_CACHE",
+        "minfer/mm_sparse_attn",
+        tags=("cuda",),
+        purpose="vLLM's vendored sparse-attention AOT kernels.",
+        replaces="~/.cache/minfer/mm_sparse_attn (ignores XDG_CACHE_HOME)",
+        upstream=("vllm==0.33.0 vllm/third_party/fmha_sm100/cute/src/common/aot_cache.py",),
     ),
     Variable(
         "DG_JIT_CACHE_DIR",
         "deep_gemm",
         tags=("cuda",),
-        purpose="DeepGEMM's JIT-compiled kernels.",
-        replaces="$HOME/.deep_gemm",
-        upstream=("DeepGEMM `csrc/jit/compiler.hpp`",),
+        purpose="DeepGEMM's JIT-compiled kernels (vLLM sets it only where it is unset).",
+        replaces="$VLLM_CACHE_ROOT/deep_gemm (vLLM); $HOME/.deep_gemm (DeepGEMM alone)",
+        upstream=("vllm==0.33.0 vllm/utils/deep_gemm.py",),
     ),
     Variable(
         "FLASHINFER_WORKSPACE_BASE",
@@ -334,7 +419,57 @@ TABLE: tuple[Variable, ...] = (
         tags=("cuda",),
         purpose="FlashInfer's JIT cache and cubins ($FLASHINFER_WORKSPACE_BASE/.cache/flashinfer).",
         replaces="$HOME (cache in ~/.cache/flashinfer, ignores XDG_CACHE_HOME)",
-        upstream=("flashinfer `flashinfer/jit/env.py`",),
+        upstream=("flashinfer-python==0.7.2.post1 flashinfer/jit/env.py",),
+    ),
+    Variable(
+        "MIOPEN_USER_DB_PATH",
+        "miopen/db",
+        tags=("rocm",),
+        purpose="MIOpen's user performance database (tuning results).",
+        replaces="~/.config/miopen",
+        upstream=("doc: ROCm MIOpen `src/db_path.cpp.in` (a C++ library, in no wheel)",),
+    ),
+    Variable(
+        "MIOPEN_CUSTOM_CACHE_DIR",
+        "miopen/cache",
+        tags=("rocm",),
+        purpose="MIOpen's compiled kernel cache.",
+        replaces="~/.cache/miopen/<version>",
+        upstream=("doc: ROCm MIOpen `src/binary_cache.cpp` (a C++ library, in no wheel)",),
+    ),
+    Variable(
+        "AITER_JIT_DIR",
+        "aiter/jit",
+        tags=("rocm",),
+        purpose="AITER's JIT-built modules (imported from there).",
+        replaces="aiter/jit in site-packages if writable, else ~/.aiter/jit",
+        upstream=("amd-aiter==0.1.7.post2.dev18 aiter/jit/core.py",),
+    ),
+    Variable(
+        "FLYDSL_RUNTIME_CACHE_DIR",
+        "flydsl/cache",
+        tags=("rocm",),
+        purpose=(
+            "FlyDSL's compiled kernels; vLLM's ROCm runners replace a directory that does "
+            "not exist yet, so warm jobs should create it."
+        ),
+        replaces="~/.flydsl/cache",
+        upstream=("vllm==0.33.0 vllm/models/deepseek_v4/amd/mono/runner.py",),
+        blank="blank turns FlyDSL's disk cache off: kept",
+    ),
+    Variable(
+        "CUPY_CACHE_DIR",
+        "cupy/kernel_cache",
+        purpose="CuPy's compiled kernels (CUDA and ROCm builds; not a vLLM 0.33 dependency).",
+        replaces="~/.cupy/kernel_cache (ignores XDG_CACHE_HOME)",
+        upstream=("cupy-cuda12x==14.2.0 cupy/cuda/_compiler_cache.py",),
+    ),
+    Variable(
+        "NUMBA_CACHE_DIR",
+        "numba",
+        purpose="Numba's cached functions (default: beside the source, even in site-packages).",
+        replaces="__pycache__ next to each source file, else $XDG_CACHE_HOME/numba",
+        upstream=("numba==0.65.0 numba/core/config.py",),
     ),
 )
 
