@@ -825,13 +825,15 @@ def resolve(
             reason = f"the root is unusable: {root_reason}"
             settings[var.name] = Setting(var.name, None, INVALID, reason)
             continue
-        value = os.path.join(base, var.path) if var.path else base
-        problem = path_problem(value)
+        # ``base`` is normalised and valid, and the table's paths are clean relative names, so
+        # only the length can go wrong: re-check a value only where UTF-8 could exceed PATH_MAX.
+        value = f"{base.rstrip('/')}/{var.path}" if var.path else base
+        problem = "" if len(value) * 4 <= _PATH_MAX else path_problem(value)
         if problem:
             settings[var.name] = Setting(var.name, None, INVALID, f"{value!r} {problem}")
             problems.append(f"{var.name} would be {value!r}, which {problem}")
             continue
-        settings[var.name] = Setting(var.name, _norm(value), source)
+        settings[var.name] = Setting(var.name, value, source)
     _apart(settings, problems)
     return Layout(
         root=root,
