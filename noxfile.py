@@ -156,33 +156,42 @@ def sha256_of(path: Path) -> str:
 def download_pinned(session: nox.Session) -> list[str]:
     """Every wheel of wheels.toml in its cache directory, sha256-checked; those to install.
 
-    pip runs in hash-checking mode with fixed target flags, so the same files come down from any
-    host Python; files already in the directory with the right hash are not downloaded again.
+    Only wheels missing there (or with another sha256) are asked for, so a warm run needs no
+    network. pip runs in hash-checking mode with fixed target flags: the same files come down
+    from any host Python.
     """
     pins = nox.project.load_toml(UPSTREAM_WHEELS)
     target: dict[str, Any] = pins["download"]
     wheels: list[dict[str, Any]] = pins["wheel"]
-    where = ROOT / target["dir"]
-    requirements = Path(session.create_tmp()) / "upstream-requirements.txt"
-    requirements.write_text(
-        "".join(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}\n" for w in wheels),
-        encoding="utf-8",
-    )
-    args = ["--no-deps", "--only-binary=:all:", "--no-cache-dir", f"--dest={where}"]
-    args += [f"--python-version={target['python-version']}"]
-    args += [f"--platform={p}" for p in target["platforms"]]
-    session.install("pip")
-    session.run("python", "-m", "pip", "download", *args, f"--requirement={requirements}")
-    for w in wheels:
-        path = where / w["filename"]
-        found = sha256_of(path) if path.is_file() else "no such file"
-        if found != w["sha256"]:
+    where = ROOT / str(target["dir"])
+
+    def verified(wheel: dict[str, Any]) -> bool:
+        path = where / str(wheel["filename"])
+        return path.is_file() and sha256_of(path) == str(wheel["sha256"])
+
+    missing = [w for w in wheels if not verified(w)]
+    if missing:
+        requirements = Path(session.create_tmp()) / "upstream-requirements.txt"
+        requirements.write_text(
+            "".join(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}\n" for w in missing),
+            encoding="utf-8",
+        )
+        args = ["--no-deps", "--only-binary=:all:", "--no-cache-dir", f"--dest={where}"]
+        args += [f"--python-version={target['python-version']}"]
+        args += [f"--platform={p}" for p in target["platforms"]]
+        session.install("pip")
+        session.run("python", "-m", "pip", "download", *args, f"--requirement={requirements}")
+    for w in missing:
+        if not verified(w):
             session.error(
-                f"{path}: expected sha256 {w['sha256']}, found {found}; delete the file and run "
-                f"again, or fix {w['name']}=={w['version']} in {UPSTREAM_WHEELS.relative_to(ROOT)}"
+                f"{where / w['filename']}: not there with sha256 {w['sha256']} after pip "
+                f"download; fix {w['name']}=={w['version']} in {UPSTREAM_WHEELS.relative_to(ROOT)}"
             )
     size = sum(int(w["size"]) for w in wheels)
-    session.log(f"{len(wheels)} pinned wheels, {size / 1e6:.0f} MB, sha256 verified, in {where}")
+    session.log(
+        f"{len(wheels)} pinned wheels ({size / 1e6:.0f} MB, {len(missing)} downloaded now), "
+        f"sha256 verified, in {where}"
+    )
     return [str(where / w["filename"]) for w in wheels if w.get("install")]
 
 

@@ -85,6 +85,13 @@ class Pins:
             )
             for w in data["wheel"]
         )
+        self._unpinned = {
+            (normalize(u["name"]), u["version"]): u["why"] for u in data.get("unpinned", [])
+        }
+
+    def unpinned(self, dist: str, version: str) -> str | None:
+        """Why ``dist==version`` is deliberately not downloaded, or ``None`` when it should be."""
+        return self._unpinned.get((normalize(dist), version))
 
     def find(self, dist: str, version: str) -> Pin | None:
         """The pin of exactly ``dist==version``, or ``None``."""
