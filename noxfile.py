@@ -30,6 +30,7 @@ PYTEST_NO_TESTS_COLLECTED = 5
 SUITE_MANIFEST = ROOT / "tests" / "manifest.toml"
 #: The wheels the `upstream` session checks the layout against: pinned, with their sha256.
 UPSTREAM_WHEELS = ROOT / "tests" / "upstream" / "wheels.toml"
+UPSTREAM_PINS = nox.project.load_toml(UPSTREAM_WHEELS)
 #: Every pytest run but the `upstream` session's leaves its tests out (they need those wheels).
 NO_UPSTREAM = "--ignore=tests/upstream"
 
@@ -160,9 +161,8 @@ def download_pinned(session: nox.Session) -> list[str]:
     network. pip runs in hash-checking mode with fixed target flags: the same files come down
     from any host Python.
     """
-    pins = nox.project.load_toml(UPSTREAM_WHEELS)
-    target: dict[str, Any] = pins["download"]
-    wheels: list[dict[str, Any]] = pins["wheel"]
+    target: dict[str, Any] = UPSTREAM_PINS["download"]
+    wheels: list[dict[str, Any]] = UPSTREAM_PINS["wheel"]
     where = ROOT / str(target["dir"])
 
     def verified(wheel: dict[str, Any]) -> bool:
@@ -195,7 +195,12 @@ def download_pinned(session: nox.Session) -> list[str]:
     return [str(where / w["filename"]) for w in wheels if w.get("install")]
 
 
-@nox.session(default=False)
+# vLLM 0.33 needs Python 3.11 or later: under an older nox the session runs on the Python the
+# wheels are chosen for (found on PATH, or fetched by uv).
+@nox.session(
+    python=None if sys.version_info >= (3, 11) else UPSTREAM_PINS["download"]["python-version"],
+    default=False,
+)
 def upstream(session: nox.Session) -> None:
     """Check the layout against pinned upstream wheels (vLLM, the JIT libraries); cached."""
     install = download_pinned(session)
