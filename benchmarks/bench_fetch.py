@@ -1,21 +1,41 @@
 """Benchmark of cacheroot.fetch against curl, pooch and tiktoken on a local static server.
 
-Not a test: it prints figures (medians, ratios) for the README. Run from the repository root::
+Not a test: it prints figures for the README. Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_fetch.py --size 1024 --repeat 3
+    .venv/bin/python benchmarks/bench_fetch.py              # 1 GiB, 6 rounds
+    .venv/bin/python benchmarks/bench_fetch.py --size 256   # 256 MiB
+    .venv/bin/python benchmarks/bench_fetch.py --quick      # smoke test: 8 MiB, 5 rounds
 
-Measured side by side in one run, on the same file and server (``benchmarks/fetch_server.py``,
-``sendfile`` from the page cache):
+Every comparison runs its arms in interleaved rounds, the order rotated each round (see
+``benchmarks/_rounds.py``), on the same file and server (``benchmarks/fetch_server.py``,
+``sendfile`` from the page cache); per arm the median and min-max over the rounds are printed,
+and ratios are taken round by round. The Python, nproc and the load average before and after
+are printed with the figures.
 
-1. cold verified download: ``fetch(url, sha256=...)`` vs ``curl -o FILE`` and vs
-   ``curl -o FILE && sha256sum FILE`` (targets: >= 0.9 of curl's speed, faster than curl+sha256sum),
-   and, for reference, vs ``curl -o FILE && sync FILE`` (fetch fsyncs; plain curl does not);
-2. peak RSS of a cold fetch in a fresh process (target <= 64 MiB), next to the seed's
-   ``urlopen(url).read()`` pattern;
-3. time per call on a hit vs ``pooch.retrieve`` with a known hash and tiktoken's
-   ``read_file_cached`` with an expected hash (target < 0.1 ms); a missing package is skipped
-   with a note (``uv pip install pooch`` adds it to the dev venv; it is not a dependency);
-4. 32 processes asking for one URL at once vs one process alone (wall time; target <= 1.2).
+1. Cold verified download. ``fetch(url, sha256=...)`` runs in this process (imports already
+   paid); each shell arm is one ``bash -c`` of the command line a user would type:
+
+   - ``curl -o FILE``: no verification, for speed;
+   - ``curl URL | tee FILE | openssl dgst -sha256``: the fairest "download and verify": the hash
+     runs in parallel with the write (the same work as ``tee >(openssl dgst -sha256) > FILE``,
+     but the shell waits for the hash);
+   - the same followed by ``sync FILE``: like for like on durability;
+   - ``curl -o FILE && openssl dgst -sha256 FILE``: hash after the download;
+   - ``curl -o FILE && sha256sum FILE``: the same with coreutils' slower sha256, for reference.
+
+   fetch fsyncs the file (and its directory) before returning; of the shell arms only the one
+   with ``sync FILE`` does: the others leave the file dirty in the page cache, where it is
+   deleted before the kernel writes it back.
+2. Peak RSS of a cold fetch in a fresh process, next to ``urlopen(url).read()`` (one run each).
+3. Time per call on a hit: fetch (a ``stat`` compared with the record made at download; no
+   re-hash) vs ``pooch.retrieve`` without a hash (an ``exists``; no re-hash), pooch with the
+   hash (re-hashes the whole file every call) and tiktoken's ``read_file_cached`` with the hash
+   (reads the whole file into memory and re-hashes it every call; it returns the bytes, not a
+   path). A missing package is skipped with a note (``uv pip install pooch``; neither is a
+   dependency).
+4. ``--procs`` processes asking for one URL at once vs one process alone (wall time from a start
+   gate until the last has the file; interpreter start-up excluded): solo and crowd rounds
+   alternate, and each round's ratio is printed.
 """
 
 from __future__ import annotations
@@ -25,12 +45,20 @@ import hashlib
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._rounds import MIN_ROUNDS, Conditions, Rounds, Summary, run_rounds, table
+from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE, VLLM_TEST_CACHE_ONLY
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 HERE = Path(__file__).resolve().parent
 
@@ -43,7 +71,7 @@ from cacheroot.fetch import fetch
 import cacheroot.fetch._http
 print("ready", flush=True)
 sys.stdin.readline()
-fetch(sys.argv[1], sha256=sys.argv[2])
+fetch(sys.argv[1], sha256=sys.argv[2], offline=False, progress=False)
 print(time.monotonic(), flush=True)
 """
 
@@ -52,7 +80,7 @@ import json, resource, sys
 from cacheroot.fetch import fetch
 import cacheroot.fetch._http
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-fetch(sys.argv[1], sha256=sys.argv[2])
+fetch(sys.argv[1], sha256=sys.argv[2], offline=False, progress=False)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"before": before, "after": after}))
 """
@@ -66,6 +94,20 @@ with open(sys.argv[2], "wb") as f:
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"before": before, "after": after}))
 """
+
+#: The shell arms of the cold download: name -> (the command line, run by ``bash -c`` with ``$1``
+#: the URL and ``$2`` the file; whether it verifies the sha256; whether it fsyncs the file).
+SHELL_ARMS: dict[str, tuple[str, bool, bool]] = {
+    "curl -o": ('curl -sS -o "$2" "$1"', False, False),
+    "curl | tee | openssl": ('curl -sS "$1" | tee "$2" | openssl dgst -sha256', True, False),
+    "curl | tee | openssl; sync": (
+        'curl -sS "$1" | tee "$2" | openssl dgst -sha256; sync "$2"',
+        True,
+        True,
+    ),
+    "curl -o && openssl dgst": ('curl -sS -o "$2" "$1" && openssl dgst -sha256 "$2"', True, False),
+    "curl -o && sha256sum": ('curl -sS -o "$2" "$1" && sha256sum "$2"', True, False),
+}
 
 
 def make_file(path: Path, size: int) -> str:
@@ -97,63 +139,71 @@ def start_server(root: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
+def use_cache(cache: Path, environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
+    """Point ``environ`` at ``cache`` for fetch, with nothing that would forbid the network."""
+    environ[VLLM_TEST_CACHE] = str(cache)
+    for name in (CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY):
+        environ.pop(name, None)
+
+
 def env_with(cache: Path) -> dict[str, str]:
     """The environment of a child that fetches into ``cache``."""
-    return {**os.environ, "VLLM_TEST_CACHE": str(cache)}
+    env = dict(os.environ)
+    use_cache(cache, env)
+    return env
 
 
-def cold(url: str, digest: str, work: Path, repeat: int) -> dict[str, list[float]]:
-    """Cold verified download vs curl (with and without fsync) and curl + sha256sum.
+def digest_of(output: str, *, verifies: bool) -> str | None:
+    """The hex digest a shell arm printed (openssl: last field; sha256sum: first)."""
+    if not verifies:
+        return None
+    fields = output.split()
+    return fields[0] if len(fields[0]) == 64 else fields[-1]
 
-    Interleaved run by run, fetch first in even runs and last in odd ones. ``curl -o`` leaves
-    its file dirty in the page cache, where it is deleted before the kernel writes it back:
-    it never pays for the disk, while fetch must fsync. ``curl -o FILE && sync FILE`` is the
-    like-for-like figure for durability; the targets are against plain curl all the same.
-    """
+
+def cold(url: str, digest: str, work: Path, rounds: int) -> Rounds:
+    """Seconds per cold verified download: fetch and each shell arm, in rotated rounds."""
     from cacheroot.fetch import Fetcher
 
-    times: dict[str, list[float]] = {
-        "fetch": [],
-        "curl": [],
-        "curl+sha256sum": [],
-        "curl+fsync": [],
-    }
     # Warm up: the miss path's imports (requests, filelock) are paid once per process, not
-    # per download; curl's start-up, by contrast, stays in its figures.
-    os.environ["VLLM_TEST_CACHE"] = str(work / "warmup")
+    # per download; the shell arms' start-up (bash, curl, openssl) stays in their figures.
+    use_cache(work / "warmup")
     Fetcher().fetch(url.rsplit("/", 1)[0] + "/small.bin", progress=False)
-    out = work / "curl.bin"
-    curl = ["curl", "-sS", "-o", str(out), url]
+    out = work / "shell.bin"
+    caches = (work / f"cold{i}" for i in range(1 << 30))
 
-    def timed(name: str, *commands: list[str]) -> str:
-        t = time.perf_counter()
-        for command in commands:
-            got = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        times[name].append(time.perf_counter() - t)
-        out.unlink()
-        return got
-
-    def with_curl() -> None:
-        timed("curl", curl)
-        digest_out = timed("curl+sha256sum", curl, ["sha256sum", str(out)])
-        assert digest_out.split()[0] == digest
-        timed("curl+fsync", curl, ["sync", str(out)])
-
-    have_curl = shutil.which("curl") is not None
-    for run in range(repeat):
-        if have_curl and run % 2:
-            with_curl()
-        cache = work / f"cold{run}"
-        os.environ["VLLM_TEST_CACHE"] = str(cache)
+    def fetch_arm() -> float:
+        cache = next(caches)
+        use_cache(cache)
         fetcher = Fetcher()
         t = time.perf_counter()
-        path = fetcher.fetch(url, sha256=digest, progress=False)
-        times["fetch"].append(time.perf_counter() - t)
+        fetcher.fetch(url, sha256=digest, offline=False, progress=False)
+        elapsed = time.perf_counter() - t
         fetcher.close()
-        path.unlink()
-        if have_curl and not run % 2:
-            with_curl()
-    return times
+        shutil.rmtree(cache)
+        return elapsed
+
+    def shell_arm(script: str, *, verifies: bool) -> Callable[[], float]:
+        argv = ["bash", "-c", f"set -eo pipefail; {script}", "bench", url, str(out)]
+
+        def run() -> float:
+            t = time.perf_counter()
+            got = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+            elapsed = time.perf_counter() - t
+            found = digest_of(got, verifies=verifies)
+            assert found in (None, digest), f"{script}: digest {found}, expected {digest}"
+            out.unlink()
+            return elapsed
+
+        return run
+
+    arms: dict[str, Callable[[], float]] = {"fetch": fetch_arm}
+    if shutil.which("curl") and shutil.which("openssl") and shutil.which("sha256sum"):
+        for name, (script, verifies, _) in SHELL_ARMS.items():
+            arms[name] = shell_arm(script, verifies=verifies)
+    else:
+        print("  note: curl, openssl or sha256sum is not on PATH: the shell arms are skipped")
+    return run_rounds(arms, rounds, each=lambda r: print(f"  {r.last(fmt='.3f')} s", flush=True))
 
 
 def rss(url: str, digest: str, work: Path) -> dict[str, float]:
@@ -183,61 +233,69 @@ def rss(url: str, digest: str, work: Path) -> dict[str, float]:
     }
 
 
-def hits(url: str, digest: str, work: Path, calls: int, slow_calls: int) -> dict[str, object]:
-    """Seconds per call on a hit: fetch vs pooch.retrieve and tiktoken's read_file_cached."""
-    from cacheroot.fetch import Fetcher
+def per_call(call: Callable[[], object], calls: int) -> Callable[[], float]:
+    """An arm that makes ``calls`` calls and returns the seconds per call."""
 
-    os.environ["VLLM_TEST_CACHE"] = str(work / "hits")
-    fetcher = Fetcher()
-    fetcher.fetch(url, sha256=digest, progress=False)
-    batches = []
-    for _ in range(5):
+    def run() -> float:
         t = time.perf_counter()
         for _ in range(calls):
-            fetcher.fetch(url, sha256=digest)
-        batches.append((time.perf_counter() - t) / calls)
-    result: dict[str, object] = {"fetch": statistics.median(batches)}
-    shutil.rmtree(work / "hits")
+            call()
+        return (time.perf_counter() - t) / calls
+
+    return run
+
+
+def hits(
+    url: str, digest: str, work: Path, rounds: int, *, calls: int, slow_calls: int
+) -> tuple[Rounds, list[str]]:
+    """Seconds per call on a hit: fetch, pooch with and without a hash, tiktoken; and notes."""
+    from cacheroot.fetch import Fetcher
+
+    notes: list[str] = []
+    use_cache(work / "hits")
+    fetcher = Fetcher()
+    fetcher.fetch(url, sha256=digest, offline=False, progress=False)
+    arms = {"fetch hit": per_call(lambda: fetcher.fetch(url, sha256=digest), calls)}
 
     try:
         import pooch  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError:
-        result["pooch"] = "skipped: pooch is not installed (uv pip install pooch)"
+        notes.append("pooch: skipped, not installed (uv pip install pooch)")
     else:
         pooch.get_logger().setLevel("WARNING")
-        kwargs = {"known_hash": f"sha256:{digest}", "path": str(work / "pooch"), "fname": "d.bin"}
-        pooch.retrieve(url, progressbar=False, **kwargs)
-        each = []
-        for _ in range(slow_calls):
-            t = time.perf_counter()
-            pooch.retrieve(url, progressbar=False, **kwargs)
-            each.append(time.perf_counter() - t)
-        result["pooch"] = statistics.median(each)
-        shutil.rmtree(work / "pooch")
+        known = f"sha256:{digest}"
+        where = {"path": str(work / "pooch"), "fname": "data.bin", "progressbar": False}
+        pooch.retrieve(url, known_hash=known, **where)
+        arms["pooch, no hash"] = per_call(
+            lambda: pooch.retrieve(url, known_hash=None, **where), calls
+        )
+        arms["pooch, with the hash"] = per_call(
+            lambda: pooch.retrieve(url, known_hash=known, **where), slow_calls
+        )
 
     try:
         import tiktoken.load
     except ImportError:
-        result["tiktoken"] = "skipped: tiktoken is not installed"
+        notes.append("tiktoken: skipped, not installed")
     else:
         os.environ["TIKTOKEN_CACHE_DIR"] = str(work / "tiktoken")
         tiktoken.load.read_file_cached(url, digest)
-        each = []
-        for _ in range(slow_calls):
-            t = time.perf_counter()
-            tiktoken.load.read_file_cached(url, digest)
-            each.append(time.perf_counter() - t)
-        result["tiktoken"] = statistics.median(each)
-        shutil.rmtree(work / "tiktoken")
-    return result
+        arms["tiktoken read_file_cached"] = per_call(
+            lambda: tiktoken.load.read_file_cached(url, digest), slow_calls
+        )
+    result = run_rounds(
+        arms, rounds, each=lambda r: print(f"  {r.last(1e6, '.1f')} us", flush=True)
+    )
+    fetcher.close()
+    return result, notes
 
 
-def crowd(url: str, digest: str, work: Path, procs: int, repeat: int) -> dict[str, float]:
+def crowd(url: str, digest: str, work: Path, procs: int, rounds: int) -> Rounds:
     """Wall time from the start gate until every process has the file: 1 vs ``procs``."""
-    if procs < 1:
-        return {"one": float("nan"), "many": float("nan")}
+    caches = (work / f"crowd{i}" for i in range(1 << 30))
 
-    def once(n: int, cache: Path) -> float:
+    def once(n: int) -> float:
+        cache = next(caches)
         children = [
             subprocess.Popen(
                 [sys.executable, "-c", CHILD_GATED, url, digest],
@@ -264,97 +322,181 @@ def crowd(url: str, digest: str, work: Path, procs: int, repeat: int) -> dict[st
         shutil.rmtree(cache)
         return max(done) - t
 
-    solo = [once(1, work / f"solo{i}") for i in range(repeat)]
-    many = [once(procs, work / f"many{i}") for i in range(repeat)]
-    return {"one": statistics.median(solo), "many": statistics.median(many)}
+    solo, many = "one alone", f"{procs} at once"
+
+    def each(r: Rounds) -> None:
+        ratio = r.samples[many][-1] / r.samples[solo][-1]
+        print(f"  {r.last(fmt='.3f')} s; ratio {ratio:.2f}", flush=True)
+
+    return run_rounds({solo: lambda: once(1), many: lambda: once(procs)}, rounds, each=each)
 
 
-def main() -> None:
-    """Run every comparison and print the figures."""
+#: --quick: a smoke test that the script works, not figures to report.
+QUICK = {"size": 8, "rounds": MIN_ROUNDS, "procs": 4, "hit_calls": 200}
+SECTIONS = ("cold", "rss", "hits", "crowd")
+FULL = {"size": 1024, "rounds": 1 + len(SHELL_ARMS), "procs": 32, "hit_calls": 10000}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options, with what was not given taken from the --quick or the full preset."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--size", type=int, default=1024, help="file size in MiB (default 1024)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per cold measurement (median)")
-    p.add_argument("--procs", type=int, default=32, help="processes in the crowd (default 32)")
-    p.add_argument("--hit-calls", type=int, default=20000, help="fetch hits per batch")
-    p.add_argument("--slow-calls", type=int, default=3, help="pooch/tiktoken hits measured")
+    p.add_argument("--quick", action="store_true", help=f"smoke test: {QUICK}")
+    p.add_argument("--size", type=int, help=f"file size in MiB (default {FULL['size']})")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help=f"rounds of every comparison (default {FULL['rounds']}: each cold arm in each place)",
+    )
+    p.add_argument("--procs", type=int, help=f"processes in the crowd (default {FULL['procs']})")
+    p.add_argument(
+        "--hit-calls",
+        type=int,
+        help=f"fetch and pooch-without-hash hits per round ({FULL['hit_calls']})",
+    )
+    p.add_argument(
+        "--slow-calls", type=int, default=1, help="pooch/tiktoken-with-hash hits per round"
+    )
+    p.add_argument(
+        "--only",
+        default=",".join(SECTIONS),
+        help=f"comma-separated sections to run (default: {','.join(SECTIONS)})",
+    )
     p.add_argument("--dir", default=None, help="where files go (default: the temp directory)")
     p.add_argument("--json", default=None, help="also write the figures to this file")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    unknown = {s.strip() for s in args.only.split(",")} - set(SECTIONS)
+    if unknown:
+        p.error(f"--only: unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every comparison and print the figures."""
+    args = parse_args(argv)
+    size_mib: int = args.size
+    rounds: int = args.rounds
+    procs: int = args.procs
+    sections = {s.strip() for s in args.only.split(",")}
+
+    conditions = Conditions.now()
+    print(conditions.header())
+    mode = "quick (a smoke test, not figures to report)" if args.quick else "full"
+    print(f"mode: {mode}; {size_mib} MiB file, {rounds} rounds, order rotated each round")
+    if rounds < MIN_ROUNDS:
+        print(f"note: fewer than {MIN_ROUNDS} rounds: not figures to report")
     work = Path(tempfile.mkdtemp(prefix="bench-fetch-", dir=args.dir))
-    size = args.size << 20
+    size = size_mib << 20
     src = work / "src"
     src.mkdir()
     digest = make_file(src / "data.bin", size)
     make_file(src / "small.bin", 1024)
     server, base = start_server(src)
     url = f"{base}/data.bin"
-    figures: dict[str, object] = {"size_mib": args.size, "dir": str(work)}
+    figures: dict[str, object] = {"size_mib": size_mib, "rounds": rounds, "dir": str(work)}
     try:
-        print_cold(figures, cold(url, digest, work, args.repeat), size, args.repeat, work)
-        print_rss(figures, rss(url, digest, work))
-        print_hits(figures, hits(url, digest, work, args.hit_calls, args.slow_calls), args.size)
-        w = crowd(url, digest, work, args.procs, args.repeat)
-        figures["crowd_s"] = w
-        print(
-            f"{args.procs} processes at once: {w['many']:.2f} s vs one alone {w['one']:.2f} s "
-            f"(ratio {w['many'] / w['one']:.2f}; target <= 1.2)"
-        )
+        if "cold" in sections:
+            print(f"\ncold verified download of {size_mib} MiB in {work}:")
+            print_cold(figures, cold(url, digest, work, rounds), size)
+        if "rss" in sections:
+            print_rss(figures, rss(url, digest, work))
+        if "hits" in sections:
+            print(f"\ntime per call on a hit ({size_mib} MiB file):")
+            print_hits(
+                figures,
+                *hits(url, digest, work, rounds, calls=args.hit_calls, slow_calls=args.slow_calls),
+            )
+        if "crowd" in sections:
+            print(f"\n{procs} processes asking for one {size_mib} MiB URL at once vs one alone:")
+            print_crowd(figures, crowd(url, digest, work, procs, rounds), procs)
     finally:
         server.kill()
         server.wait()
         shutil.rmtree(work, ignore_errors=True)
+    print()
+    print(conditions.footer())
+    figures["conditions"] = conditions.as_dict()
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0
 
 
-def print_cold(
-    figures: dict[str, object], c: dict[str, list[float]], size: int, repeat: int, work: Path
-) -> None:
+def summaries(r: Rounds, baseline: str) -> dict[str, Summary]:
+    """Per arm, the round-by-round ratio ``arm / baseline``: their median and spread."""
+    return {name: Summary.of(r.ratios(name, baseline)) for name in r.samples}
+
+
+def print_cold(figures: dict[str, object], c: Rounds, size: int) -> None:
     """Cold download figures and their ratios."""
-    med = {k: statistics.median(v) for k, v in c.items() if v}
-    figures["cold_s"] = med
-    print(f"cold verified download of {size >> 20} MiB in {work} (median of {repeat}):")
-    for k, t in med.items():
-        print(f"  {k:<16} {t:8.3f} s  {size / t / 1e6:8.0f} MB/s")
-    if "curl" not in med:
-        print("  curl: skipped (not installed)")
-        return
-    speed = med["curl"] / med["fetch"]
-    vs_sha = med["curl+sha256sum"] / med["fetch"]
-    figures["speed_vs_curl"] = speed
-    figures["speedup_vs_curl_sha256sum"] = vs_sha
-    vs_fsync = med["curl+fsync"] / med["fetch"]
-    figures["speed_vs_curl_fsync"] = vs_fsync
-    print(f"  fetch speed / curl speed             {speed:.2f}  (target >= 0.9)")
-    print(f"  (curl + sha256sum time) / fetch time {vs_sha:.2f}  (target > 1)")
-    print(f"  fetch speed / (curl + fsync) speed   {vs_fsync:.2f}  (like for like on durability)")
+    rows = {name: c.summary(name) for name in c.samples}
+    ratios = summaries(c, "fetch")
+    for line in table(
+        rows, unit="seconds", fmt=".3f", ratios=ratios, ratio_title="arm time / fetch time"
+    ):
+        print(f"  {line}")
+    print("  arm                          verifies  fsyncs  MB/s (median)")
+    flags = {"fetch": (True, True)} | {n: (v, f) for n, (_, v, f) in SHELL_ARMS.items()}
+    for name, s in rows.items():
+        verifies, fsyncs = flags[name]
+        yes = {True: "yes", False: "no"}
+        print(f"  {name:<29}{yes[verifies]:<10}{yes[fsyncs]:<8}{size / s.median / 1e6:8.0f}")
+    figures["cold_s"] = {name: s.as_dict() for name, s in rows.items()}
+    figures["cold_samples_s"] = c.samples
+    figures["cold_orders"] = c.orders
+    figures["cold_over_fetch"] = {name: s.as_dict() for name, s in ratios.items()}
+    print("  (arm time / fetch time, round by round, is fetch's speed over the arm's: > 1, fetch")
+    print("  was faster; at small sizes the shell arms' start-up, a few ms, weighs in)")
 
 
 def print_rss(figures: dict[str, object], r: dict[str, float]) -> None:
     """Peak memory figures."""
     figures["rss"] = r
     print(
-        f"peak RSS: fetch {r['fetch_peak_mib']:.1f} MiB "
+        f"\npeak RSS (one run each): fetch {r['fetch_peak_mib']:.1f} MiB "
         f"(+{r['fetch_growth_mib']:.1f} MiB during the download; target <= 64), "
         f"urlopen().read() {r['naive_peak_mib']:.1f} MiB"
     )
 
 
-def print_hits(figures: dict[str, object], h: dict[str, object], size_mib: int) -> None:
+HIT_LABELS = {
+    "fetch hit": "a stat, compared with the record made at download; no re-hash",
+    "pooch, no hash": "pooch.retrieve(known_hash=None): an exists(); no re-hash",
+    "pooch, with the hash": "pooch.retrieve(known_hash=...): re-hashes the whole file",
+    "tiktoken read_file_cached": "reads the whole file into memory and re-hashes it",
+}
+
+
+def print_hits(figures: dict[str, object], h: Rounds, notes: list[str]) -> None:
     """Hit-path figures."""
-    figures["hit_s"] = h
-    mine = h["fetch"]
-    assert isinstance(mine, float)
-    print(f"time per call on a hit ({size_mib} MiB file):")
-    print(f"  fetch     {mine * 1e6:10.1f} us  (target < 100 us)")
-    for other in ("pooch", "tiktoken"):
-        value = h[other]
-        if isinstance(value, float):
-            print(f"  {other:<9} {value * 1e6:10.1f} us  ({value / mine:,.0f}x fetch)")
-        else:
-            print(f"  {other:<9} {value}")
+    rows = {name: h.summary(name).scaled(1e6) for name in h.samples}
+    ratios = summaries(h, "fetch hit")
+    for line in table(
+        rows, unit="microseconds per call", fmt=".1f", ratios=ratios, ratio_title="x fetch hit"
+    ):
+        print(f"  {line}")
+    for name in h.samples:
+        print(f"  {name}: {HIT_LABELS[name]}")
+    for note in notes:
+        print(f"  note: {note}")
+    figures["hit_us"] = {name: s.as_dict() for name, s in rows.items()}
+    figures["hit_over_fetch"] = {name: s.as_dict() for name, s in ratios.items()}
+
+
+def print_crowd(figures: dict[str, object], c: Rounds, procs: int) -> None:
+    """Crowd figures: each round's ratio, their median and spread."""
+    solo, many = "one alone", f"{procs} at once"
+    rows = {name: c.summary(name) for name in c.samples}
+    for line in table(rows, unit="seconds", fmt=".3f"):
+        print(f"  {line}")
+    ratios = c.ratios(many, solo)
+    s = Summary.of(ratios)
+    print(f"  ratio per round: {', '.join(f'{x:.2f}' for x in ratios)}")
+    print(f"  ratio: median {s.median:.2f}, min-max {s.low:.2f}-{s.high:.2f} (target <= 1.2)")
+    figures["crowd_s"] = {name: s.as_dict() for name, s in rows.items()}
+    figures["crowd_ratios"] = ratios
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,10 +10,15 @@ Bytecode: wheels are installed with ``--compile-bytecode``. Without it, a machin
 ``PYTHONDONTWRITEBYTECODE=1`` (as CI images often do) would recompile the hook's modules from
 source at every start, which measures the compiler, not the hook.
 
+Each arm runs once per round, in an order rotated every round (``benchmarks/_rounds.py``); the
+default 201 rounds put each of the three arms in each position 67 times. Per arm the median,
+min-max and interquartile range are printed, the ratio to the arm without the hook is taken
+round by round, and the Python, nproc and the load average before and after are printed too.
+
 Run from the repository root::
 
-    python benchmarks/bench_startup.py            # 200 runs per arm
-    python benchmarks/bench_startup.py --runs 50  # quicker
+    .venv/bin/python benchmarks/bench_startup.py            # 201 rounds
+    .venv/bin/python benchmarks/bench_startup.py --quick    # smoke test: 15 rounds
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks._rounds import MIN_ROUNDS, Conditions, Rounds, Summary, run_rounds, table
 from cacheroot.envs import TABLE
 
 if TYPE_CHECKING:
@@ -101,18 +109,12 @@ def time_once(python: str, env: Mapping[str, str]) -> float:
 
 def interleaved(
     arms: Mapping[str, tuple[str, Mapping[str, str]]], runs: int, warmup: int
-) -> dict[str, list[float]]:
+) -> Rounds:
     """Run every arm ``runs`` times, rotating the order each round; drop ``warmup`` rounds."""
-    names = list(arms)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for i in range(warmup + runs):
-        shift = i % len(names)
-        for name in names[shift:] + names[:shift]:
-            python, env = arms[name]
-            elapsed = time_once(python, env)
-            if i >= warmup:
-                times[name].append(elapsed)
-    return times
+    calls = {
+        name: (lambda p=python, e=env: time_once(p, e)) for name, (python, env) in arms.items()
+    }
+    return run_rounds(calls, runs, warmup=warmup)
 
 
 def importtime(python: str, env: Mapping[str, str], runs: int) -> dict[str, tuple[float, float]]:
@@ -153,10 +155,21 @@ def module_count(python: str, env: Mapping[str, str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=200, help="runs per arm (default 200)")
-    parser.add_argument("--warmup", type=int, default=10, help="rounds dropped first")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 15 rounds, 3 warm-up")
+    parser.add_argument("--runs", type=int, help="rounds, one run per arm each (default 201)")
+    parser.add_argument("--warmup", type=int, help="rounds dropped first (default 10)")
     parser.add_argument("--python", default=_base_python(), help="base interpreter")
     args = parser.parse_args(argv)
+    if args.runs is None:
+        args.runs = 15 if args.quick else 201
+    if args.warmup is None:
+        args.warmup = 3 if args.quick else 10
+    conditions = Conditions.now()
+    print(conditions.header())
+    if args.quick:
+        print("mode: quick (a smoke test, not figures to report)")
+    if args.runs < MIN_ROUNDS:
+        print(f"note: fewer than {MIN_ROUNDS} rounds: not figures to report")
 
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as work:
         hooked, plain = build(work, args.python)
@@ -175,36 +188,37 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         arms = {"without hook": (plain, env), "with hook": (hooked, env)}
         arms["with hook, disabled"] = (hooked, disabled)
-        times = interleaved(arms, args.runs, args.warmup)
+        result = interleaved(arms, args.runs, args.warmup)
+        times = result.samples
         base = statistics.median(times["without hook"])
 
-        print(f"python: {args.python} ({sys.version.split()[0]} here)")
-        print(f"runs: {args.runs} per arm, interleaved, {args.warmup} warm-up rounds dropped")
+        print(f"python measured: {args.python} ({sys.version.split()[0]} here)")
+        print(f"runs: {args.runs} rounds, one run per arm each, order rotated every round,")
+        print(f"      {args.warmup} warm-up rounds dropped")
         print("bytecode: compiled at install time (uv pip install --compile-bytecode)")
         print()
-        columns = f"{'median ms':>10}{'min':>8}{'p25':>8}{'p75':>8}{'delta ms':>10}{'ratio':>8}"
-        print(f"{'arm':<22}{columns}")
-        for name, values in times.items():
-            q = statistics.quantiles(values, n=4)
-            med = statistics.median(values)
-            print(
-                f"{name:<22}{med:>10.2f}{min(values):>8.2f}{q[0]:>8.2f}{q[2]:>8.2f}"
-                f"{med - base:>+10.2f}{med / base:>8.3f}"
-            )
+        rows = {name: Summary.of(values) for name, values in times.items()}
+        ratios = {name: Summary.of(result.ratios(name, "without hook")) for name in times}
+        for line in table(
+            rows, unit="ms per `python -c pass`", ratios=ratios, ratio_title="x without"
+        ):
+            print(line)
+        for name, s in rows.items():
+            print(f"  {name}: {s.median - base:+.2f} ms over the median without the hook")
         print()
         print(
             f"modules at start-up: {module_count(plain, env)} without, "
             f"{module_count(hooked, env)} with the hook"
         )
-        print("-X importtime, median of 50 starts (microseconds):")
+        starts = 10 if args.quick else 50
+        print(f"-X importtime, median of {starts} starts (microseconds):")
         print(f"  {'module':<26}{'self':>8}{'cumulative':>12}")
-        for module, (own, cumulative) in importtime(hooked, env, 50).items():
+        for module, (own, cumulative) in importtime(hooked, env, starts).items():
             print(f"  {module:<26}{own:>8.0f}{cumulative:>12.0f}")
         over = statistics.median(times["with hook"]) / base - 1
         print()
-        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"load average: {load} (a busy machine widens p25..p75 and shifts the medians)")
-        print(f"overhead: {over:+.1%} (target: at most +10%)")
+        print(f"overhead (median with / median without - 1): {over:+.1%} (target: at most +10%)")
+        print(conditions.footer())
     return 0
 
 
