@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cacheroot.envs import CACHEROOT_OFFLINE
+from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY
 from cacheroot.fetch import Fetcher
 from cacheroot.fetch._cli import CHECKSUM, FAILED, MISS, OK, USAGE
 
@@ -43,6 +43,7 @@ def test_exit_statuses(origin: Origin, name: str) -> None:
     assert miss.returncode == MISS
     assert "cacheroot fetch" in miss.stderr
     assert cli(url, env={CACHEROOT_OFFLINE: "1"}).returncode == MISS
+    assert cli(url, env={VLLM_TEST_CACHE_ONLY: "1"}).returncode == MISS
     assert cli(url, "--sha256", "0" * 64).returncode == CHECKSUM
     assert cli(url, "--namespace", "../x").returncode == USAGE
     assert cli(url, "--sha256", "xyz").returncode == USAGE

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.envs import CACHEROOT_OFFLINE
+from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE, VLLM_TEST_CACHE_LEGACY
 from cacheroot.fetch import (
     CacheMissError,
     ChecksumError,
@@ -70,10 +70,13 @@ def test_module_function_uses_the_layout(origin: Origin, name: str) -> None:
     assert path.read_bytes() == body(name)
 
 
-@pytest.mark.parametrize("variable", ["_VLLM_TEST_CACHE", "VLLM_TEST_CACHE"])  # current, legacy
+@pytest.mark.parametrize("variable", [VLLM_TEST_CACHE, VLLM_TEST_CACHE_LEGACY])
 def test_cache_dir_follows_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, origin: Origin, name: str, variable: str
 ) -> None:
+    # The isolation fixture sets the current name as a user would (no CACHEROOT_APPLIED), and
+    # a user's current name wins over the legacy one: a user of the legacy name has none.
+    monkeypatch.delenv(VLLM_TEST_CACHE)
     monkeypatch.setenv(variable, str(tmp_path / "elsewhere"))
     path = fetch(origin.url(f"/ok/{name}"))
     assert path.parent == tmp_path / "elsewhere" / "downloads"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cacheroot.envs import CACHEROOT_OFFLINE
+from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY
 from cacheroot.fetch._report import Figures, human_bytes
 
 from .runner import (
@@ -95,13 +95,15 @@ def test_workers_report_one_aggregated_line_and_json(tmp_path: Path, origin: Ser
     assert origin.stats()["total"] - before == 2
 
 
+@pytest.mark.parametrize("switch", [CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY])
 def test_offline_run_fails_misses_and_foreign_connections(
-    tmp_path: Path, origin: ServedOrigin
+    tmp_path: Path, origin: ServedOrigin, switch: str
 ) -> None:
     project = _project(
         tmp_path,
         origin,
         f"""
+        import os
         import socket
         import urllib.request
 
@@ -119,18 +121,21 @@ def test_offline_run_fails_misses_and_foreign_connections(
 
         def test_foreign_host_is_refused():
             socket.create_connection(("192.0.2.7", 9), timeout=1)
+
+        def test_every_fetch_of_the_run_is_cache_only():
+            assert os.environ[{CACHEROOT_OFFLINE!r}] == "1"
         """,
     )
     before = origin.stats()["total"]
     report = tmp_path / "report.json"
     out = run_pytest(
         [*plugin_args(), "--cacheroot-report", str(report)],
-        env=layout_env(tmp_path / "root", **{CACHEROOT_OFFLINE: "1"}),
+        env=layout_env(tmp_path / "root", **{switch: "1"}),
         cwd=project,
     )
     text = out.stdout + out.stderr
     assert out.returncode == pytest.ExitCode.TESTS_FAILED, text
-    assert "3 failed, 1 passed" in text
+    assert "3 failed, 2 passed" in text
     assert f"cacheroot offline run: {origin.url}{GSM8K} is not in the cache" in text
     assert f"cache miss on an offline run: {origin.url}{BPE}" in text
     assert "cacheroot warm MANIFEST" in text
@@ -140,6 +145,29 @@ def test_offline_run_fails_misses_and_foreign_connections(
     figures = json.loads(report.read_text())
     assert (figures["offline"], figures["offline_misses"], figures["misses"]) == (True, 2, 2)
     assert figures["downloads"] == 0
+
+
+def test_upstream_cache_only_switch_forces_offline_first_runs(
+    tmp_path: Path, origin: ServedOrigin
+) -> None:
+    sha, _ = _sha(origin, GSM8K)
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text(
+        f'[[asset]]\nurl = "{origin.url}{GSM8K}"\nsha256 = "{sha}"\nnamespace = "gsm8k"\n'
+    )
+    project = _project(tmp_path, origin, "def test_never_runs():\n    raise AssertionError\n")
+    before = origin.stats()["total"]
+    out = run_pytest(
+        [*plugin_args(), "--cacheroot-manifest", str(manifest)],
+        env=layout_env(tmp_path / "root", **{VLLM_TEST_CACHE_ONLY: "1"}),
+        cwd=project,
+    )
+    text = out.stdout + out.stderr
+    assert out.returncode == pytest.ExitCode.USAGE_ERROR, text
+    assert "offline run, but 1 manifest entries are not complete" in text
+    assert f"{VLLM_TEST_CACHE_ONLY}=1, which warms them" in text
+    assert "test_never_runs" not in text
+    assert origin.stats()["total"] == before  # forced offline: nothing was warmed
 
 
 def _figures(hits: int, misses: int, media: dict[str, float] | None = None) -> Figures:

@@ -1,6 +1,6 @@
 """Cached, single-flight, atomic, verified and resumable downloads.
 
-``fetch(url, sha256=...)`` returns a path under ``$VLLM_TEST_CACHE/<namespace>/``; the building
+``fetch(url, sha256=...)`` returns a path under ``$_VLLM_TEST_CACHE/<namespace>/``; the building
 blocks (the lock, atomic publishing of files and directories, the error hierarchy) are public for
 the other cacheroot packages.
 """

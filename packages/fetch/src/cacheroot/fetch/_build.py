@@ -140,7 +140,7 @@ def build_once(
     """The directory holding what ``builder(directory)`` writes, built once per volume.
 
     ``key`` names the artifact (a file name: letters, digits, ``.``, ``_``, ``-``); the entry is
-    ``$VLLM_TEST_CACHE/<namespace>/<key>-<fingerprint>``. ``builder`` receives an empty private
+    ``$_VLLM_TEST_CACHE/<namespace>/<key>-<fingerprint>``. ``builder`` receives an empty private
     directory (a :class:`~pathlib.Path`) and fills it; its return value is ignored. Raises what
     the builder raises (nothing is published), or :class:`LockTimeout` after ``lock_timeout``
     seconds of waiting for another process's build.

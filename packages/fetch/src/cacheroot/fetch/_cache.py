@@ -1,6 +1,6 @@
 """Looking after the test cache: ``cacheroot cache ls | du | verify | prune``, and "last used".
 
-An entry is a file or directory ``<VLLM_TEST_CACHE>/<namespace>/<name>`` whose name does not
+An entry is a file or directory ``<_VLLM_TEST_CACHE>/<namespace>/<name>`` whose name does not
 start with a dot; its dot-files beside it belong to it (``.<name>.meta.json``, the record;
 ``.<name>.lock``, the single-flight lock; ``.<name>.used``, when it was last used;
 ``.<name>.<machine>-<pid>.<id>.partial``, a download or build in progress).
@@ -27,6 +27,8 @@ import sys
 import time
 from datetime import datetime, timezone
 from typing import Any
+
+from cacheroot.envs import VLLM_TEST_CACHE
 
 from ._errors import FetchError, LockTimeout
 from ._lock import PathLock, holder
@@ -472,7 +474,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "cache",
         help="list, measure, verify and prune the test cache",
-        description="Inspect and maintain $VLLM_TEST_CACHE (and measure the whole layout).",
+        description=f"Inspect and maintain ${VLLM_TEST_CACHE} (and measure the whole layout).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE, VLLM_TEST_CACHE_ONLY
+
 #: Exit statuses, documented in ``--help``.
 OK, FAILED, USAGE, CHECKSUM, MISS, LOCKED = 0, 1, 2, 3, 4, 5
 
@@ -16,7 +18,8 @@ exit status:
   {FAILED}  the download failed (network, HTTP status, disk full, refused scheme or redirect)
   {USAGE}  bad arguments (namespace, file name or digest not allowed)
   {CHECKSUM}  the bytes received do not have the expected sha256 (nothing was cached)
-  {MISS}  offline (--offline or CACHEROOT_OFFLINE=1) and the file is not cached
+  {MISS}  cache-only (--offline, {CACHEROOT_OFFLINE}=1 or {VLLM_TEST_CACHE_ONLY}=1) and the file
+     is not cached
   {LOCKED}  timed out waiting for another process downloading the same file
 """
 
@@ -26,7 +29,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "fetch",
         help="download a URL into the test cache (once) and print its path",
-        description="Download URL into $VLLM_TEST_CACHE/NAMESPACE/ unless it is already there.",
+        description=(
+            f"Download URL into ${VLLM_TEST_CACHE}/NAMESPACE/ unless it is already there."
+        ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -25,6 +25,7 @@ from cacheroot.envs import (
     CACHEROOT_OFFLINE,
     TABLE,
     VLLM_TEST_CACHE,
+    VLLM_TEST_CACHE_ONLY,
     XDG_CACHE_HOME,
     resolve,
     truthy,
@@ -37,6 +38,8 @@ from ._naming import entry_path, url_key
 from ._used import touch_used
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import requests
 
 log = logging.getLogger("cacheroot.fetch")
@@ -47,11 +50,14 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _ancestry(name: str) -> tuple[str, ...]:
+    """``name``, its parents up the table, and the legacy names of each (all read by resolve)."""
     by_name = {v.name: v for v in TABLE}
-    names = []
+    names: list[str] = []
     while name:
         names.append(name)
-        name = by_name[name].parent if name in by_name else ""
+        var = by_name.get(name)
+        names.extend(var.legacy if var is not None else ())
+        name = var.parent if var is not None else ""
     return tuple(names)
 
 
@@ -60,8 +66,19 @@ _DEPENDS = (_CACHEROOT, CACHEROOT_APPLIED, XDG_CACHE_HOME, "HOME", *_ancestry(CA
 _dir_memo: dict[tuple[str | None, ...], str] = {}
 
 
+def cache_only(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether downloads are cache-only now: ``CACHEROOT_OFFLINE`` or ``_VLLM_TEST_CACHE_ONLY``.
+
+    The second is upstream vLLM's switch for its test helper. Read at every call: a cache-only
+    run never downloads, a miss is an error. The fetcher, the pytest plugin and the model
+    snapshots all ask this one function.
+    """
+    env = os.environ if environ is None else environ
+    return truthy(env.get(CACHEROOT_OFFLINE)) or truthy(env.get(VLLM_TEST_CACHE_ONLY))
+
+
 def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
-    """``VLLM_TEST_CACHE`` as :func:`cacheroot.envs.resolve` derives it now.
+    """``_VLLM_TEST_CACHE`` as :func:`cacheroot.envs.resolve` derives it now.
 
     Resolved at every call (the environment may change between calls), but memoised on the
     values of the variables it depends on, which is a tuple of look-ups instead of resolving the
@@ -163,8 +180,9 @@ class Fetcher:
         """The local path of ``url``'s bytes, downloading them first on a miss.
 
         ``sha256`` (hex) is verified on every download, and a cached entry recorded with another
-        digest is downloaded again. ``offline`` (default: ``CACHEROOT_OFFLINE``) forbids the
-        network: a miss raises :class:`CacheMissError`. ``timeout`` is the read timeout, or a
+        digest is downloaded again. ``offline`` (default: :func:`cache_only`, that is
+        ``CACHEROOT_OFFLINE`` or ``_VLLM_TEST_CACHE_ONLY``) forbids the network: a miss raises
+        :class:`CacheMissError`. ``timeout`` is the read timeout, or a
         ``(connect, read)`` pair. ``progress`` shows a bar (default: when stderr is a terminal).
         ``extract`` unpacks a zip or tar archive once per volume and returns its directory
         (``<entry>.extracted``, published atomically; unsafe members refuse the whole archive).
@@ -177,7 +195,7 @@ class Fetcher:
             _stats.add(hits=1, bytes_from_cache=size)
             return self._finish(dest, extract=extract)
         if offline is None:
-            offline = truthy(os.environ.get(CACHEROOT_OFFLINE))
+            offline = cache_only()
         if offline:
             hint = ""
             if filename is not None or namespace != "downloads":
@@ -424,7 +442,7 @@ def fetch(
     progress: bool | None = None,
     extract: bool = False,
 ) -> Path:
-    """Download ``url`` once into ``$VLLM_TEST_CACHE/<namespace>/`` and return its path.
+    """Download ``url`` once into ``$_VLLM_TEST_CACHE/<namespace>/`` and return its path.
 
     See :meth:`Fetcher.fetch`; this calls it on :func:`default_fetcher`.
     """

@@ -2,7 +2,7 @@
 
 Two kinds of entries, as arrays of tables::
 
-    [[asset]]                     # a file fetched by URL into $VLLM_TEST_CACHE/<namespace>/
+    [[asset]]                     # a file fetched by URL into $_VLLM_TEST_CACHE/<namespace>/
     url = "https://example.org/data/gsm8k-test.jsonl"
     sha256 = "0f3c...64 hex digits"
     namespace = "gsm8k"
@@ -67,7 +67,7 @@ class ManifestError(FetchError, ValueError):
 
 
 class Asset:
-    """One ``[[asset]]`` entry: a URL fetched into ``$VLLM_TEST_CACHE/<namespace>/``."""
+    """One ``[[asset]]`` entry: a URL fetched into ``$_VLLM_TEST_CACHE/<namespace>/``."""
 
     __slots__ = ("extract", "filename", "index", "namespace", "sha256", "url")
 

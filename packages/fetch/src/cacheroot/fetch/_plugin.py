@@ -4,13 +4,14 @@ Enabled by the ``pytest11`` entry point of ``cacheroot-fetch`` (or ``-p cacheroo
 
 Fixtures: ``cached_file(url, sha256=..., namespace=..., filename=...) -> Path`` (:func:`fetch`
 bound to the test cache), ``model_snapshot(repo_id, revision, hub="hf", ...) -> Path`` (a hub
-snapshot's local directory), ``test_cache_dir`` (``VLLM_TEST_CACHE`` as a ``Path``),
+snapshot's local directory), ``test_cache_dir`` (``_VLLM_TEST_CACHE`` as a ``Path``),
 ``build_once`` and ``media_cache`` (skip, with the reason, where the installed cacheroot lacks
 them).
 
-Options: ``--cacheroot-offline`` (or ``CACHEROOT_OFFLINE=1``): every cache miss fails its test,
-naming the URL and the command that warms it, and (where pytest-socket is installed) only
-loopback connections are allowed; ``--cacheroot-no-network`` asks for that guard alone.
+Options: ``--cacheroot-offline`` (or ``CACHEROOT_OFFLINE=1``, or upstream vLLM's
+``_VLLM_TEST_CACHE_ONLY=1``): every cache miss fails its test, naming the URL and the command
+that warms it, and (where pytest-socket is installed) only loopback connections are allowed;
+``--cacheroot-no-network`` asks for that guard alone.
 ``--cacheroot-report PATH`` writes the session's figures as JSON. ``--shard-id`` and
 ``--num-shards`` (or Buildkite's parallel-job variables) pick this CI job's share of the tests
 through pytest-split, balanced by recorded durations.
@@ -47,11 +48,12 @@ from cacheroot.envs import (
     CACHEROOT_OFFLINE,
     CACHEROOT_OPT_IN,
     HF_HUB_OFFLINE,
+    VLLM_TEST_CACHE_ONLY,
     truthy,
 )
 
 from ._errors import CacheMissError, FetchError
-from ._fetcher import cache_dir, fetch
+from ._fetcher import cache_dir, cache_only, fetch
 from ._report import Figures, snapshot
 from ._snapshot import ModelSpec, offline_snapshot_path
 from ._warm import HIT, warm_manifest
@@ -102,8 +104,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--cacheroot-offline",
         action="store_true",
         default=False,
-        help=f"cache-only run: a miss fails its test (also {CACHEROOT_OFFLINE}=1); implies "
-        "--cacheroot-no-network where pytest-socket is installed",
+        help=f"cache-only run: a miss fails its test (also {CACHEROOT_OFFLINE}=1 or "
+        f"{VLLM_TEST_CACHE_ONLY}=1); implies --cacheroot-no-network where pytest-socket is "
+        "installed",
     )
     group.addoption(
         "--cacheroot-no-network",
@@ -196,9 +199,7 @@ def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter exists, to print through it
 def pytest_configure(config: pytest.Config) -> None:
-    offline = bool(config.getoption("cacheroot_offline", default=False)) or truthy(
-        os.environ.get(CACHEROOT_OFFLINE)
-    )
+    offline = bool(config.getoption("cacheroot_offline", default=False)) or cache_only()
     manifest: dict[str, Any] | None = None
     warmed = Figures()
     if not _is_worker(config):  # workers inherit the environment the controller settles here
@@ -315,7 +316,8 @@ def _offline_first(
         )
         hint = (
             f"warm them with network access first: `{warm}` (or run without "
-            f"--cacheroot-offline / {CACHEROOT_OFFLINE}=1, which warms them)"
+            f"--cacheroot-offline / {CACHEROOT_OFFLINE}=1 / {VLLM_TEST_CACHE_ONLY}=1, which "
+            "warms them)"
         )
         pytest.exit("\n".join([head, *_listing(missing), hint]), returncode=INCOMPLETE_MANIFEST)
     if missing:
@@ -443,7 +445,7 @@ class CachedFile:
 
 @pytest.fixture
 def test_cache_dir() -> Path:
-    """``VLLM_TEST_CACHE`` as the layout resolves it for this test."""
+    """``_VLLM_TEST_CACHE`` as the layout resolves it for this test."""
     return Path(cache_dir())
 
 
@@ -503,7 +505,7 @@ class ModelSnapshot:
         return path
 
     def _offline(self, spec: ModelSpec) -> bool:
-        if self._state.offline or truthy(os.environ.get(CACHEROOT_OFFLINE)):
+        if self._state.offline or cache_only():
             return True
         return spec.hub == "hf" and truthy(os.environ.get(HF_HUB_OFFLINE))
 
@@ -601,7 +603,8 @@ def media_cache() -> Generator[Any, None, None]:
     cache = cls.from_env()
     if cache is None:
         pytest.skip(
-            f"{CACHEROOT_MEDIA_CACHE} is off: opt in with {CACHEROOT_OPT_IN}={CACHEROOT_MEDIA_CACHE}"
+            f"{CACHEROOT_MEDIA_CACHE} is off: opt in with "
+            f"{CACHEROOT_OPT_IN}={CACHEROOT_MEDIA_CACHE}"
         )
     yield cache
     close = getattr(cache, "close", None)

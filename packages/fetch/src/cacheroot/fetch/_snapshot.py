@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 
 from cacheroot.envs import (
     CACHEROOT,
-    CACHEROOT_OFFLINE,
     HF_HUB_OFFLINE,
     VLLM_CACHE_ROOT,
     resolve,
@@ -54,6 +53,7 @@ from cacheroot.envs import (
 
 from . import _snapshot_hubs as hubs
 from ._errors import CacheMissError, ChecksumError, DownloadError
+from ._fetcher import cache_only
 from ._lock import PathLock
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ def _hub_root(spec: ModelSpec, environ: Mapping[str, str]) -> str:
 
 
 def _is_offline(spec: ModelSpec, environ: Mapping[str, str]) -> bool:
-    if truthy(environ.get(CACHEROOT_OFFLINE)):
+    if cache_only(environ):
         return True
     return spec.hub == "hf" and truthy(environ.get(HF_HUB_OFFLINE))
 
@@ -481,8 +481,8 @@ def warm_snapshot(
     up to ``attempts`` times with exponential backoff and jitter starting at ``backoff``
     seconds, waiting what ``Retry-After`` asks when the hub says (capped at ``max_delay``).
 
-    ``offline`` (default: ``CACHEROOT_OFFLINE``, and for Hugging Face also ``HF_HUB_OFFLINE``)
-    turns a miss into :class:`CacheMissError` instead of a download.
+    ``offline`` (default: ``CACHEROOT_OFFLINE`` or ``_VLLM_TEST_CACHE_ONLY``, and for Hugging
+    Face also ``HF_HUB_OFFLINE``) turns a miss into :class:`CacheMissError` instead of a download.
     """
     if not spec.pinned:
         warnings.warn(

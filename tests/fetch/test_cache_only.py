@@ -1,0 +1,120 @@
+"""Cache-only runs: ``CACHEROOT_OFFLINE`` or upstream vLLM's ``_VLLM_TEST_CACHE_ONLY``.
+
+Either switch makes every download of cacheroot.fetch (and a model snapshot's warm) a miss that
+raises instead of asking the network; a blank or ``0`` value is off; ``offline=False`` wins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from cacheroot.envs import (
+    CACHEROOT,
+    CACHEROOT_OFFLINE,
+    VLLM_CACHE_ROOT,
+    VLLM_TEST_CACHE,
+    VLLM_TEST_CACHE_LEGACY,
+    VLLM_TEST_CACHE_ONLY,
+)
+from cacheroot.fetch import CacheMissError, Fetcher, ModelSpec, cache_dir, warm_snapshot
+from cacheroot.fetch import _snapshot as snapshot_module
+from cacheroot.fetch._fetcher import cache_only
+
+from .origin import Origin, body
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+SWITCHES = [CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY]
+ON = ["1", "true", "yes", "ON", " 1 ", "\tyes\n"]
+OFF = ["", " ", "0", "false", "no", "off", "2"]
+PINNED = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture(params=SWITCHES)
+def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each cache-only variable in turn, with every switch unset to start with."""
+    for each in SWITCHES:
+        monkeypatch.delenv(each, raising=False)
+    chosen: str = request.param
+    return chosen
+
+
+@pytest.mark.parametrize("value", ON)
+def test_on_values(switch: str, value: str) -> None:
+    assert cache_only({switch: value})
+    other = next(s for s in SWITCHES if s != switch)
+    assert cache_only({switch: value, other: "0"})
+
+
+@pytest.mark.parametrize("value", OFF)
+def test_off_values(switch: str, value: str) -> None:
+    assert not cache_only({switch: value})
+
+
+def test_unset_is_off_and_the_environment_is_read_at_each_call(
+    switch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert not cache_only({})
+    assert not cache_only()
+    monkeypatch.setenv(switch, "1")
+    assert cache_only()
+    monkeypatch.setenv(switch, "0")
+    assert not cache_only()
+
+
+def test_a_miss_asks_nothing_and_offline_false_wins(
+    switch: str, origin: Origin, fetcher: Fetcher, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = origin.url(f"/ok/{name}")
+    monkeypatch.setenv(switch, "1")
+    with pytest.raises(CacheMissError) as info:
+        fetcher.fetch(url, namespace="gsm8k")
+    assert isinstance(info.value, FileNotFoundError)
+    assert origin.gets[f"/ok/{name}"] == 0
+    path = fetcher.fetch(url, namespace="gsm8k", offline=False)
+    assert origin.gets[f"/ok/{name}"] == 1
+    assert fetcher.fetch(url, namespace="gsm8k") == path  # a hit needs no network
+    assert path.read_bytes() == body(name)
+    assert origin.gets[f"/ok/{name}"] == 1
+
+
+@pytest.mark.parametrize("value", OFF)
+def test_an_off_value_downloads(
+    switch: str,
+    value: str,
+    *,
+    origin: Origin,
+    fetcher: Fetcher,
+    name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(switch, value)
+    assert fetcher.fetch(origin.url(f"/ok/{name}")).read_bytes() == body(name)
+    assert origin.gets[f"/ok/{name}"] == 1
+
+
+def test_a_snapshot_warm_is_cache_only_too(switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_network(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a cache-only warm asked the hub")
+
+    monkeypatch.setattr(snapshot_module, "_download_with_retries", no_network)
+    monkeypatch.setenv(switch, "1")
+    spec = ModelSpec("org/model", PINNED, hub="modelscope")  # HF_HUB_OFFLINE cannot be why
+    with pytest.raises(CacheMissError, match="org/model"):
+        warm_snapshot(spec)
+
+
+def test_cache_dir_follows_a_legacy_name_set_between_calls(tmp_path: Path) -> None:
+    # Memoised on what it depends on: the legacy name must be part of that.
+    env = {CACHEROOT: str(tmp_path), VLLM_TEST_CACHE_LEGACY: str(tmp_path / "a")}
+    assert cache_dir(env) == str(tmp_path / "a")
+    env[VLLM_TEST_CACHE_LEGACY] = str(tmp_path / "b")
+    assert cache_dir(env) == str(tmp_path / "b")
+    env[VLLM_TEST_CACHE] = str(tmp_path / "c")  # the current name wins
+    assert cache_dir(env) == str(tmp_path / "c")
+    del env[VLLM_TEST_CACHE], env[VLLM_TEST_CACHE_LEGACY]
+    env[VLLM_CACHE_ROOT] = str(tmp_path / "v")
+    assert cache_dir(env) == str(tmp_path / "v" / "test_cache")
