@@ -25,11 +25,16 @@ print(json.dumps({"paths": paths, "stats": stats()}), flush=True)
 """
 
 
-def spawn(urls: Sequence[tuple[str, str | None]], *, gate: bool = True) -> subprocess.Popen[str]:
-    """Start a child that fetches ``urls`` (``(url, sha256)`` pairs) in order."""
+def spawn(
+    urls: Sequence[tuple[str, str | None]], *, gate: bool = True, child: str = CHILD
+) -> subprocess.Popen[str]:
+    """Start a child that fetches ``urls`` (``(url, sha256)`` pairs) in order.
+
+    ``child`` is the program (see :data:`CHILD` for what it must read, print and wait for).
+    """
     job = json.dumps({"urls": urls, "gate": gate})
     return subprocess.Popen(
-        [sys.executable, "-c", CHILD, job],
+        [sys.executable, "-c", child, job],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from ._archive import ArchiveError, extract, extract_entry
 from ._build import build_once, built_path
-from ._errors import CacheMissError, ChecksumError, DownloadError, FetchError, LockTimeout
+from ._errors import (
+    CacheMissError,
+    ChecksumError,
+    DownloadError,
+    EmptyDownloadError,
+    FetchError,
+    LockTimeout,
+)
 from ._fetcher import Fetcher, cache_dir, default_fetcher, fetch
 from ._lock import PathLock, holder
 from ._manifest import Asset, Manifest, ManifestError, Model, load_manifest, parse_manifest
@@ -48,6 +55,7 @@ __all__ = [
     "CacheMissError",
     "ChecksumError",
     "DownloadError",
+    "EmptyDownloadError",
     "FetchError",
     "Fetcher",
     "LockTimeout",

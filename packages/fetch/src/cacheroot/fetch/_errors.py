@@ -56,6 +56,25 @@ class ChecksumError(FetchError, ValueError):
         return self._size
 
 
+class EmptyDownloadError(FetchError, ValueError):
+    """The origin sent an empty body where a file was expected; nothing was published."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(
+            f"{url} answered with an empty body; nothing was published. Check the URL (an "
+            "empty file cannot be a test asset), or retry later if the origin is misbehaving"
+        )
+        self._url = url
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._url,))
+
+    @property
+    def url(self) -> str:
+        """The URL that was downloaded."""
+        return self._url
+
+
 class CacheMissError(FetchError, FileNotFoundError):
     """Offline mode and the entry is not in the cache: no request was made."""
 

@@ -9,9 +9,11 @@ changed. ``requests`` is imported only when something must be downloaded.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -32,13 +34,19 @@ from cacheroot.envs import (
 )
 
 from . import _stats, _store
-from ._errors import CacheMissError, ChecksumError, DownloadError, FetchError
+from ._errors import (
+    CacheMissError,
+    ChecksumError,
+    DownloadError,
+    EmptyDownloadError,
+    FetchError,
+)
 from ._lock import PathLock
 from ._naming import entry_path, url_key
 from ._used import touch_used
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     import requests
 
@@ -206,49 +214,57 @@ class Fetcher:
                     "(or `cacheroot warm MANIFEST`)"
                 )
             raise CacheMissError(url, dest, hint)
-        self._check_scheme(url)
-        lock = PathLock(_store.lock_path(dest), timeout=self.lock_timeout)
-        try:
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            acquired = lock.acquire(done=lambda: self._hit(dest, key, digest) is not None)
-        except FetchError:
-            raise
-        except OSError as exc:
-            raise DownloadError(
-                url,
-                f"cannot write into {os.path.dirname(dest)}: {exc.strerror or exc}; a read-only "
-                f"or foreign cache serves hits only: warm it where it is writable, or set "
-                f"{CACHEROOT_OFFLINE}=1 to fail fast on misses",
-                err=exc.errno,
-            ) from exc
-        finally:
-            _stats.add(lock_wait_seconds=lock.waited)
-        if not acquired:  # another process published it while we waited
-            size = self._hit(dest, key, digest)
-            if size is not None:
-                _stats.add(hits=1, bytes_from_cache=size)
-                return self._finish(dest, extract=extract)
-            return self.fetch(
-                url,
-                sha256=sha256,
-                namespace=namespace,
-                filename=filename,
-                offline=offline,
-                timeout=timeout,
-                progress=progress,
-                extract=extract,
-            )
-        try:
-            size = self._hit(dest, key, digest)
-            if size is not None:
-                _stats.add(hits=1, bytes_from_cache=size)
-                log.debug("%s arrived while waiting %.2f s for the lock", url, lock.waited)
-                return self._finish(dest, extract=extract)
-            _stats.add(misses=1)
-            self._download(url, dest, digest, timeout=timeout, progress=progress)
-        finally:
-            lock.release()
+        self._fill(
+            url,
+            dest,
+            digest,
+            lambda: self._hit(dest, key, digest),
+            timeout=timeout,
+            progress=progress,
+        )
         return self._finish(dest, extract=extract)
+
+    def _fetch_to(
+        self,
+        url: str,
+        dest: str,
+        *,
+        sha256: str | None,
+        offline: bool | None,
+        timeout: float | tuple[float, float] | None,
+        hint: str = "",
+    ) -> None:
+        """Make ``url`` present at the caller's own path ``dest`` (absolute), by plain-file rules.
+
+        For callers that name and check paths their own way (:mod:`.vllm_compat`): any non-empty
+        regular file at ``dest`` is a hit, whichever URL filled it and with or without a sidecar;
+        with ``sha256`` (normalised hex) it must also have that digest, hashed once per version
+        of the file. A miss is downloaded under the same lock, partial and atomic publishing as
+        :meth:`fetch`; an empty body raises :class:`EmptyDownloadError` and publishes nothing.
+        The use is not recorded (``dest`` may lie outside the cache): the caller decides.
+        """
+        key = url_key(url)
+        size = self._plain_hit(dest, key, sha256)
+        if size is not None:
+            _stats.add(hits=1, bytes_from_cache=size)
+            return
+        if offline is None:
+            offline = cache_only()
+        if offline:
+            raise CacheMissError(url, dest, hint)
+        if os.path.isdir(dest) and not os.path.islink(dest):
+            raise IsADirectoryError(
+                errno.EISDIR, "a directory is where the cached file should be", dest
+            )
+        self._fill(
+            url,
+            dest,
+            sha256,
+            lambda: self._plain_hit(dest, key, sha256),
+            timeout=timeout,
+            progress=None,
+            nonempty=True,
+        )
 
     def _finish(self, dest: str, *, extract: bool) -> Path:
         """What :meth:`fetch` returns for a cached ``dest``: it, or its unpacked directory."""
@@ -284,6 +300,32 @@ class Fetcher:
             return None
         return st.st_size
 
+    def _plain_hit(self, dest: str, key: str, digest: str | None) -> int | None:
+        """The size of a non-empty regular file at ``dest`` (of ``digest`` if given), else None.
+
+        A symbolic link is not a hit (it may point anywhere). With a digest, a file this
+        process has not seen in its current version is hashed once and its sidecar renewed.
+        """
+        try:
+            st = os.lstat(dest)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return None
+        if digest is None:
+            return st.st_size
+        triple = (st.st_size, st.st_mtime_ns, st.st_ino)
+        known = self._known.get(dest)
+        if known is None or known[0] != triple:
+            try:
+                known = self._recheck(dest, triple, key, digest)
+            except OSError:
+                return None
+            if known is None:
+                return None
+            self._known[dest] = known
+        return st.st_size if known[1] == digest else None
+
     def _recheck(
         self, dest: str, triple: tuple[int, int, int], key: str, digest: str | None
     ) -> tuple[tuple[int, int, int], str | None, str | None] | None:
@@ -306,6 +348,56 @@ class Fetcher:
         return (st.st_size, st.st_mtime_ns, st.st_ino), actual, key
 
     # -- the miss path -------------------------------------------------------------------
+    def _fill(
+        self,
+        url: str,
+        dest: str,
+        digest: str | None,
+        hit: Callable[[], int | None],
+        *,
+        timeout: float | tuple[float, float] | None,
+        progress: bool | None,
+        nonempty: bool = False,
+    ) -> None:
+        """Download ``url`` into ``dest`` once across processes, unless ``hit()`` finds it first."""
+        self._check_scheme(url)
+        while True:
+            lock = PathLock(_store.lock_path(dest), timeout=self.lock_timeout)
+            try:
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                acquired = lock.acquire(done=lambda: hit() is not None)
+            except FetchError:
+                raise
+            except OSError as exc:
+                raise DownloadError(
+                    url,
+                    f"cannot write into {os.path.dirname(dest)}: {exc.strerror or exc}; a "
+                    "read-only or foreign cache serves hits only: warm it where it is writable, "
+                    f"or set {CACHEROOT_OFFLINE}=1 to fail fast on misses",
+                    err=exc.errno,
+                ) from exc
+            finally:
+                _stats.add(lock_wait_seconds=lock.waited)
+            if not acquired:  # another process published it while we waited
+                size = hit()
+                if size is None:
+                    continue  # and it was not what we need: take the lock ourselves
+                _stats.add(hits=1, bytes_from_cache=size)
+                return
+            try:
+                size = hit()
+                if size is not None:
+                    _stats.add(hits=1, bytes_from_cache=size)
+                    log.debug("%s arrived while waiting %.2f s for the lock", url, lock.waited)
+                    return
+                _stats.add(misses=1)
+                self._download(
+                    url, dest, digest, timeout=timeout, progress=progress, nonempty=nonempty
+                )
+            finally:
+                lock.release()
+            return
+
     def _check_scheme(self, url: str) -> None:
         scheme = urlsplit(url).scheme.lower()
         if scheme in ("http", "https") or (scheme == "file" and self.allow_file):
@@ -330,6 +422,7 @@ class Fetcher:
         *,
         timeout: float | tuple[float, float] | None,
         progress: bool | None,
+        nonempty: bool = False,
     ) -> None:
         if timeout is None:
             timeouts = (self.connect_timeout, self.read_timeout)
@@ -349,7 +442,9 @@ class Fetcher:
         if part is None:
             part = self._new_partial(url, dest)
         try:
-            meta = self._transfer(url, part, digest, timeouts, adopted=adopted, show=show)
+            meta = self._transfer(
+                url, part, digest, timeouts, adopted=adopted, show=show, nonempty=nonempty
+            )
             self._publish(url, dest, part, meta)
         except BaseException:
             part.discard()
@@ -370,6 +465,7 @@ class Fetcher:
         *,
         adopted: bool,
         show: bool,
+        nonempty: bool = False,
     ) -> dict[str, Any]:
         """Fill ``part`` and verify it; an adopted partial that fails gets one clean retry."""
         from ._http import Transfer  # noqa: PLC0415 - requests only on a miss
@@ -386,6 +482,8 @@ class Fetcher:
             )
             meta = transfer.run()
             _stats.add(bytes_downloaded=transfer.received)
+            if nonempty and part.size == 0:
+                raise EmptyDownloadError(url)
             if digest is None or part.sha256 == digest:
                 return meta
             if not adopted:
