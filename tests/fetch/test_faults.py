@@ -16,6 +16,7 @@ from cacheroot.fetch import (
     ChecksumError,
     DownloadError,
     Fetcher,
+    FetchError,
     PathLock,
     cache_dir,
     fetch,
@@ -80,6 +81,18 @@ def test_cache_dir_follows_the_environment(
     monkeypatch.setenv(variable, str(tmp_path / "elsewhere"))
     path = fetch(origin.url(f"/ok/{name}"))
     assert path.parent == tmp_path / "elsewhere" / "downloads"
+
+
+@pytest.mark.parametrize("value", ["relative/dir", "./here"])
+def test_cache_dir_refuses_a_value_the_layout_calls_invalid(
+    monkeypatch: pytest.MonkeyPatch, origin: Origin, name: str, value: str
+) -> None:
+    monkeypatch.setenv(VLLM_TEST_CACHE, value)
+    with pytest.raises(FetchError, match="is not an absolute path"):
+        cache_dir()
+    with pytest.raises(FetchError, match=VLLM_TEST_CACHE):
+        fetch(origin.url(f"/ok/{name}"))
+    assert origin.gets[f"/ok/{name}"] == 0
 
 
 @pytest.mark.parametrize("kind", ["reset", "short", "norange"])

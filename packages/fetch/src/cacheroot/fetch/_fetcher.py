@@ -25,6 +25,7 @@ from cacheroot.envs import CACHEROOT as _CACHEROOT
 from cacheroot.envs import (
     CACHEROOT_APPLIED,
     CACHEROOT_OFFLINE,
+    INVALID,
     TABLE,
     VLLM_TEST_CACHE,
     VLLM_TEST_CACHE_ONLY,
@@ -98,7 +99,7 @@ def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
     if found is not None:
         return found
     setting = resolve(env).settings.get(CACHE_VARIABLE)
-    if setting is None or not setting.value:
+    if setting is None or not setting.value or setting.source == INVALID:
         reason = setting.reason if setting is not None else "it is not in the layout"
         raise FetchError(
             f"{CACHE_VARIABLE} is unusable ({reason}); set {_CACHEROOT} or {CACHE_VARIABLE} to "
