@@ -131,7 +131,7 @@ def _entry(root: str, namespace: str | None, filename: str | None, url: str) -> 
         parts.append(str(_relative(filename, "filename", nested=False)))
     else:
         parts.append(_name(url))
-    return os.path.join(*parts)
+    return os.path.normpath(os.path.join(*parts))  # namespace "." is the root itself
 
 
 def _get(
