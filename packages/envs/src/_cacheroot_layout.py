@@ -28,6 +28,9 @@ CACHEROOT_DISABLE = "CACHEROOT_DISABLE"
 CACHEROOT_OPT_IN = "CACHEROOT_OPT_IN"
 #: ``1`` makes cacheroot's own downloads cache-only: a miss is an error, never a request.
 CACHEROOT_OFFLINE = "CACHEROOT_OFFLINE"
+#: How much a hit verifies: unset (the recorded stat, ``st_ctime_ns`` included, must match) or
+#: ``first-use`` (also re-hash each entry the first time a process uses it).
+CACHEROOT_VERIFY = "CACHEROOT_VERIFY"
 #: What the hook derived, as ``NAME=value`` lines, so that a child process told of another root
 #: (``CACHEROOT=/b python ...`` from a hooked parent) re-derives what it inherited instead of
 #: taking its parent's derived values for explicit ones. Written by :func:`apply`; never exported.
