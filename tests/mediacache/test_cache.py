@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 import pytest
 import requests
 
+from cacheroot.envs import CACHEROOT_MEDIA_CACHE as MEDIA_CACHE_ROW
 from cacheroot.envs import (
     CACHEROOT_OPT_IN,
     VLLM_MEDIA_CACHE_MAX_SIZE_MB,
     VLLM_MEDIA_CACHE_TTL_HOURS,
 )
-from cacheroot.envs import CACHEROOT_MEDIA_CACHE as MEDIA_CACHE_ROW
 from cacheroot.mediacache import (
     MediaCache,
     ResponseTooLarge,
@@ -434,6 +434,24 @@ def test_download_size_limit(tmp_path: Path, origin: Origin) -> None:
         cache.get(origin.url("/gen/1/5000"))
     assert (info.value.limit, info.value.size) == (1000, 5000)
     assert cache.get(origin.url("/gen/1/1000")) is not None
+
+
+def test_per_call_size_limit_holds_for_downloads_and_hits(
+    tmp_path: Path, origin: Origin, clock: Clock
+) -> None:
+    cache = MediaCache(tmp_path, max_download_bytes=1000, clock=clock)
+    url = origin.url("/gen/2/5000")
+    assert len(cache.get(url, max_bytes=6000)) == 5000  # the call's limit replaces the default
+    with pytest.raises(ResponseTooLarge) as info:
+        cache.get(url, max_bytes=4999)  # a hit: the same limit as a cold cache would apply
+    assert (info.value.limit, info.value.size) == (4999, 5000)
+    with pytest.raises(ResponseTooLarge):
+        cache.get(url)  # the default limit holds for hits too
+    assert origin.gets["/gen/2/5000"] == 1
+    with pytest.raises(ResponseTooLarge) as info:
+        cache.get(origin.url("/gen/3/5000"), max_bytes=100)
+    assert info.value.limit == 100
+    assert not stored(cache, origin.url("/gen/3/5000"))
 
 
 def test_timeout(cache: MediaCache, origin: Origin) -> None:

@@ -25,10 +25,12 @@ from urllib.parse import urljoin, urlsplit
 import requests
 
 from cacheroot.envs import (
-    INVALID,
     CACHEROOT_MEDIA_CACHE,
+    INVALID,
+    VLLM_MEDIA_CACHE,
     VLLM_MEDIA_CACHE_MAX_SIZE_MB,
     VLLM_MEDIA_CACHE_TTL_HOURS,
+    path_problem,
     resolve,
 )
 
@@ -161,15 +163,22 @@ class MediaCache:
         ``kwargs`` go to the constructor and win over both.
         """
         env = os.environ if environ is None else environ
-        setting = resolve(env).settings.get(CACHEROOT_MEDIA_CACHE)
+        settings = resolve(env).settings
+        setting = settings.get(CACHEROOT_MEDIA_CACHE)
         if setting is None or not setting.value or not setting.value.strip():
             return None
+        directory = setting.value.strip()
         if setting.source == INVALID:
             # Asked for, but unusable: saying so beats silently running without the cache.
-            raise ValueError(
-                f"{setting.reason}; set {CACHEROOT_MEDIA_CACHE} to an absolute directory, or unset it "
-                "to run without the media cache"
-            )
+            if path_problem(directory):
+                raise ValueError(
+                    f"{setting.reason}; set {CACHEROOT_MEDIA_CACHE} to an absolute directory, or "
+                    "unset it to run without the media cache"
+                )
+            raise ValueError(setting.reason)  # the reason already says what to do
+        theirs = settings.get(VLLM_MEDIA_CACHE)
+        if theirs is not None and theirs.value and theirs.source != INVALID:
+            _check_apart(directory, theirs.value)
         mb = _env_number(env, VLLM_MEDIA_CACHE_MAX_SIZE_MB, DEFAULT_MAX_SIZE_MB)
         hours = _env_number(env, VLLM_MEDIA_CACHE_TTL_HOURS, DEFAULT_TTL_HOURS)
         options: dict[str, Any] = {
@@ -177,7 +186,7 @@ class MediaCache:
             "ttl": hours * 3600.0,
             **kwargs,
         }
-        return cls(setting.value.strip(), **options)
+        return cls(directory, **options)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -205,6 +214,7 @@ class MediaCache:
         timeout: Timeout = None,
         allow_redirects: bool = True,
         validate: Callable[[bytes], object] | None = None,
+        max_bytes: int | None = None,
     ) -> bytes:
         """The body of ``url``: from disk when fresh, else from the origin (and stored if allowed).
 
@@ -212,16 +222,97 @@ class MediaCache:
         stored; if it raises, nothing is stored and the exception propagates, so undecodable
         responses never occupy the cache. HTTP error statuses raise ``requests.HTTPError`` and
         transport failures the usual ``requests`` exceptions, as without the cache.
+        ``max_bytes`` replaces :attr:`max_download_bytes` for this call; a body over the limit
+        raises :class:`ResponseTooLarge` whether it comes from the origin or from disk, so a
+        caller's limit holds the same with the cache warm or cold.
         """
         self._check_url(url)
-        request_headers = dict(headers or {})
+        limit = self.max_download_bytes if max_bytes is None else max_bytes
+        body = self._get(
+            url,
+            dict(headers or {}),
+            timeout=timeout,
+            allow_redirects=allow_redirects,
+            validate=validate,
+            limit=limit,
+        )
+        if len(body) > limit:
+            raise ResponseTooLarge(url, limit, len(body))
+        return body
+
+    async def aget(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: Timeout = None,
+        allow_redirects: bool = True,
+        validate: Callable[[bytes], object] | None = None,
+        max_bytes: int | None = None,
+    ) -> bytes:
+        """:meth:`get` in a worker thread: the same rules, counters and locks."""
+        return await asyncio.to_thread(
+            self.get,
+            url,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=allow_redirects,
+            validate=validate,
+            max_bytes=max_bytes,
+        )
+
+    def fetch_bytes(
+        self,
+        url: str,
+        *,
+        fallback: Callable[..., bytes],
+        timeout: Timeout = None,
+        allow_redirects: bool = True,
+        headers: Mapping[str, str] | None = None,
+        validate: Callable[[bytes], object] | None = None,
+        max_bytes: int | None = None,
+    ) -> bytes:
+        """:meth:`get` for the URLs the cache handles, ``fallback(url, ...)`` for the others.
+
+        The adapter for a media connector: ``data:``, ``file:`` or other-domain URLs keep going
+        through the connector's own code, exactly as with the cache off.
+        """
+        if not self.handles(url):
+            kwargs: dict[str, Any] = {"timeout": timeout, "allow_redirects": allow_redirects}
+            if headers is not None:
+                kwargs["headers"] = headers
+            if max_bytes is not None:
+                kwargs["max_bytes"] = max_bytes
+            return fallback(url, **kwargs)
+        return self.get(
+            url,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=allow_redirects,
+            validate=validate,
+            max_bytes=max_bytes,
+        )
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _get(
+        self,
+        url: str,
+        request_headers: dict[str, str],
+        *,
+        timeout: Timeout,
+        allow_redirects: bool,
+        validate: Callable[[bytes], object] | None,
+        limit: int,
+    ) -> bytes:
+        """:meth:`get` once the URL is checked: disk, single flight, then the origin."""
         userinfo = "@" in urlsplit(url).netloc
         if _policy.bypass_reason(
             request_headers, url_has_userinfo=userinfo, allow_credentials=self.allow_credentials
         ):
             self.counters.add(bypassed=1)
             response = self._transfer(
-                url, request_headers, timeout=timeout, allow_redirects=allow_redirects
+                url, request_headers, timeout=timeout, allow_redirects=allow_redirects, limit=limit
             )
             return self._deliver(response)
         name = entry_name(url)
@@ -231,7 +322,7 @@ class MediaCache:
             log.warning("media cache %s unusable (%s); fetching without it", self.directory, exc)
             self.counters.add(bypassed=1)
             response = self._transfer(
-                url, request_headers, timeout=timeout, allow_redirects=allow_redirects
+                url, request_headers, timeout=timeout, allow_redirects=allow_redirects, limit=limit
             )
             return self._deliver(response)
         entry = self._fresh(name, request_headers)
@@ -251,57 +342,9 @@ class MediaCache:
                     timeout=timeout,
                     allow_redirects=allow_redirects,
                     validate=validate,
+                    limit=limit,
                 )
         raise AssertionError("unreachable: the second pass always holds the lock")
-
-    async def aget(
-        self,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        timeout: Timeout = None,
-        allow_redirects: bool = True,
-        validate: Callable[[bytes], object] | None = None,
-    ) -> bytes:
-        """:meth:`get` in a worker thread: the same rules, counters and locks."""
-        return await asyncio.to_thread(
-            self.get,
-            url,
-            headers=headers,
-            timeout=timeout,
-            allow_redirects=allow_redirects,
-            validate=validate,
-        )
-
-    def fetch_bytes(
-        self,
-        url: str,
-        *,
-        fallback: Callable[..., bytes],
-        timeout: Timeout = None,
-        allow_redirects: bool = True,
-        headers: Mapping[str, str] | None = None,
-        validate: Callable[[bytes], object] | None = None,
-    ) -> bytes:
-        """:meth:`get` for the URLs the cache handles, ``fallback(url, ...)`` for the others.
-
-        The adapter for a media connector: ``data:``, ``file:`` or other-domain URLs keep going
-        through the connector's own code, exactly as with the cache off.
-        """
-        if not self.handles(url):
-            kwargs: dict[str, Any] = {"timeout": timeout, "allow_redirects": allow_redirects}
-            if headers is not None:
-                kwargs["headers"] = headers
-            return fallback(url, **kwargs)
-        return self.get(
-            url,
-            headers=headers,
-            timeout=timeout,
-            allow_redirects=allow_redirects,
-            validate=validate,
-        )
-
-    # -- internals ----------------------------------------------------------------------------
 
     def _check_url(self, url: str) -> None:
         try:
@@ -368,6 +411,7 @@ class MediaCache:
         timeout: Timeout,
         allow_redirects: bool,
         validate: Callable[[bytes], object] | None,
+        limit: int,
     ) -> bytes:
         now = self.clock()
         stale = self._store.read(name, now=now)
@@ -378,7 +422,7 @@ class MediaCache:
             conditional.update(_policy.conditional_headers(stale.headers))
         try:
             response = self._transfer(
-                url, conditional, timeout=timeout, allow_redirects=allow_redirects
+                url, conditional, timeout=timeout, allow_redirects=allow_redirects, limit=limit
             )
         except requests.RequestException:
             if stale is not None and self._may_serve_stale(stale):
@@ -455,7 +499,13 @@ class MediaCache:
         return owned[1]
 
     def _transfer(
-        self, url: str, headers: dict[str, str], *, timeout: Timeout, allow_redirects: bool
+        self,
+        url: str,
+        headers: dict[str, str],
+        *,
+        timeout: Timeout,
+        allow_redirects: bool,
+        limit: int,
     ) -> _Response:
         """GET ``url``, following redirects ourselves so that each hop is checked."""
         session = self._session()
@@ -488,14 +538,14 @@ class MediaCache:
                         }
                     current = target
                     continue
-                body = self._read_body(url, resp)
+                body = self._read_body(url, resp, limit)
                 wire = _wire_size(resp)
                 return _Response(resp, body, wire)
             finally:
                 resp.close()
 
-    def _read_body(self, url: str, resp: requests.Response) -> bytes:
-        limit = self.max_download_bytes
+    @staticmethod
+    def _read_body(url: str, resp: requests.Response, limit: int) -> bytes:
         declared = resp.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise ResponseTooLarge(url, limit, int(declared))
@@ -505,6 +555,22 @@ class MediaCache:
             if len(buf) > limit:
                 raise ResponseTooLarge(url, limit, len(buf))
         return bytes(buf)
+
+
+def _check_apart(ours: str, theirs: str) -> None:
+    """Raise when the two directories are one, or one holds the other, once links are resolved.
+
+    The layout compares the paths as written (the start-up hook must not touch the disk); here a
+    symbolic link that makes them one directory is caught as well.
+    """
+    a, b = os.path.realpath(ours), os.path.realpath(theirs)
+    if a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/"):
+        raise ValueError(
+            f"{CACHEROOT_MEDIA_CACHE}={ours!r} and {VLLM_MEDIA_CACHE}={theirs!r} share a "
+            f"directory once links are resolved ({a!r} and {b!r}), and vLLM's eviction deletes "
+            "every file in its own: point them at two separate directories, or turn one of the "
+            "caches off"
+        )
 
 
 def _wire_size(resp: requests.Response) -> int | None:
