@@ -20,6 +20,16 @@ a path only, then the path behaves; every GET is counted per path, with its ``Ra
   /loop/NAME            302 to itself
   /scheme/NAME          302 to ftp://127.0.0.1/NAME
   /missing/NAME         404
+  /goto/NAME?to=BASE    302 to BASE/ok/NAME (another origin: http to https and back)
+  /changing/NAME        first GET: version 1 of the body, cut halfway by a reset; later GETs:
+                        version 2 (another ETag), honouring Range only with a matching If-Range
+  /trickle/NAME?every=S one byte every S seconds (default 0.5), never stalling long enough
+                        for a read timeout
+  /bigheader/NAME       a response header line longer than any client accepts (100 KiB)
+  /manyheaders/NAME     200 response headers
+  /badlength/NAME       Content-Length: '\u00b2' (a digit to str.isdigit, not to HTTP)
+
+``Origin(tls=context)`` serves HTTPS with that server-side ``ssl.SSLContext``.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import gzip
 import hashlib
 import random
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -56,28 +67,42 @@ class Origin(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        if tls is not None:
+            self.socket = tls.wrap_socket(self.socket, server_side=True)
+        self.scheme = "https" if tls is not None else "http"
         self.gets: Counter[str] = Counter()
         self.ranges: defaultdict[str, list[str | None]] = defaultdict(list)
+        #: Per path, the If-Range and Authorization headers of each GET (None when absent).
+        self.if_ranges: defaultdict[str, list[str | None]] = defaultdict(list)
+        self.auths: defaultdict[str, list[str | None]] = defaultdict(list)
         self.stop = threading.Event()
         self._count_lock = threading.Lock()
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
     def base(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        """``http://127.0.0.1:PORT`` (``https://`` for a TLS origin)."""
+        return f"{self.scheme}://127.0.0.1:{self.server_address[1]}"
 
     def url(self, path: str) -> str:
         """Absolute URL of ``path`` on this server."""
         return self.base + path
 
-    def count(self, path: str, range_header: str | None) -> int:
+    def count(
+        self,
+        path: str,
+        range_header: str | None,
+        if_range: str | None = None,
+        auth: str | None = None,
+    ) -> int:
         """Record one GET of ``path``; return how many there were, this one included."""
         with self._count_lock:
             self.gets[path] += 1
             self.ranges[path].append(range_header)
+            self.if_ranges[path].append(if_range)
+            self.auths[path].append(auth)
             return self.gets[path]
 
     def start(self) -> Origin:
@@ -102,11 +127,16 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
         """Quiet."""
 
-    def do_GET(self) -> None:  # noqa: PLR0912 - one branch per behaviour, as the table above
+    def do_GET(self) -> None:  # noqa: PLR0912, PLR0915 - one branch per behaviour (the table)
         parts = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         segments = parts.path.strip("/").split("/")
-        n = self.server.count(parts.path, self.headers.get("Range"))
+        n = self.server.count(
+            parts.path,
+            self.headers.get("Range"),
+            self.headers.get("If-Range"),
+            self.headers.get("Authorization"),
+        )
         kind, name = segments[0], segments[-1]
         size = int(query.get("size", DEFAULT_SIZE))
         data = body(name, size)
@@ -120,6 +150,19 @@ class _Handler(BaseHTTPRequestHandler):
             kind = "ok"
         if kind == "missing":
             self._simple(404)
+        elif kind == "goto":
+            self._simple(302, {"Location": f"{query['to']}/ok/{name}"})
+        elif kind == "changing":
+            version = body(f"{name}:v{1 if first else 2}", size)
+            self._send(version, cut=0.5 if first else None, reset=first)
+        elif kind == "trickle":
+            self._trickle(data, float(query.get("every", 0.5)))
+        elif kind == "bigheader":
+            self._simple(200, {"X-Padding": "x" * (100 << 10)})
+        elif kind == "manyheaders":
+            self._simple(200, {f"X-Header-{i}": str(i) for i in range(200)})
+        elif kind == "badlength":
+            self._raw_length(data, "\u00b2")
         elif kind in ("redirect", "loop", "scheme"):
             target = {
                 "redirect": f"/ok/{name}?{parts.query}",
@@ -147,6 +190,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(data, rate=float(query.get("rate", 4 << 20)))
         else:
             self._send(data)
+
+    def _trickle(self, data: bytes, every: float) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.close_connection = True
+        self.end_headers()
+        for i in range(len(data)):
+            try:
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+            except OSError:  # the client gave up
+                return
+            if self.server.stop.wait(every):
+                return
+
+    def _raw_length(self, data: bytes, length: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", length)  # encoded as latin-1 by http.server
+        self.send_header("Connection", "close")
+        self.close_connection = True
+        self.end_headers()
+        self.wfile.write(data)
 
     def _simple(self, code: int, headers: dict[str, str] | None = None) -> None:
         payload = f"{code}\n".encode()

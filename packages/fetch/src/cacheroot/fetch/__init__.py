@@ -21,6 +21,7 @@ from ._fetcher import Fetcher, cache_dir, default_fetcher, fetch
 from ._lock import PathLock, holder
 from ._manifest import Asset, Manifest, ManifestError, Model, load_manifest, parse_manifest
 from ._naming import check_filename, check_namespace, entry_name, entry_path
+from ._redact import redact_url
 from ._snapshot import (
     ModelSpec,
     SnapshotReport,
@@ -92,6 +93,7 @@ __all__ = [
     "partials",
     "publish_dir",
     "read_meta",
+    "redact_url",
     "remove_abandoned",
     "reset_stats",
     "sha256_file",

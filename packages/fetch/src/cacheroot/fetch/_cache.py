@@ -32,6 +32,7 @@ from cacheroot.envs import VLLM_TEST_CACHE
 
 from ._errors import FetchError, LockTimeout
 from ._lock import PathLock, holder
+from ._redact import redact_url
 from ._store import (
     lock_path,
     meta_path,
@@ -41,6 +42,7 @@ from ._store import (
     partials,
     read_meta,
     sha256_file,
+    write_meta,
 )
 from ._used import forget, last_used, used_path
 
@@ -84,9 +86,12 @@ class Entry:
 
     @property
     def url(self) -> str | None:
-        """Where the bytes came from (``None`` for built entries)."""
+        """Where the bytes came from (``None`` for built entries), credentials redacted.
+
+        Records written before they were redacted may still hold a password: it is never shown.
+        """
         value = (self.meta or {}).get("url")
-        return value if isinstance(value, str) else None
+        return redact_url(value) if isinstance(value, str) else None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields."""
@@ -260,14 +265,24 @@ def quarantine(cache: str, entry: Entry) -> str:
     return dest
 
 
+def _scrub(entry: Entry) -> None:
+    """Rewrite a record that still names its URL with a password (written before redaction)."""
+    url = (entry.meta or {}).get("url")
+    if entry.meta is not None and isinstance(url, str) and redact_url(url) != url:
+        with contextlib.suppress(OSError):  # read-only: it is never shown anyway
+            write_meta(entry.path, {**entry.meta, "url": redact_url(url)})
+
+
 def verify(cache: str, namespace: str | None = None, *, move: bool = True) -> list[dict[str, Any]]:
     """Re-hash every entry against its record; quarantine the corrupt ones (when ``move``).
 
     A mismatch is confirmed under the entry's lock before anything moves, so a download that
-    replaced the file while it was being hashed is not mistaken for corruption.
+    replaced the file while it was being hashed is not mistaken for corruption. A record that
+    still holds a URL's password (written before records were redacted) is scrubbed.
     """
     results = []
     for entry in entries(cache, namespace):
+        _scrub(entry)
         status, detail = _check(entry)
         row: dict[str, Any] = {**entry.as_dict(), "status": status, "detail": detail}
         if status == "corrupt":

@@ -5,9 +5,14 @@ Each leaf is also the built-in a caller would naturally catch (a checksum mismat
 cacheroot still handles them sensibly. Every class pickles through ``__reduce__`` with its own
 constructor arguments: pytest-xdist sends exceptions from workers to the controller, and
 ``OSError`` subclasses with keyword arguments do not survive the default pickling.
+
+A URL's credentials never reach a message or an attribute: every error redacts the URL it is
+given, and the message it is given, with :func:`~._redact.redact_url`.
 """
 
 from __future__ import annotations
+
+from ._redact import redact_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -25,6 +30,7 @@ class ChecksumError(FetchError, ValueError):
     """The downloaded (or cached) bytes do not have the expected sha256; nothing was published."""
 
     def __init__(self, url: str, expected: str, actual: str, size: int) -> None:
+        url = redact_url(url)
         super().__init__(
             f"sha256 mismatch for {url}: expected {expected}, got {actual} over {size} bytes; "
             "nothing was published. If the file changed upstream, update the expected digest; "
@@ -60,6 +66,7 @@ class EmptyDownloadError(FetchError, ValueError):
     """The origin sent an empty body where a file was expected; nothing was published."""
 
     def __init__(self, url: str) -> None:
+        url = redact_url(url)
         super().__init__(
             f"{url} answered with an empty body; nothing was published. Check the URL (an "
             "empty file cannot be a test asset), or retry later if the origin is misbehaving"
@@ -79,6 +86,7 @@ class CacheMissError(FetchError, FileNotFoundError):
     """Offline mode and the entry is not in the cache: no request was made."""
 
     def __init__(self, url: str, path: str, hint: str = "") -> None:
+        url, hint = redact_url(url), redact_url(hint)
         hint = hint or f"warm it first with `cacheroot fetch {url}` (or `cacheroot warm MANIFEST`)"
         super().__init__(f"offline and {url} is not cached at {path}: {hint}")
         self._url, self._path, self._hint = url, path, hint
@@ -100,6 +108,11 @@ class CacheMissError(FetchError, FileNotFoundError):
         """Where the entry was expected."""
         return self._path
 
+    @property
+    def hint(self) -> str:
+        """What to do: the command that warms the entry (as the caller that missed knows it)."""
+        return self._hint
+
 
 class DownloadError(FetchError, OSError):
     """A transfer failed for good (after retries), or could not be stored.
@@ -111,6 +124,7 @@ class DownloadError(FetchError, OSError):
     def __init__(
         self, url: str, message: str, status: int | None = None, err: int | None = None
     ) -> None:
+        url, message = redact_url(url), redact_url(message)
         super().__init__(message)
         self._url, self._message, self._status, self._err = url, message, status, err
         if err is not None:

@@ -43,7 +43,8 @@ from ._errors import (
     FetchError,
 )
 from ._lock import PathLock
-from ._naming import entry_path, url_key
+from ._naming import entry_path, record_key, url_key
+from ._redact import redact_url
 from ._used import touch_used
 
 if TYPE_CHECKING:
@@ -198,8 +199,10 @@ class Fetcher:
         """
         digest = _check_sha256(sha256)
         dest = entry_path(cache_dir(), namespace, url, filename)
-        key = url_key(url)
+        key = record_key(url)
         size = self._hit(dest, key, digest)
+        if size is None and "@" in url:
+            size = self._legacy_hit(url, dest, key, digest)
         if size is not None:
             _stats.add(hits=1, bytes_from_cache=size)
             return self._finish(dest, extract=extract)
@@ -211,7 +214,7 @@ class Fetcher:
                 extra = f" --namespace {namespace}" if namespace != "downloads" else ""
                 extra += f" --filename {filename}" if filename is not None else ""
                 hint = (
-                    f"warm it first with `cacheroot fetch {url}{extra}` "
+                    f"warm it first with `cacheroot fetch {redact_url(url)}{extra}` "
                     "(or `cacheroot warm MANIFEST`)"
                 )
             raise CacheMissError(url, dest, hint)
@@ -244,7 +247,7 @@ class Fetcher:
         :meth:`fetch`; an empty body raises :class:`EmptyDownloadError` and publishes nothing.
         The use is not recorded (``dest`` may lie outside the cache): the caller decides.
         """
-        key = url_key(url)
+        key = record_key(url)
         size = self._plain_hit(dest, key, sha256)
         if size is not None:
             _stats.add(hits=1, bytes_from_cache=size)
@@ -348,6 +351,26 @@ class Fetcher:
             _store.write_meta(dest, record)
         return (st.st_size, st.st_mtime_ns, st.st_ino), actual, key
 
+    def _legacy_hit(self, url: str, dest: str, key: str, digest: str | None) -> int | None:
+        """A hit on an entry whose record still names ``url`` with its credentials.
+
+        Versions before records were redacted wrote them so. The record is rewritten redacted
+        (the entry keeps its name and bytes), then it is an ordinary hit; a read-only cache
+        keeps serving it by the old record.
+        """
+        raw = url_key(url)
+        if raw == key:
+            return None
+        meta = _store.read_meta(dest)
+        if meta is None or meta.get("url") != raw:
+            return None
+        try:
+            _store.write_meta(dest, {**meta, "url": key})
+        except OSError:
+            return self._hit(dest, raw, digest)
+        self._known.pop(dest, None)
+        return self._hit(dest, key, digest)
+
     # -- the miss path -------------------------------------------------------------------
     def _fill(
         self,
@@ -389,7 +412,11 @@ class Fetcher:
                 size = hit()
                 if size is not None:
                     _stats.add(hits=1, bytes_from_cache=size)
-                    log.debug("%s arrived while waiting %.2f s for the lock", url, lock.waited)
+                    log.debug(
+                        "%s arrived while waiting %.2f s for the lock",
+                        redact_url(url),
+                        lock.waited,
+                    )
                     return
                 _stats.add(misses=1)
                 self._download(
@@ -454,7 +481,12 @@ class Fetcher:
         _stats.add(downloads=1)
         rate = part.size / elapsed / 1e6 if elapsed > 0 else float("inf")
         log.info(
-            "fetched %s: %d bytes in %.2f s (%.1f MB/s) -> %s", url, part.size, elapsed, rate, dest
+            "fetched %s: %d bytes in %.2f s (%.1f MB/s) -> %s",
+            redact_url(url),
+            part.size,
+            elapsed,
+            rate,
+            dest,
         )
 
     def _transfer(
@@ -490,7 +522,7 @@ class Fetcher:
             if not adopted:
                 raise ChecksumError(url, digest, part.sha256, part.size)
             # The spliced file is wrong: the partial may have come from another version.
-            log.info("%s: adopted partial did not verify; downloading again", url)
+            log.info("%s: adopted partial did not verify; downloading again", redact_url(url))
             part.reset()
             adopted = False
 
@@ -504,7 +536,7 @@ class Fetcher:
 
     def _publish(self, url: str, dest: str, part: _store.Partial, meta: dict[str, Any]) -> None:
         try:
-            record = part.commit({**meta, "url": url_key(url)})
+            record = part.commit({**meta, "url": record_key(url)})
         except OSError as exc:
             raise DownloadError(
                 url,

@@ -37,6 +37,7 @@ from requests.adapters import HTTPAdapter
 from cacheroot.envs import VLLM_TEST_CACHE
 
 from ._errors import DownloadError
+from ._redact import redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -127,6 +128,8 @@ class Transfer:
         allow_file: bool,
     ) -> None:
         self.session, self.settings, self.url, self.part = session, settings, url, part
+        #: How logs and records name the URL (its credentials redacted).
+        self.shown = redact_url(url)
         self.timeout, self.show_progress, self.allow_file = timeout, progress, allow_file
         self.validator: str | None = None
         self.etag: str | None = None
@@ -139,7 +142,7 @@ class Transfer:
         """Download until complete, retrying what is worth it; raise :class:`DownloadError`."""
         if urlsplit(self.url).scheme == "file":
             self._copy_file()
-            return {"url": self.url, "etag": None}
+            return {"url": self.shown, "etag": None}
         failures = 0
         try:
             while True:
@@ -164,7 +167,7 @@ class Transfer:
         finally:
             if self._bar is not None:
                 self._bar.close()
-        return {"url": self.url, "etag": self.etag}
+        return {"url": self.shown, "etag": self.etag}
 
     def _sleep(self, failures: int, r: _Retry) -> None:
         s = self.settings
@@ -172,7 +175,7 @@ class Transfer:
         delay *= 0.5 + random.random() / 2  # noqa: S311 - jitter, not cryptography
         if r.wait is not None:
             delay = max(delay, min(r.wait, s.retry_after_max))
-        log.debug("retrying %s in %.2f s: %s", self.url, delay, r.reason)
+        log.debug("retrying %s in %.2f s: %s", self.shown, delay, redact_url(r.reason))
         time.sleep(delay)
 
     # -- one attempt ---------------------------------------------------------------------
@@ -200,7 +203,7 @@ class Transfer:
                 self.total = total
             elif status == 200:
                 if offset:
-                    log.debug("%s ignored Range: restarting from the first byte", self.url)
+                    log.debug("%s ignored Range: restarting from the first byte", self.shown)
                     self.part.reset()
                 length = resp.headers.get("Content-Length")
                 self.total = int(length) if length and length.isdigit() else None

@@ -31,6 +31,7 @@ from typing import Any
 
 from ._errors import FetchError
 from ._naming import check_filename, check_namespace
+from ._redact import redact_url
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -48,6 +49,7 @@ class ManifestError(FetchError, ValueError):
     """The manifest cannot be read or an entry is invalid; nothing was fetched."""
 
     def __init__(self, path: str, where: str, problem: str) -> None:
+        where, problem = redact_url(where), redact_url(problem)  # a URL's credentials
         at = f" {where}:" if where else ""
         super().__init__(f"{path}:{at} {problem}")
         self._path, self._where, self._problem = path, where, problem
@@ -89,7 +91,7 @@ class Asset:
         self.index = index
 
     def __repr__(self) -> str:
-        return f"Asset({self.url!r}, namespace={self.namespace!r})"
+        return f"Asset({redact_url(self.url)!r}, namespace={self.namespace!r})"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Asset):
@@ -100,8 +102,8 @@ class Asset:
 
     @property
     def label(self) -> str:
-        """How summaries name the entry."""
-        return f"[[asset]] #{self.index} {self.url}"
+        """How summaries name the entry (a URL's credentials redacted)."""
+        return f"[[asset]] #{self.index} {redact_url(self.url)}"
 
     def as_dict(self) -> dict[str, Any]:
         """The entry as JSON-ready fields."""

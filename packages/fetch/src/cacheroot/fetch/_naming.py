@@ -8,6 +8,11 @@ different URLs (64 bits of digest), recognisable (``3f9c...-test.jsonl``) and sh
 
 Namespaces and caller-chosen file names are *checked* rather than sanitised: silently mapping
 ``../x`` to something else would hide a bug in the caller.
+
+Credentials in a URL (``https://user:password@host/...``) are part of what the name digests, as
+they always were: an entry keeps its name across versions, and two users of one URL get one
+entry each. The record beside the entry names the URL by :func:`record_key`, whose password is
+redacted, so no secret is written down (see :mod:`._redact`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import re
 from urllib.parse import unquote
 
+from ._redact import redact_url
 from ._store import MAX_NAME
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -44,6 +50,11 @@ def _sanitise(basename: str) -> str:
 def url_key(url: str) -> str:
     """The URL as it identifies an entry: without its fragment, which no server ever sees."""
     return url.split("#", 1)[0]
+
+
+def record_key(url: str) -> str:
+    """The URL as an entry's record names (and a hit compares) it: :func:`url_key`, redacted."""
+    return redact_url(url_key(url))
 
 
 def entry_name(url: str) -> str:

@@ -24,6 +24,7 @@ from ._archive import extract_entry, extracted_path
 from ._cache import human
 from ._errors import CacheMissError, FetchError
 from ._manifest import Asset, Manifest, Model, load_manifest
+from ._redact import redact_url
 from ._used import touch_used
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def _guarded(fn: Any, entry: Asset | Model, *args: Any, **kwargs: Any) -> dict[s
     try:
         result: dict[str, Any] = fn(entry, *args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - every failure is reported, none stops the rest
-        return _row(entry, FAILURE, reason=f"{type(exc).__name__}: {exc}")
+        return _row(entry, FAILURE, reason=redact_url(f"{type(exc).__name__}: {exc}"))
     return result
 
 
