@@ -147,6 +147,72 @@ def test_offline_run_fails_misses_and_foreign_connections(
     assert figures["downloads"] == 0
 
 
+def test_offline_miss_report_names_the_namespace_and_never_the_password(
+    tmp_path: Path, origin: ServedOrigin
+) -> None:
+    secret = "S3cr3t"  # noqa: S105 - a test credential for the local origin
+    private = origin.url.replace("://", f"://alice:{secret}@", 1)
+    project = _project(
+        tmp_path,
+        origin,
+        f"""
+        from cacheroot.fetch import fetch
+
+        PRIVATE = {private!r}
+
+        def test_fixture_miss(cached_file):
+            cached_file(PRIVATE + {GSM8K!r}, namespace="adopter")
+
+        def test_direct_fetch_miss():
+            fetch(PRIVATE + {BPE!r}, namespace="adopter", filename="bpe.tiktoken")
+        """,
+    )
+    out = run_pytest(
+        ["--cacheroot-offline", *plugin_args()], env=layout_env(tmp_path / "root"), cwd=project
+    )
+    text = out.stdout + out.stderr
+    assert out.returncode == pytest.ExitCode.TESTS_FAILED, text
+    shown = origin.url.replace("://", "://alice:***@", 1)
+    assert f"cacheroot fetch {shown}{GSM8K} --namespace adopter`" in text
+    assert f"cache miss on an offline run: {shown}{BPE}" in text
+    assert f"cacheroot fetch {shown}{BPE} --namespace adopter --filename bpe.tiktoken`" in text
+    assert secret not in text
+
+
+def test_offline_runs_are_cache_only_for_upstream_vllm_helpers_too(
+    tmp_path: Path, origin: ServedOrigin
+) -> None:
+    """Unchanged vLLM tests read only ``_VLLM_TEST_CACHE_ONLY``: an offline run sets it."""
+    project = _project(
+        tmp_path,
+        origin,
+        f"""
+        import os
+
+        import pytest
+
+        from cacheroot.fetch.vllm_compat import download_to_vllm_test_cache
+
+        def test_switch_in_every_worker():
+            assert os.environ.get("PYTEST_XDIST_WORKER")
+            assert os.environ[{VLLM_TEST_CACHE_ONLY!r}] == "1"
+
+        def test_a_helper_that_reads_only_the_upstream_switch(monkeypatch):
+            monkeypatch.delenv({CACHEROOT_OFFLINE!r})
+            with pytest.raises(FileNotFoundError, match="cache-only"):
+                download_to_vllm_test_cache(ORIGIN + {GSM8K!r}, "adopter")
+        """,
+    )
+    before = origin.stats()["total"]
+    out = run_pytest(
+        ["-n", "2", "--cacheroot-offline", *plugin_args()],
+        env=layout_env(tmp_path / "root"),
+        cwd=project,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert origin.stats()["total"] == before
+
+
 def test_upstream_cache_only_switch_forces_offline_first_runs(
     tmp_path: Path, origin: ServedOrigin
 ) -> None:

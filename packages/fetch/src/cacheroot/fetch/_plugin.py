@@ -11,15 +11,17 @@ them).
 Options: ``--cacheroot-offline`` (or ``CACHEROOT_OFFLINE=1``, or upstream vLLM's
 ``_VLLM_TEST_CACHE_ONLY=1``): every cache miss fails its test, naming the URL and the command
 that warms it, and (where pytest-socket is installed) only loopback connections are allowed;
-``--cacheroot-no-network`` asks for that guard alone.
+``--cacheroot-no-network`` asks for that guard alone. An offline run sets both variables for
+every process it starts, so unchanged vLLM tests using upstream's helper are cache-only too.
 ``--cacheroot-report PATH`` writes the session's figures as JSON. ``--shard-id`` and
 ``--num-shards`` (or Buildkite's parallel-job variables) pick this CI job's share of the tests
 through pytest-split, balanced by recorded durations.
 
 Offline-first: ``--cacheroot-manifest PATH`` (or the ``cacheroot_manifest`` ini option) names
 the warm manifest(s) the tests need. Before any test runs, the controller checks them without
-the network; when every entry is complete, the run is offline (``CACHEROOT_OFFLINE=1`` and
-``HF_HUB_OFFLINE=1`` in the environment every test process inherits), so the hubs' rate limits
+the network; when every entry is complete, the run is offline (``CACHEROOT_OFFLINE=1``,
+``_VLLM_TEST_CACHE_ONLY=1`` and ``HF_HUB_OFFLINE=1`` in the environment every test process
+inherits), so the hubs' rate limits
 and outages cannot fail it. When something is missing it says what, warms it (``cacheroot
 warm``) and then goes offline; when offline is forced, it stops the session with the list.
 
@@ -54,6 +56,7 @@ from cacheroot.envs import (
 
 from ._errors import CacheMissError, FetchError
 from ._fetcher import cache_dir, cache_only, fetch
+from ._redact import redact_url
 from ._report import Figures, snapshot
 from ._snapshot import ModelSpec, offline_snapshot_path
 from ._warm import HIT, warm_manifest
@@ -221,10 +224,17 @@ def pytest_configure(config: pytest.Config) -> None:
     state.manifest, state.warmed = manifest, warmed
     config.stash[_STATE] = state
     if offline:
-        # Every fetch of the run, and of the processes it starts, is offline. A fixture that
-        # deliberately clears the variable (an isolation fixture) keeps that control; the
-        # ``cached_file`` fixture is offline either way.
-        os.environ[CACHEROOT_OFFLINE] = "1"
+        # Every fetch of the run, and of the processes it starts, is offline: ours, and vLLM's
+        # own test helper, which reads only its own switch. A fixture that deliberately clears
+        # the variables (an isolation fixture) keeps that control; the ``cached_file`` fixture
+        # is offline either way.
+        _go_offline()
+
+
+def _go_offline() -> None:
+    """Make this process and every process it starts cache-only (ours and upstream's switch)."""
+    os.environ[CACHEROOT_OFFLINE] = "1"
+    os.environ[VLLM_TEST_CACHE_ONLY] = "1"
 
 
 # -- offline-first: the manifest step ----------------------------------------------------------
@@ -338,7 +348,7 @@ def _offline_first(
             for line in _listing(still):
                 _say(config, line)
             return account | {"offline": False, "failed": [r["entry"] for r in still]}, warmed
-    os.environ[CACHEROOT_OFFLINE] = "1"
+    _go_offline()
     os.environ[HF_HUB_OFFLINE] = "1"
     if missing:
         _say(config, "cacheroot manifest: complete; running offline")
@@ -364,15 +374,32 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         state.saved_connect = None
 
 
-def _miss(excinfo: pytest.ExceptionInfo[BaseException]) -> CacheMissError | None:
-    seen: set[int] = set()
+def _chain(excinfo: pytest.ExceptionInfo[BaseException]) -> list[BaseException]:
+    """The exception and those it was raised from (or during), outermost first."""
+    seen: list[BaseException] = []
     exc: BaseException | None = excinfo.value
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, CacheMissError):
-            return exc
-        seen.add(id(exc))
+    while exc is not None and all(exc is not s for s in seen):
+        seen.append(exc)
         exc = exc.__cause__ or exc.__context__
-    return None
+    return seen
+
+
+def _miss(excinfo: pytest.ExceptionInfo[BaseException]) -> CacheMissError | None:
+    return next((e for e in _chain(excinfo) if isinstance(e, CacheMissError)), None)
+
+
+def _redact_report(report: pytest.TestReport) -> None:
+    """Redact URL credentials from a failure's text.
+
+    pytest shows the arguments of the frames it prints, and a fetch's frames have the URL as
+    given, password included; our own messages are redacted already.
+    """
+    if report.longrepr is None:
+        return
+    text = str(report.longrepr)
+    shown = redact_url(text)
+    if shown != text:
+        report.longrepr = shown
 
 
 @pytest.hookimpl(wrapper=True)
@@ -383,6 +410,8 @@ def pytest_runtest_makereport(
     if call.excinfo is None:
         return report
     state = item.config.stash[_STATE]
+    if any(isinstance(e, FetchError) for e in _chain(call.excinfo)):
+        _redact_report(report)
     miss = _miss(call.excinfo)
     if miss is not None:
         state.offline_misses += 1
@@ -391,7 +420,7 @@ def pytest_runtest_makereport(
                 "cacheroot",
                 (
                     f"cache miss on an offline run: {miss.url}\nexpected at {miss.path}\n"
-                    f"warm it with `cacheroot fetch {miss.url}` or {WARM_HINT}"
+                    f"{miss.hint}; the suite's manifest: {WARM_HINT}"
                 ),
             )
         )
@@ -436,9 +465,10 @@ class CachedFile:
                 raise
             extra = f" --namespace {namespace}" if namespace != "downloads" else ""
             extra += f" --filename {filename}" if filename is not None else ""
+            shown = redact_url(url)
             msg = (
-                f"cacheroot offline run: {url} is not in the cache (expected at {exc.path}); "
-                f"warm it with `cacheroot fetch {url}{extra}` or {WARM_HINT}"
+                f"cacheroot offline run: {shown} is not in the cache (expected at {exc.path}); "
+                f"warm it with `cacheroot fetch {shown}{extra}` or {WARM_HINT}"
             )
             raise pytest.fail.Exception(msg, pytrace=False) from exc
 
