@@ -189,3 +189,38 @@ def test_a_record_written_before_redaction_is_a_hit_and_is_scrubbed(
     assert done.returncode == 0, done.stderr
     assert SECRET not in done.stdout
     assert files_containing(isolated_cache, SECRET) == []
+
+
+def test_headers_are_sent_never_recorded_and_not_to_another_origin(
+    origin: Origin, name: str, isolated_cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="cacheroot.fetch")
+    bearer = "Bearer T0k3nValue"
+    other = Origin().start()
+    try:
+        f = Fetcher(headers={"Authorization": bearer}, retries=0)
+        f.fetch(origin.url(f"/ok/{name}"))
+        f.fetch(origin.url(f"/redirect/r{name}"))  # same origin: still sent
+        f.fetch(origin.url(f"/goto/g{name}?to={other.base}"))  # another origin: dropped
+        f.close()
+        assert origin.auths[f"/ok/{name}"] == [bearer]
+        assert origin.auths[f"/ok/r{name}"] == [bearer]
+        assert origin.auths[f"/goto/g{name}"] == [bearer]
+        assert other.auths[f"/ok/g{name}"] == [None]
+    finally:
+        other.close()
+    assert files_containing(isolated_cache, "T0k3nValue") == []
+    assert "T0k3nValue" not in "\n".join(r.getMessage() for r in caplog.records)
+
+
+def test_netrc_credentials_are_used_and_never_recorded(
+    origin: Origin, name: str, isolated_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1\n  login bob\n  password N3trcS3cret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    path = Fetcher().fetch(origin.url(f"/ok/{name}"))
+    assert origin.auths[f"/ok/{name}"] == ["Basic " + base64.b64encode(b"bob:N3trcS3cret").decode()]
+    assert (read_meta(str(path)) or {})["url"] == origin.url(f"/ok/{name}")
+    assert files_containing(isolated_cache, "N3trcS3cret") == []

@@ -131,6 +131,10 @@ class Fetcher:
     ``Retry-After`` is honoured up to ``retry_after_max``. ``max_size`` (bytes) refuses larger
     bodies. ``file://`` URLs are read only with ``allow_file``. ``stale_after`` is how old a
     partial file written on another machine must be before it is taken over.
+
+    ``headers`` are sent with every request (``{"Authorization": "Bearer ..."}``), and dropped
+    when a redirect leads to another origin (scheme, host or port); like credentials from
+    ``~/.netrc`` (or ``$NETRC``), which requests reads for each host, they are never recorded.
     """
 
     def __init__(
@@ -150,6 +154,7 @@ class Fetcher:
         allow_file: bool = False,
         pool: int = 16,
         user_agent: str = "cacheroot-fetch",
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -165,6 +170,7 @@ class Fetcher:
         self.allow_file = allow_file
         self.pool = pool
         self.user_agent = user_agent
+        self.headers = dict(headers or {})
         self._session: requests.Session | None = None
         self._session_lock = threading.Lock()
         # entry path -> (stat triple, sha256, url key) of a sidecar already checked

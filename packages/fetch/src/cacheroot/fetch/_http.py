@@ -12,7 +12,8 @@ for it. What it handles, and how:
 - ``Content-Encoding`` is never decoded (``Accept-Encoding: identity`` is asked for, and a
   server that compresses anyway is stored as sent): the cache holds the bytes the URL names;
 - redirects are followed by hand, at most ``max_redirects`` times, and only http to http(s)
-  or https to https (a downgrade or another scheme is refused);
+  or https to https (a downgrade or another scheme is refused); the caller's own headers
+  (``Fetcher(headers=...)``) go to the first origin only, not to another one a redirect names;
 - ``max_size`` is checked against the announced length and while streaming.
 """
 
@@ -40,7 +41,7 @@ from ._errors import DownloadError
 from ._redact import redact_url
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Protocol
 
     from ._store import Partial
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
         max_size: int | None
         max_redirects: int
         user_agent: str
+        headers: Mapping[str, str]
 
 
 log = logging.getLogger("cacheroot.fetch")
@@ -229,10 +231,13 @@ class Transfer:
 
     def _get(self, headers: dict[str, str]) -> requests.Response:
         url = self.url
+        home = _origin(url)
         for _ in range(self.settings.max_redirects + 1):
+            # The caller's headers (credentials, most often) are for the origin it named.
+            sent = {**self.settings.headers, **headers} if _origin(url) == home else headers
             try:
                 resp = self.session.get(
-                    url, headers=headers, stream=True, allow_redirects=False, timeout=self.timeout
+                    url, headers=sent, stream=True, allow_redirects=False, timeout=self.timeout
                 )
             except _TRANSIENT as exc:
                 raise _Retry(f"{type(exc).__name__}: {exc}") from exc
@@ -341,6 +346,17 @@ class Transfer:
             self._check_size(self.total)
             while chunk := f.read(self.settings.chunk_size):
                 self._write(chunk)
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    """``(scheme, host, port)`` of ``url``, the port made explicit."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, parts.hostname, port or {"http": 80, "https": 443}.get(scheme)
 
 
 def _content_range(value: str | None) -> tuple[int | None, int | None]:
