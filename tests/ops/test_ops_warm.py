@@ -171,3 +171,53 @@ def test_model_entries_go_through_the_hub_client(origin: Origin, tmp_path: Path)
         assert check["entries"][1]["status"] == "missing"
         assert "model.safetensors" in check["entries"][1]["reason"]
         assert hub.total() == requests
+
+
+def _private(tmp_path: Path, name: str, data: bytes, mode: int) -> Path:
+    src = tmp_path / "src" / name
+    src.parent.mkdir(exist_ok=True)
+    src.write_bytes(data)
+    src.chmod(mode)
+    return src
+
+
+def test_file_urls_in_a_manifest_need_allow_file(tmp_path: Path) -> None:
+    data = b"root:$6$salt$hash:19000:0:99999:7:::\n"
+    src = _private(tmp_path, "shadow", data, 0o600)
+    real = hashlib.sha256(data).hexdigest()
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(
+        asset(src.as_uri(), data, namespace="mirror")
+        + asset(src.as_uri() + "?copy=2", b"not these bytes", namespace="mirror")
+    )
+    # Without the flag nothing is read, whatever the manifest says.
+    refused = cli_json("warm", str(manifest), status=1)
+    assert [r["status"] for r in refused["entries"]] == ["failed", "failed"]
+    for row in refused["entries"]:
+        assert "--allow-file" in row["reason"]
+    assert refused["bytes"] == 0
+    assert not (Path(os.environ["_VLLM_TEST_CACHE"]) / "mirror").exists()
+    # With it: the copy is no more readable than its source, and the mismatch message for a
+    # file not everyone may read does not show its digest.
+    done = cli("warm", str(manifest), "--allow-file", "--json")
+    summary = json.loads(done.stdout)
+    assert [r["status"] for r in summary["entries"]] == ["miss", "failed"]
+    entry = Path(summary["entries"][0]["path"])
+    assert entry.read_bytes() == data
+    assert entry.stat().st_mode & 0o777 == 0o600
+    meta = entry.parent / f".{entry.name}.meta.json"
+    assert meta.stat().st_mode & 0o077 == 0
+    assert "ChecksumError" in summary["entries"][1]["reason"]
+    assert "not shown" in summary["entries"][1]["reason"]
+    assert real not in done.stdout + done.stderr
+    text = cli("warm", str(manifest), "--allow-file")
+    assert real not in text.stdout + text.stderr
+
+
+def test_a_world_readable_file_mismatch_shows_its_digest(tmp_path: Path) -> None:
+    data = b"public mirror bytes\n"
+    src = _private(tmp_path, "public.bin", data, 0o644)
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(asset(src.as_uri(), b"other bytes", namespace="mirror"))
+    summary = cli_json("warm", str(manifest), "--allow-file", status=1)
+    assert hashlib.sha256(data).hexdigest() in summary["entries"][0]["reason"]

@@ -31,8 +31,14 @@ class ChecksumError(FetchError, ValueError):
 
     def __init__(self, url: str, expected: str, actual: str, size: int) -> None:
         url = redact_url(url)
+        got = (
+            f"got {actual} over {size} bytes"
+            if actual
+            else f"got other bytes ({size} bytes; their digest is not shown: the source is a "
+            "local file that not everyone may read)"
+        )
         super().__init__(
-            f"sha256 mismatch for {url}: expected {expected}, got {actual} over {size} bytes; "
+            f"sha256 mismatch for {url}: expected {expected}, {got}; "
             "nothing was published. If the file changed upstream, update the expected digest; "
             "otherwise the origin or a proxy served bad bytes (retry later)"
         )
@@ -53,7 +59,7 @@ class ChecksumError(FetchError, ValueError):
 
     @property
     def actual(self) -> str:
-        """The digest of the bytes received."""
+        """The digest of the bytes received (empty when withheld: a private local file)."""
         return self._actual
 
     @property

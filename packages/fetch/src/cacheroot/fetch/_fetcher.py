@@ -111,6 +111,16 @@ def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
     return value
 
 
+def _no_wider_record(dest: str) -> None:
+    """Make the record of ``dest`` (a ``file://`` copy) no more readable than ``dest`` itself.
+
+    The copy already has no wider permissions than its source (see :mod:`._http`); its record
+    holds the source's digest, which is for the same readers.
+    """
+    with contextlib.suppress(OSError):
+        os.chmod(_store.meta_path(dest), stat.S_IMODE(os.stat(dest).st_mode) & 0o666)
+
+
 def _check_sha256(sha256: str | None) -> str | None:
     if sha256 is None:
         return None
@@ -480,6 +490,8 @@ class Fetcher:
                 url, part, digest, timeouts, adopted=adopted, show=show, nonempty=nonempty
             )
             self._publish(url, dest, part, meta)
+            if urlsplit(url).scheme.lower() == "file":
+                _no_wider_record(dest)
         except BaseException:
             part.discard()
             raise
@@ -526,7 +538,9 @@ class Fetcher:
             if digest is None or part.sha256 == digest:
                 return meta
             if not adopted:
-                raise ChecksumError(url, digest, part.sha256, part.size)
+                # A local file not everyone may read: its digest is not for the log.
+                actual = "" if transfer.private else part.sha256
+                raise ChecksumError(url, digest, actual, part.size)
             # The spliced file is wrong: the partial may have come from another version.
             log.info("%s: adopted partial did not verify; downloading again", redact_url(url))
             part.reset()

@@ -14,7 +14,11 @@ for it. What it handles, and how:
 - redirects are followed by hand, at most ``max_redirects`` times, and only http to http(s)
   or https to https (a downgrade or another scheme is refused); the caller's own headers
   (``Fetcher(headers=...)``) go to the first origin only, not to another one a redirect names;
-- ``max_size`` is checked against the announced length and while streaming.
+- ``max_size`` is checked against the announced length and while streaming;
+- a ``file://`` copy (where allowed) is made no more readable than its source before a byte is
+  written, and the digest of a source that not everyone may read is never shown
+  (:attr:`Transfer.private`): a manifest run by a privileged job must not turn a private file
+  into a readable cache entry, or print a fingerprint of it in a log.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import io
 import logging
 import os
 import random
+import stat
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -137,6 +142,8 @@ class Transfer:
         self.etag: str | None = None
         self.total: int | None = None
         self.received = 0
+        #: The source is a local file that not everyone may read: its digest is not to be shown.
+        self.private = False
         self._bar: Any = None
 
     # -- the retry loop ------------------------------------------------------------------
@@ -342,7 +349,13 @@ class Transfer:
             raise DownloadError(self.url, f"cannot read {path}: {exc.strerror}") from exc
         with f:
             self.part.reset()
-            self.total = os.fstat(f.fileno()).st_size
+            source = os.fstat(f.fileno())
+            self.private = not source.st_mode & stat.S_IROTH
+            fd = self.part.fd
+            if fd is not None:  # no wider than the source, before the first byte lands
+                mine = stat.S_IMODE(os.fstat(fd).st_mode)
+                os.fchmod(fd, mine & stat.S_IMODE(source.st_mode))
+            self.total = source.st_size
             self._check_size(self.total)
             while chunk := f.read(self.settings.chunk_size):
                 self._write(chunk)

@@ -5,6 +5,11 @@ says ``extract = true``), each ``[[model]]`` snapshot is downloaded by its hub's
 (``cacheroot.fetch._snapshot``). Running it again costs no request: an asset already cached is
 found offline first, and a pinned complete snapshot is recognised from its record. Failures do
 not stop the others; the summary lists each with its reason and the exit status is non-zero.
+
+``file://`` assets are read only when the caller says so (``--allow-file``): a manifest names
+paths on the machine that warms it, which may read what the manifest's author could not. A copy
+is never more readable than its source, and a mismatch does not show the digest of a source
+that not everyone may read (see :mod:`._http`).
 """
 
 from __future__ import annotations
@@ -81,6 +86,14 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
     except CacheMissError as exc:
         if check:
             return _row(asset, MISSING, path=exc.path, reason="not cached")
+        if asset.url.startswith("file://") and not fetcher.allow_file:
+            return _row(
+                asset,
+                FAILURE,
+                path=exc.path,
+                reason="file:// URLs are read only with `cacheroot warm --allow-file` "
+                "(warm_manifest(..., allow_file=True)); a manifest never turns them on itself",
+            )
         path = fetcher.fetch(asset.url, **kwargs)
         status = MISS
     size = os.stat(path).st_size
@@ -140,18 +153,24 @@ def _guarded(fn: Any, entry: Asset | Model, *args: Any, **kwargs: Any) -> dict[s
 
 
 def warm_manifest(
-    manifest: Manifest | str | os.PathLike[str], *, jobs: int = 4, check: bool = False
+    manifest: Manifest | str | os.PathLike[str],
+    *,
+    jobs: int = 4,
+    check: bool = False,
+    allow_file: bool = False,
 ) -> dict[str, Any]:
     """Warm (or with ``check``, only inspect) every entry of ``manifest``; the summary.
 
-    The summary has ``hits``, ``misses``, ``missing``, ``failures`` (counts), ``bytes``
-    (downloaded by asset misses), ``seconds``, ``warnings`` and one row per entry.
+    ``file://`` assets are read only with ``allow_file`` (else they fail, unread, unless
+    already cached). The summary has ``hits``, ``misses``, ``missing``, ``failures``
+    (counts), ``bytes`` (downloaded by asset misses), ``seconds``, ``warnings`` and one row
+    per entry.
     """
     from ._fetcher import Fetcher  # noqa: PLC0415 - requests only when warming
 
     m = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     started = time.monotonic()
-    fetcher = Fetcher(allow_file=any(a.url.startswith("file://") for a in m.assets))
+    fetcher = Fetcher(allow_file=allow_file)
     notes = [
         f"{model.label}: revision {model.revision!r} is a branch or tag, which can move; pin a "
         "commit hash so every job gets the same files"
@@ -203,6 +222,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--check", action="store_true", help="only report what is missing; never download"
     )
+    p.add_argument(
+        "--allow-file",
+        action="store_true",
+        help="read file:// assets (local mirrors); without it they fail unless already cached",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
 
@@ -210,7 +234,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Warm ``args.manifest``; print the summary; the exit status says whether all is there."""
     try:
-        summary = warm_manifest(args.manifest, jobs=args.jobs, check=args.check)
+        summary = warm_manifest(
+            args.manifest, jobs=args.jobs, check=args.check, allow_file=args.allow_file
+        )
     except FetchError as exc:
         sys.stderr.write(f"cacheroot warm: {exc}\n")
         return USAGE
