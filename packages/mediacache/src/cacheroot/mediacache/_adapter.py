@@ -6,12 +6,14 @@ When on, the wrapper takes the same call shape (``url``, then ``timeout``, ``all
 and ``headers`` keywords) and serves http(s) URLs of allowed domains through the cache; every
 other URL (``data:``, ``file:``, other domains) still goes to the wrapped function.
 
-How upstream vLLM's ``MediaConnector`` would use it::
+How a connector of one's own uses it (vLLM's ``MediaConnector`` needs no change: the
+``vllm.general_plugins`` entry point, :mod:`cacheroot.mediacache.vllm_plugin`, wraps its
+connection, keeping vLLM's size limits, budgets and retries)::
 
     from cacheroot.mediacache import acached_or, cached_or
 
     class MediaConnector:
-        def __init__(self, ..., connection=global_http_connection):
+        def __init__(self, ..., connection=http_connection):
             self._get_bytes = cached_or(connection.get_bytes)
             self._async_get_bytes = acached_or(connection.async_get_bytes)
 
