@@ -262,6 +262,8 @@ class CachedConnection:
         self._aget = vllm.aretry(type(self).afetch_once)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_inner":  # not set yet (a copy being made): no endless lookup
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def get_bytes(self, url: str, **kwargs: Any) -> bytes:
