@@ -22,7 +22,7 @@ from cacheroot.fetch._fetcher import cache_dir
 from cacheroot.fetch._store import partials, read_meta
 from cacheroot.fetch._used import touch_used, used_path
 
-from .conftest import cli, cli_json
+from .conftest import OtherUser, cli, cli_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -321,3 +321,65 @@ def test_prune_in_a_loop_while_processes_download(origin: Origin) -> None:
     assert [p.returncode for p in procs] == [0] * 4
     assert sum(o["ok"] + o["gone"] for o in outs) == 100
     assert rounds > 1
+
+
+def test_verify_calls_a_directory_in_place_of_a_file_corrupt(
+    origin: Origin, fetcher: Fetcher
+) -> None:
+    path = put(origin, fetcher, "d.bin", 2000)
+    kept = put(origin, fetcher, "kept.bin", 2000)
+    path.unlink()
+    path.mkdir()
+    (path / "x").write_bytes(b"not the entry")
+    link = put(origin, fetcher, "link.bin", 2000)
+    link.unlink()
+    link.symlink_to(path)  # a link to a directory is no file either
+    text = cli("cache", "verify", "--no-quarantine")
+    assert text.returncode == 1, text.stdout + text.stderr
+    assert "Traceback" not in text.stderr
+    assert f"corrupt: ns/{path.name}: expected a file (its record holds the file's sha256)" in (
+        text.stdout
+    )
+    report = cli_json("cache", "verify", status=1)
+    rows = {r["name"]: r for r in report["entries"]}
+    assert rows[path.name]["status"] == rows[link.name]["status"] == "corrupt"
+    assert "found a directory" in rows[path.name]["detail"]
+    assert rows[kept.name]["status"] == "ok"
+    assert Path(rows[path.name]["quarantined"], "x").read_bytes() == b"not the entry"
+    assert fetcher.fetch(origin.url("d.bin"), namespace="ns").read_bytes() == data("d.bin", 2000)
+
+
+def test_prune_and_verify_by_a_user_who_cannot_open_an_entry_or_its_lock(
+    origin: Origin, fetcher: Fetcher, other_user: OtherUser
+) -> None:
+    """A shared cache, another user: what it cannot open is reported and kept, no traceback."""
+    private = put(origin, fetcher, "private.bin", 3000)
+    locked = put(origin, fetcher, "locked.bin", 3000)
+    other_user.shut_out(private)
+    lock = Path(lock_path(str(locked)))
+    lock.touch()
+    other_user.shut_out(lock, readable_by_owner=False)
+
+    verify = other_user.cli("cache", "verify", "--json")
+    assert "Traceback" not in verify.stderr, verify.stderr
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    rows = {r["name"]: r for r in json.loads(verify.stdout)["entries"]}
+    assert rows[private.name]["status"] == "unreadable"
+    assert "Permission denied" in rows[private.name]["detail"]
+    assert "as the user that owns the cache" in rows[private.name]["detail"]
+    text = other_user.cli("cache", "verify")
+    assert text.returncode == 1
+    assert f"unreadable: ns/{private.name}: cannot read" in text.stdout
+    assert "1 unreadable" in text.stdout
+
+    prune = other_user.cli("cache", "prune", "--max-size", "0", "--json")
+    assert "Traceback" not in prune.stderr, prune.stderr
+    assert prune.returncode == 1, prune.stdout + prune.stderr
+    report = json.loads(prune.stdout)
+    kept = {k["name"]: k["reason"] for k in report["kept"]}
+    assert f"cannot open its lock {lock}" in kept[locked.name]
+    assert "Permission denied" in kept[locked.name]
+    assert locked.read_bytes() == data("locked.bin", 3000)
+    text = other_user.cli("cache", "prune", "--max-size", "0")
+    assert text.returncode == 1
+    assert f"could not remove ns/{locked.name}: cannot open its lock" in text.stdout

@@ -12,6 +12,9 @@ Pruning never takes away what someone is working on: an entry is removed only wh
 its lock (taken without waiting; a busy entry is skipped), and not while a live process has a
 partial of it; a partial is removed only when its writer is dead (or, on another machine,
 silent for long) and it has been untouched for the grace period.
+
+On a cache shared by several users, an entry or lock this user cannot open is reported (kept,
+or not checked) with what to do, and the command exits 1: it could not do all it was asked.
 """
 
 from __future__ import annotations
@@ -172,10 +175,18 @@ def quarantined(cache: str) -> list[Entry]:
     found: list[Entry] = []
     for ns in _namespaces(top):
         directory = os.path.join(top, ns)
-        for name in sorted(os.listdir(directory)):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
             if name.startswith("."):
                 continue
             path = os.path.join(directory, name)
+            try:
+                moved = os.lstat(path).st_mtime
+            except OSError:
+                continue
             found.append(
                 Entry(
                     namespace=f"{QUARANTINE}/{ns}",
@@ -183,7 +194,7 @@ def quarantined(cache: str) -> list[Entry]:
                     path=path,
                     kind="dir" if os.path.isdir(path) else "file",
                     size=tree_size(path) + tree_size(meta_path(path)),
-                    last_used=os.lstat(path).st_mtime,
+                    last_used=moved,
                     meta=read_meta(path),
                 )
             )
@@ -233,22 +244,61 @@ def disk_usage(cache: str) -> dict[str, Any]:
 # -- verify --------------------------------------------------------------------------------------
 
 
-def _check(entry: Entry) -> tuple[str, str]:
-    """``(status, detail)``: ``ok``, ``corrupt`` or ``unverified`` (nothing recorded to check)."""
-    meta = entry.meta or {}
-    if entry.kind == "file" and isinstance(meta.get("sha256"), str):
-        actual, size = sha256_file(entry.path)
-        if actual != meta["sha256"]:
-            return "corrupt", f"sha256 {actual} over {size} bytes, recorded {meta['sha256']}"
-        return "ok", ""
-    if entry.kind == "dir" and isinstance(meta.get("tree_sha256"), str):
-        from ._archive import tree_digest  # noqa: PLC0415
+def _found(path: str) -> str:
+    """What is at ``path``, in words."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"nothing readable ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "a directory" + (" (through a symbolic link)" if os.path.islink(path) else "")
+    return "a file" if stat.S_ISREG(mode) else "a special file"
 
-        actual, size, files = tree_digest(entry.path)
-        if actual != meta["tree_sha256"]:
-            return "corrupt", f"tree digest {actual} ({files} files, {size} bytes) changed"
-        return "ok", ""
+
+def _check(entry: Entry) -> tuple[str, str]:
+    """``(status, detail)``: ``ok``, ``corrupt``, ``unreadable`` (this user cannot read it) or
+    ``unverified`` (nothing recorded to check)."""
+    meta = entry.meta or {}
+    try:
+        if isinstance(meta.get("sha256"), str):
+            return _check_file(entry.path, meta["sha256"])
+        if isinstance(meta.get("tree_sha256"), str):
+            return _check_tree(entry, meta["tree_sha256"])
+    except OSError as exc:
+        return "unreadable", _unreadable(exc)
     return "unverified", "no recorded digest"
+
+
+def _check_file(path: str, recorded: str) -> tuple[str, str]:
+    if not os.path.isfile(path):
+        return "corrupt", (
+            f"expected a file (its record holds the file's sha256), found {_found(path)}"
+        )
+    actual, size = sha256_file(path)
+    if actual != recorded:
+        return "corrupt", f"sha256 {actual} over {size} bytes, recorded {recorded}"
+    return "ok", ""
+
+
+def _check_tree(entry: Entry, recorded: str) -> tuple[str, str]:
+    if entry.kind != "dir":
+        return "corrupt", (
+            f"expected a directory (its record holds a tree digest), found {_found(entry.path)}"
+        )
+    from ._archive import tree_digest  # noqa: PLC0415
+
+    actual, size, files = tree_digest(entry.path)
+    if actual != recorded:
+        return "corrupt", f"tree digest {actual} ({files} files, {size} bytes) changed"
+    return "ok", ""
+
+
+def _unreadable(exc: OSError) -> str:
+    where = f" {exc.filename}" if exc.filename else ""
+    return (
+        f"cannot read{where} ({exc.strerror or exc}): not checked; run this as the user that "
+        "owns the cache (or one of its group) to check it"
+    )
 
 
 def quarantine(cache: str, entry: Entry) -> str:
@@ -296,6 +346,8 @@ def verify(cache: str, namespace: str | None = None, *, move: bool = True) -> li
                         row["quarantined"] = quarantine(cache, entry)
             except LockTimeout:
                 row["detail"] += "; busy (locked), left in place"
+            except OSError as exc:
+                row["detail"] += f"; {_no_lock(lock.path, exc)}, left in place"
         results.append(row)
     return results
 
@@ -316,31 +368,58 @@ def _remove_tree_or_file(path: str) -> None:
         os.unlink(path)
 
 
+def _no_lock(lpath: str, exc: OSError) -> str:
+    """Why the lock at ``lpath`` could not be taken, and what to do."""
+    try:
+        owner = f" (it belongs to uid {os.stat(lpath).st_uid})"
+    except OSError:
+        owner = ""
+    return (
+        f"cannot open its lock {lpath}: {exc.strerror or exc}{owner}; run this as the cache's "
+        "owner, or share the cache with a group (chgrp GROUP and chmod g+ws on its directories)"
+    )
+
+
+class _Refused(Exception):  # noqa: N818 - control flow inside this module
+    """An entry could not be removed for want of permission (not because it is busy)."""
+
+
 def _remove_entry(entry: Entry) -> str:
-    """Remove ``entry`` if nobody works on it; ``""`` when removed, else why it was kept."""
-    if entry.namespace.startswith(QUARANTINE):
-        _remove_tree_or_file(entry.path)
-        with contextlib.suppress(OSError):
-            os.unlink(meta_path(entry.path))
-        return ""
-    lpath = lock_path(entry.path)
-    lock = PathLock(lpath, timeout=0.0, poll=0.01)
+    """Remove ``entry`` if nobody works on it; ``""`` when removed, else why it was kept.
+
+    Raises :class:`_Refused` (with the reason) when this user may not remove it.
+    """
     try:
-        lock.acquire()
-    except LockTimeout:
-        record = holder(lpath) or {}
-        return f"locked by pid {record.get('pid', '?')}"
-    try:
-        live = _live_partials(entry.path)
-        if live:
-            return f"being written ({os.path.basename(live[0])})"
-        _remove_tree_or_file(entry.path)
-        for side in (meta_path(entry.path), used_path(entry.path)):
+        if entry.namespace.startswith(QUARANTINE):
+            _remove_tree_or_file(entry.path)
             with contextlib.suppress(OSError):
-                os.unlink(side)
-        forget(entry.path)
-    finally:
-        lock.release()
+                os.unlink(meta_path(entry.path))
+            return ""
+        lpath = lock_path(entry.path)
+        lock = PathLock(lpath, timeout=0.0, poll=0.01)
+        try:
+            lock.acquire()
+        except LockTimeout:
+            record = holder(lpath) or {}
+            return f"locked by pid {record.get('pid', '?')}"
+        except OSError as exc:
+            raise _Refused(_no_lock(lpath, exc)) from None
+        try:
+            live = _live_partials(entry.path)
+            if live:
+                return f"being written ({os.path.basename(live[0])})"
+            _remove_tree_or_file(entry.path)
+            for side in (meta_path(entry.path), used_path(entry.path)):
+                with contextlib.suppress(OSError):
+                    os.unlink(side)
+            forget(entry.path)
+        finally:
+            lock.release()
+    except OSError as exc:
+        raise _Refused(
+            f"cannot remove {exc.filename or entry.path}: {exc.strerror or exc}; run this as "
+            "the cache's owner"
+        ) from None
     return ""
 
 
@@ -408,9 +487,13 @@ def prune(
             why = "over the size budget (least recently used)"
         if not why:
             continue
-        busy = "" if dry_run else _remove_entry(entry)
+        try:
+            busy = "" if dry_run else _remove_entry(entry)
+        except _Refused as refused:
+            kept.append({**entry.as_dict(), "reason": str(refused), "error": True})
+            continue
         if busy:
-            kept.append({**entry.as_dict(), "reason": busy})
+            kept.append({**entry.as_dict(), "reason": busy, "error": False})
             continue
         total -= entry.size
         removed.append({**entry.as_dict(), "reason": why})
@@ -479,7 +562,9 @@ def _when(t: float) -> str:
 EPILOG = """\
 exit status:
   0  done (verify: nothing corrupt)
-  1  verify found corrupt entries (they were quarantined unless --no-quarantine)
+  1  verify found corrupt entries (they were quarantined unless --no-quarantine), or entries
+     this user cannot read; prune could not remove entries it should have (permissions:
+     each is listed with what to do; entries kept because they are busy do not count)
   2  bad arguments, or the cache directory is unusable
 """
 
@@ -568,14 +653,18 @@ def run(args: argparse.Namespace) -> int:
         f"{verb} {r['namespace']}/{r['name']} ({human(r['size'])}): {r['reason']}\n"
         for r in report["removed"]
     ]
-    lines += [f"kept {k['namespace']}/{k['name']}: {k['reason']}\n" for k in report["kept"]]
+    lines += [
+        f"{'could not remove' if k['error'] else 'kept'} {k['namespace']}/{k['name']}: "
+        f"{k['reason']}\n"
+        for k in report["kept"]
+    ]
     lines += [f"{verb} {s['path']}: {s['reason']}\n" for s in report["strays"]]
     lines.append(
         f"{verb} {len(report['removed'])} entries and {len(report['strays'])} stray files, "
         f"{human(report['freed'])}; {human(report['total_after'])} left\n"
     )
     _emit(args, report, "".join(lines))
-    return 0
+    return 1 if any(k["error"] for k in report["kept"]) else 0
 
 
 def _run_verify(args: argparse.Namespace, cache: str) -> int:
@@ -591,7 +680,7 @@ def _run_verify(args: argparse.Namespace, cache: str) -> int:
             sys.stderr.write(f"cacheroot cache verify: {exc}\n")
             return 2
         models = [check_model(m, deep=True) for m in manifest.models]
-    bad = [r for r in rows if r["status"] == "corrupt"]
+    bad = [r for r in rows if r["status"] in ("corrupt", "unreadable")]
     bad_models = [m for m in models if m["status"] != "hit"]
     lines = []
     for r in rows:
@@ -600,7 +689,8 @@ def _run_verify(args: argparse.Namespace, cache: str) -> int:
             lines.append(f"{r['status']}: {r['namespace']}/{r['name']}: {r['detail']}{where}\n")
     lines += [f"incomplete: {m['entry']}: {m['reason']}\n" for m in bad_models]
     lines.append(
-        f"verified {len(rows)} entries: {len(bad)} corrupt, "
+        f"verified {len(rows)} entries: {sum(r['status'] == 'corrupt' for r in rows)} corrupt, "
+        f"{sum(r['status'] == 'unreadable' for r in rows)} unreadable, "
         f"{sum(r['status'] == 'unverified' for r in rows)} without a record"
         + (f"; {len(models)} models, {len(bad_models)} incomplete" if args.manifest else "")
         + "\n"

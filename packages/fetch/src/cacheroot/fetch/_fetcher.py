@@ -111,6 +111,17 @@ def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
     return value
 
 
+def _in_the_way(url: str, dest: str) -> DownloadError:
+    """The error for a directory where ``url``'s cached file belongs."""
+    return DownloadError(
+        url,
+        f"{dest} is a directory, where the cached file of {url} belongs (replaced by hand, or "
+        "unpacked there by another tool); nothing was downloaded. Run `cacheroot cache verify`, "
+        "which moves it to the quarantine, or remove it yourself, then fetch again",
+        err=errno.EISDIR,
+    )
+
+
 def _no_wider_record(dest: str) -> None:
     """Make the record of ``dest`` (a ``file://`` copy) no more readable than ``dest`` itself.
 
@@ -222,6 +233,8 @@ class Fetcher:
         if size is not None:
             _stats.add(hits=1, bytes_from_cache=size)
             return self._finish(dest, extract=extract)
+        if os.path.isdir(dest) and not os.path.islink(dest):
+            raise _in_the_way(url, dest)
         if offline is None:
             offline = cache_only()
         if offline:

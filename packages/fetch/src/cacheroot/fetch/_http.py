@@ -29,6 +29,7 @@ import io
 import logging
 import os
 import random
+import re
 import stat
 import sys
 import time
@@ -84,6 +85,9 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+#: A number in an HTTP header: ASCII digits only (``str.isdigit`` also takes ``²``, ``int`` also
+#: takes other scripts' digits, ``+``, ``_`` and spaces).
+_DIGITS = re.compile(r"[0-9]+")
 #: What a read of the body raises when the transfer broke: the above or the socket's own
 #: errors (``ssl.SSLError`` and the like, which urllib3 would have wrapped).
 _BROKEN: tuple[type[BaseException], ...] = (*_TRANSIENT, OSError)
@@ -98,13 +102,28 @@ def new_session(pool: int = 16) -> requests.Session:
     return session
 
 
+def decimal(value: str | None) -> int | None:
+    """The non-negative integer a header field holds, or ``None`` unless it is ASCII digits.
+
+    HTTP numbers (``Content-Length``, ``Retry-After``, ``Content-Range``) are ``1*DIGIT``; this
+    is the one parser for them. Surrounding spaces are allowed, nothing else.
+    """
+    if value is None:
+        return None
+    value = value.strip(" \t")
+    return int(value) if _DIGITS.fullmatch(value) else None
+
+
 def retry_after(value: str | None) -> float | None:
     """Seconds to wait that a ``Retry-After`` header asks for (``None`` if absent or garbled)."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    seconds = decimal(value)
+    if seconds is not None:
+        return float(seconds)
+    if value[:1].isdigit() or value[:1] in "+-":
+        return None  # a number, but not one HTTP allows
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -214,8 +233,7 @@ class Transfer:
                 if offset:
                     log.debug("%s ignored Range: restarting from the first byte", self.shown)
                     self.part.reset()
-                length = resp.headers.get("Content-Length")
-                self.total = int(length) if length and length.isdigit() else None
+                self.total = self._length(resp)
             else:
                 raise DownloadError(
                     self.url,
@@ -229,6 +247,23 @@ class Transfer:
             self._stream(resp)
         if self.total is not None and self.part.size != self.total:
             raise _Retry(f"body ended at byte {self.part.size} of {self.total}", status)
+
+    def _length(self, resp: requests.Response) -> int | None:
+        """The body's announced length; an announced length that is not a number is an error."""
+        length = resp.headers.get("Content-Length")
+        if length is None:
+            return None
+        total = decimal(length)
+        if total is None:
+            raise DownloadError(
+                self.url,
+                f"{self.url} answered with Content-Length {length!r}: expected a decimal number "
+                "of bytes (ASCII digits); the origin or a proxy in front of it is broken, and "
+                "the body cannot be trusted to end where it should: report it to whoever runs "
+                "it, or fetch the file from elsewhere",
+                status=resp.status_code,
+            )
+        return total
 
     def _validator(self, resp: requests.Response) -> str | None:
         etag = resp.headers.get("ETag")
@@ -377,11 +412,7 @@ def _content_range(value: str | None) -> tuple[int | None, int | None]:
     if not value or not value.startswith("bytes "):
         return None, None
     span, _, total = value[6:].partition("/")
-    first = span.partition("-")[0]
-    return (
-        int(first) if first.isdigit() else None,
-        int(total) if total.isdigit() else None,
-    )
+    return decimal(span.partition("-")[0]), decimal(total)
 
 
 def _body_reader(resp: requests.Response) -> Callable[[memoryview], int]:
