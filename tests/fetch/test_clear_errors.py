@@ -105,3 +105,30 @@ def test_a_garbled_retry_after_falls_back_to_backoff(
 def test_offline_miss_is_still_a_miss(origin: Origin, fetcher: Fetcher, name: str) -> None:
     with pytest.raises(CacheMissError):
         fetcher.fetch(origin.url(f"/ok/{name}"), offline=True)
+
+
+def test_a_file_name_that_would_collide_with_an_unpacked_archive_is_refused(
+    origin: Origin, fetcher: Fetcher, name: str, tmp_path: Path
+) -> None:
+    import io
+    import tarfile
+
+    from cacheroot.fetch import ManifestError, parse_manifest
+
+    archive = tmp_path / "data.tar"
+    with tarfile.open(archive, "w") as tf:
+        info = tarfile.TarInfo("a.txt")
+        info.size = 1
+        tf.addfile(info, io.BytesIO(b"a"))
+    local = Fetcher(allow_file=True)
+    unpacked = local.fetch(archive.as_uri(), filename="data.tar", extract=True)
+    assert unpacked.name == "data.tar.extracted"
+    with pytest.raises(ValueError, match=r"'data\.tar\.extracted'.*reserved for unpacked archives"):
+        fetcher.fetch(origin.url(f"/ok/{name}"), filename="data.tar.extracted")
+    assert origin.gets[f"/ok/{name}"] == 0
+    assert (unpacked / "a.txt").read_bytes() == b"a"
+    with pytest.raises(ManifestError, match=r"field 'filename'.*reserved for unpacked archives"):
+        parse_manifest(
+            f'[[asset]]\nurl = "http://h/x"\nsha256 = "{"0" * 64}"\nnamespace = "n"\n'
+            'filename = "x.extracted"\n'
+        )

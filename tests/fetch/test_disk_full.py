@@ -114,3 +114,57 @@ def test_read_only_cache_serves_hits_and_says_why_misses_fail(
     assert report["hit"] == str(warm)
     assert report["miss"][0] == errno.EROFS
     assert "read-only" in report["miss"][1]
+
+
+UNPACK = """
+import json, os, sys
+from cacheroot.fetch import DownloadError, Fetcher, PathLock, lock_path
+src, cache = sys.argv[1], sys.argv[2]
+os.environ["_VLLM_TEST_CACHE"] = cache
+f = Fetcher(allow_file=True, retries=0)
+report = {}
+try:
+    f.fetch("file://" + src, extract=True)
+except DownloadError as exc:
+    report = {"errno": exc.errno, "message": str(exc), "type": type(exc).__name__}
+entry = str(f.path("file://" + src))
+lock = PathLock(lock_path(entry + ".extracted"), timeout=1.0)
+lock.acquire()
+lock.release()
+report["archive"] = os.path.isfile(entry)
+report["unpacked"] = os.path.exists(entry + ".extracted")
+report["files"] = sorted(os.listdir(os.path.dirname(entry)))
+print(json.dumps(report))
+"""
+
+
+def test_disk_full_while_unpacking(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    cmd = _unshare()
+    src = tmp_path / "zeros.tar.gz"
+    with tarfile.open(src, "w:gz") as tf:
+        info = tarfile.TarInfo("weights.bin")
+        info.size = 2 << 20  # 2 MiB of zeros: about 2 KiB packed, too much for 512 KiB
+        tf.addfile(info, io.BytesIO(bytes(info.size)))
+    cache = tmp_path / "small"
+    cache.mkdir()
+    script = 'mount -t tmpfs -o size=512k tmpfs "$1" && exec "$2" -c "$3" "$4" "$1"'
+    out = subprocess.run(
+        [*cmd, "sh", "-c", script, "sh", str(cache), sys.executable, UNPACK, str(src)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report.get("type") == "DownloadError", report
+    assert report["errno"] == errno.ENOSPC
+    assert ".extracted" in report["message"]
+    assert "weights.bin" in report["message"]
+    assert "Free space on the volume" in report["message"]
+    assert report["archive"] is True  # the download itself is kept
+    assert report["unpacked"] is False
+    assert [f for f in report["files"] if "partial" in f] == []

@@ -269,3 +269,49 @@ def test_extract_entry_unpacks_once_next_to_the_entry(tmp_path: Path) -> None:
     with pytest.raises(ArchiveError):
         extract_entry(evil)
     assert not os.path.exists(extracted_path(evil))
+
+
+@pytest.mark.parametrize(
+    "member",
+    ["a" * 256 + ".json", "dir/" + "b" * 300, "\u00e9" * 128 + ".txt", "/".join(["d" * 200] * 25)],
+    ids=["long-name", "long-nested", "long-in-bytes", "long-path"],
+)
+@pytest.mark.parametrize("kind", ["tar", "zip"])
+def test_member_names_the_file_system_cannot_hold_are_refused(
+    tmp_path: Path, member: str, kind: str
+) -> None:
+    if kind == "tar":
+        archive = make_tar(tmp_path / "long.tar", [(_info(member), b"x")])
+    else:
+        archive = make_zip(tmp_path / "long.zip", [(member, b"x")])
+    dest = tmp_path / "cache" / "dest"
+    with pytest.raises(ArchiveError) as info:
+        extract(archive, dest)
+    assert info.value.member == member
+    assert "longer than this file system allows" in info.value.reason
+    assert "bytes" in info.value.reason
+    assert not dest.exists()
+    assert [p for p in os.listdir(dest.parent) if "partial" in p] == []
+
+
+def test_the_unpack_bound_names_the_knob_that_raises_it(tmp_path: Path) -> None:
+    archive = make_tar(tmp_path / "big.tar", [(_info("f"), bytes(4096))])
+    with pytest.raises(ArchiveError) as info:
+        extract(archive, tmp_path / "dest", max_size=1000)
+    message = str(info.value)
+    assert "max_unpacked=" in message  # fetch(..., extract=True)
+    assert "max_unpacked =" in message  # a manifest's [[asset]]
+    with pytest.raises(ArchiveError) as unsafe:
+        extract(make_tar(tmp_path / "evil.tar", [(_info("../x"), b"x")]), tmp_path / "d2")
+    assert "max_unpacked" not in str(unsafe.value)  # an unsafe archive is not a large one
+
+
+def test_a_file_where_the_unpacked_directory_belongs_is_a_clear_error(tmp_path: Path) -> None:
+    archive = make_tar(tmp_path / "a.tar", good_members())
+    in_the_way = Path(extracted_path(archive))
+    in_the_way.write_bytes(b"a file some other entry put here")
+    with pytest.raises(ArchiveError) as info:
+        extract_entry(archive)
+    assert f"{in_the_way} is a file" in str(info.value)
+    assert in_the_way.read_bytes() == b"a file some other entry put here"
+    assert [p for p in os.listdir(tmp_path) if "partial" in p] == []

@@ -221,3 +221,43 @@ def test_a_world_readable_file_mismatch_shows_its_digest(tmp_path: Path) -> None
     manifest.write_text(asset(src.as_uri(), b"other bytes", namespace="mirror"))
     summary = cli_json("warm", str(manifest), "--allow-file", status=1)
     assert hashlib.sha256(data).hexdigest() in summary["entries"][0]["reason"]
+
+
+def _tar(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, payload in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tf.addfile(info, io.BytesIO(payload))
+    return buf.getvalue()
+
+
+def test_the_unpack_bound_is_raised_per_asset(origin: Origin, tmp_path: Path) -> None:
+    from cacheroot.fetch import ArchiveError, Fetcher, ManifestError, parse_manifest
+
+    body = _tar({"w.bin": bytes(4000)})
+    url = origin.serve("w.tar.gz", body)
+    f = Fetcher()
+    with pytest.raises(ArchiveError, match=r"bound of 1000 bytes.*max_unpacked="):
+        f.fetch(url, extract=True, max_unpacked=1000)
+    out = f.fetch(url, extract=True, max_unpacked=4000)
+    assert (out / "w.bin").stat().st_size == 4000
+
+    packed = _tar({"v.bin": bytes(3000)})
+    other = origin.serve("v.tar.gz", packed)
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(asset(other, packed, extract=True, max_unpacked="2K"))
+    small = cli_json("warm", str(manifest), status=1)
+    assert "bound of 2048 bytes" in small["entries"][0]["reason"]
+    manifest.write_text(asset(other, packed, extract=True, max_unpacked=3000))
+    done = cli_json("warm", str(manifest))
+    assert (Path(done["entries"][0]["path"]) / "v.bin").stat().st_size == 3000
+    for value, problem in (("lots", "a size"), (-1, "a size"), (True, "a size")):
+        text = asset(other, b"x", extract=True, max_unpacked=value)
+        with pytest.raises(ManifestError, match=f"field 'max_unpacked'.*{problem}"):
+            parse_manifest(text)
+    with pytest.raises(
+        ManifestError, match=r"field .max_unpacked.: applies only with extract = true"
+    ):
+        parse_manifest(asset(other, b"x", max_unpacked=3000))

@@ -3,7 +3,8 @@
 An archive from the network decides every name, link and size it contains, so extraction is
 done member by member by this module, never by ``extractall``:
 
-- names are relative, without ``..``, NUL or drive letters; directories are created by us;
+- names are relative, without ``..``, NUL or drive letters, and short enough for the file
+  system (``NAME_MAX`` per component, ``PATH_MAX`` in all); directories are created by us;
 - regular files are written with ``O_EXCL | O_NOFOLLOW``, counting the bytes actually written
   (a declared size is a claim, not a bound), so the unpacked total and the member count are
   capped (zip bombs, tar bombs);
@@ -15,12 +16,15 @@ done member by member by this module, never by ``extractall``:
   member as well, as a second opinion.
 
 Everything is unpacked into a private staging directory that is published by one rename, so a
-refused or broken archive publishes nothing. A refusal raises :class:`ArchiveError`.
+refused or broken archive publishes nothing. A refusal raises :class:`ArchiveError`; a full disk
+(or another failure to write) raises :class:`~._errors.DownloadError` naming where and what to
+do, with the errno.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import lzma
 import os
@@ -33,7 +37,8 @@ import zlib
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ._errors import FetchError
+from ._errors import DownloadError, FetchError
+from ._naming import EXTRACTED_SUFFIX
 from ._store import read_meta, sha256_file, staged_dir, write_meta
 from ._used import touch_used
 
@@ -48,8 +53,16 @@ MAX_MEMBERS = 100_000
 _MAX_LINK = 4096
 _CHUNK = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
-#: Suffix of the directory an archive entry is unpacked into, next to the entry.
-EXTRACTED_SUFFIX = ".extracted"
+#: What to do about the size bound, for an archive that is only large.
+RAISE_SIZE = (
+    "if the archive is trusted and only large, raise the bound: fetch(..., extract=True, "
+    'max_unpacked=BYTES), max_unpacked = "40G" in its [[asset]] entry of a manifest, or '
+    "extract(..., max_size=BYTES)"
+)
+RAISE_MEMBERS = (
+    "if the archive is trusted and only large, raise the bound: extract(..., max_members=N) "
+    "or extract_entry(..., max_members=N)"
+)
 
 
 class ArchiveError(FetchError, ValueError):
@@ -57,10 +70,7 @@ class ArchiveError(FetchError, ValueError):
 
     def __init__(self, archive: str, member: str, reason: str) -> None:
         where = f" member {member!r}" if member else ""
-        super().__init__(
-            f"refusing to unpack {archive}:{where} {reason}; nothing was published. "
-            "If the archive is trusted and only large, raise the bound (max_size=/max_members=)"
-        )
+        super().__init__(f"refusing to unpack {archive}:{where} {reason}; nothing was published")
         self._archive, self._member, self._reason = archive, member, reason
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -120,18 +130,46 @@ class _Unpacker:
         self.members = 0
         self.written = 0
         self.links: list[tuple[str, str]] = []
+        #: The member being written (named when writing it fails).
+        self.current = ""
+        self.name_max = _limit(self.target, "PC_NAME_MAX", 255)
+        self.path_max = _limit(self.target, "PC_PATH_MAX", 4096)
 
     def count(self, name: str) -> None:
         self.members += 1
         if self.members > self.max_members:
             raise ArchiveError(
-                self.archive, name, f"is past the bound of {self.max_members} members"
+                self.archive,
+                name,
+                f"is past the bound of {self.max_members} members; {RAISE_MEMBERS}",
             )
 
     def path(self, rel: str) -> str:
-        return os.path.join(self.target, *rel.split("/"))
+        """Where member ``rel`` goes; :class:`ArchiveError` if the file system cannot hold it."""
+        self.current = rel
+        parts = rel.split("/")
+        for part in parts:
+            size = len(os.fsencode(part))
+            if size > self.name_max:
+                raise ArchiveError(
+                    self.archive,
+                    rel,
+                    f"has a name longer than this file system allows: {size} bytes in one "
+                    f"component ({part[:24]!r}...), over NAME_MAX, {self.name_max} bytes",
+                )
+        full = os.path.join(self.target, *parts)
+        size = len(os.fsencode(full))
+        if size >= self.path_max:
+            raise ArchiveError(
+                self.archive,
+                rel,
+                f"has a path longer than this file system allows: {size} bytes once unpacked "
+                f"at {self.target}, over PATH_MAX, {self.path_max} bytes",
+            )
+        return full
 
     def _parent(self, rel: str) -> None:
+        self.path(rel)  # a name too long is refused as the member's, not its directory's
         head = posixpath.dirname(rel)
         if head:
             full = self.path(head)
@@ -153,7 +191,9 @@ class _Unpacker:
             raise ArchiveError(self.archive, rel, "is a file without a name")
         if declared < 0 or self.written + declared > self.max_size:
             raise ArchiveError(
-                self.archive, rel, f"declares {declared} bytes, past the bound of {self.max_size}"
+                self.archive,
+                rel,
+                f"declares {declared} bytes, past the bound of {self.max_size} bytes; {RAISE_SIZE}",
             )
         self._parent(rel)
         full = self.path(rel)
@@ -169,7 +209,9 @@ class _Unpacker:
                 self.written += len(chunk)
                 if self.written > self.max_size:
                     raise ArchiveError(
-                        self.archive, rel, f"unpacks past the bound of {self.max_size} bytes"
+                        self.archive,
+                        rel,
+                        f"unpacks past the bound of {self.max_size} bytes; {RAISE_SIZE}",
                     )
                 out.write(chunk)
 
@@ -185,7 +227,9 @@ class _Unpacker:
             )
         self.written += st.st_size
         if self.written > self.max_size:
-            raise ArchiveError(self.archive, rel, f"unpacks past the bound of {self.max_size}")
+            raise ArchiveError(
+                self.archive, rel, f"unpacks past the bound of {self.max_size} bytes; {RAISE_SIZE}"
+            )
         self._parent(rel)
         full = self.path(rel)
         if os.path.lexists(full):
@@ -222,6 +266,15 @@ class _Unpacker:
                     rel,
                     f"is a symbolic link {link!r} that resolves out of the target",
                 )
+
+
+def _limit(directory: str, name: str, default: int) -> int:
+    """The file system's ``pathconf`` limit ``name`` where ``directory`` lives (or ``default``)."""
+    try:
+        value = os.pathconf(directory, name)
+    except (OSError, ValueError, AttributeError):
+        return default
+    return value if value > 0 else default
 
 
 def _untar(unpacker: _Unpacker, archive: str) -> None:
@@ -309,6 +362,15 @@ def unpack(
         # failure (a full disk: ENOSPC) keeps its errno and propagates as it is.
         if exc.errno is None:
             raise ArchiveError(src, "", f"is damaged or truncated ({exc})") from None
+        if exc.errno == errno.ENAMETOOLONG:
+            raise ArchiveError(
+                src, "", f"has a member name this file system cannot hold ({exc})"
+            ) from None
+        if unpacker.current:
+            # A full disk reports no file name: say which member it stopped at.
+            raise OSError(
+                exc.errno, f"{exc.strerror or exc}, writing member {unpacker.current!r}"
+            ) from exc
         raise
     unpacker.finish_links()
 
@@ -340,6 +402,21 @@ def tree_digest(root: str | os.PathLike[str]) -> tuple[str, int, int]:
                 rel = os.path.normpath(os.path.join(rel_here, d))
                 h.update(f"D {rel}\x00".encode("utf-8", "surrogateescape"))
     return h.hexdigest(), total, files
+
+
+def _not_stored(src: str, out: str, meta: dict[str, Any], exc: OSError) -> FetchError:
+    """The error for an unpacking that could not be written (a full disk, most often)."""
+    if isinstance(exc, NotADirectoryError) and os.path.lexists(out) and not os.path.isdir(out):
+        return ArchiveError(src, "", f"cannot be unpacked where it belongs: {out} is a file")
+    url = meta.get("url")
+    where = f" ({exc.filename})" if exc.filename else ""
+    return DownloadError(
+        url if isinstance(url, str) else src,
+        f"could not unpack {src} into {out}: {exc.strerror or exc}{where}; nothing was "
+        f"published. Free space on the volume that holds {os.path.dirname(out) or '.'}, or "
+        "point _VLLM_TEST_CACHE at a larger one, then fetch again",
+        err=exc.errno,
+    )
 
 
 def extracted_path(entry: str | os.PathLike[str]) -> str:
@@ -392,23 +469,33 @@ def extract(
     out = extracted_path(src) if dest is None else os.fspath(dest)
     if os.path.isdir(out):
         return Path(out)
-    with staged_dir(out) as staging:
-        unpack(src, staging.path, max_size=max_size, max_members=max_members)
-        tree, size, files = tree_digest(staging.path)
-        meta = read_meta(src) or {}
-        archive_sha = meta.get("sha256") or sha256_file(src)[0]
-        record = {
-            "kind": "extracted",
-            "archive": os.path.basename(src),
-            "archive_sha256": archive_sha,
-            "url": meta.get("url"),
-            "tree_sha256": tree,
-            "size": size,
-            "files": files,
-        }
-        # The sidecar goes first (as for files): a crash before the rename leaves a record that
-        # describes nothing, never a tree without one.
-        write_meta(out, record)
+    if os.path.lexists(out):
+        raise ArchiveError(
+            src,
+            "",
+            f"cannot be unpacked where it belongs: {out} is a file, not a directory (an entry "
+            "fetched with that name?); move it away or remove it, then unpack again",
+        )
+    meta = read_meta(src) or {}
+    try:
+        with staged_dir(out) as staging:
+            unpack(src, staging.path, max_size=max_size, max_members=max_members)
+            tree, size, files = tree_digest(staging.path)
+            archive_sha = meta.get("sha256") or sha256_file(src)[0]
+            record = {
+                "kind": "extracted",
+                "archive": os.path.basename(src),
+                "archive_sha256": archive_sha,
+                "url": meta.get("url"),
+                "tree_sha256": tree,
+                "size": size,
+                "files": files,
+            }
+            # The sidecar goes first (as for files): a crash before the rename leaves a record
+            # that describes nothing, never a tree without one.
+            write_meta(out, record)
+    except OSError as exc:
+        raise _not_stored(src, out, meta, exc) from exc
     if not staging.published:
         with contextlib.suppress(OSError):
             # Someone else published first: make the record describe the tree that is there.

@@ -213,6 +213,7 @@ class Fetcher:
         timeout: float | tuple[float, float] | None = None,
         progress: bool | None = None,
         extract: bool = False,
+        max_unpacked: int | None = None,
     ) -> Path:
         """The local path of ``url``'s bytes, downloading them first on a miss.
 
@@ -223,6 +224,7 @@ class Fetcher:
         ``(connect, read)`` pair. ``progress`` shows a bar (default: when stderr is a terminal).
         ``extract`` unpacks a zip or tar archive once per volume and returns its directory
         (``<entry>.extracted``, published atomically; unsafe members refuse the whole archive).
+        ``max_unpacked`` bounds the bytes it may unpack to (default 16 GiB).
         """
         digest = _check_sha256(sha256)
         dest = entry_path(cache_dir(), namespace, url, filename)
@@ -232,7 +234,7 @@ class Fetcher:
             size = self._legacy_hit(url, dest, key, digest)
         if size is not None:
             _stats.add(hits=1, bytes_from_cache=size)
-            return self._finish(dest, extract=extract)
+            return self._finish(dest, extract=extract, max_unpacked=max_unpacked)
         if os.path.isdir(dest) and not os.path.islink(dest):
             raise _in_the_way(url, dest)
         if offline is None:
@@ -255,7 +257,7 @@ class Fetcher:
             timeout=timeout,
             progress=progress,
         )
-        return self._finish(dest, extract=extract)
+        return self._finish(dest, extract=extract, max_unpacked=max_unpacked)
 
     def _fetch_to(
         self,
@@ -299,12 +301,13 @@ class Fetcher:
             nonempty=True,
         )
 
-    def _finish(self, dest: str, *, extract: bool) -> Path:
+    def _finish(self, dest: str, *, extract: bool, max_unpacked: int | None = None) -> Path:
         """What :meth:`fetch` returns for a cached ``dest``: it, or its unpacked directory."""
         if extract:
-            from ._archive import extract_entry  # noqa: PLC0415 - only when unpacking
+            from ._archive import MAX_SIZE, extract_entry  # noqa: PLC0415 - only when unpacking
 
-            return extract_entry(dest, lock_timeout=self.lock_timeout)
+            bound = MAX_SIZE if max_unpacked is None else max_unpacked
+            return extract_entry(dest, lock_timeout=self.lock_timeout, max_size=bound)
         touch_used(dest)  # at most one cheap write per entry per hour: see _used
         return Path(dest)
 
@@ -605,6 +608,7 @@ def fetch(
     timeout: float | tuple[float, float] | None = None,
     progress: bool | None = None,
     extract: bool = False,
+    max_unpacked: int | None = None,
 ) -> Path:
     """Download ``url`` once into ``$_VLLM_TEST_CACHE/<namespace>/`` and return its path.
 
@@ -619,4 +623,5 @@ def fetch(
         timeout=timeout,
         progress=progress,
         extract=extract,
+        max_unpacked=max_unpacked,
     )

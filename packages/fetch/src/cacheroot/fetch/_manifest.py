@@ -8,6 +8,7 @@ Two kinds of entries, as arrays of tables::
     namespace = "gsm8k"
     filename = "test.jsonl"       # optional: the entry's name (default: derived from the URL)
     extract = false               # optional: unpack a zip/tar next to it
+    max_unpacked = "40G"          # optional, with extract: the unpacked size bound (16G)
 
     [[model]]                     # a hub snapshot, downloaded by the hub's own client
     hub = "hf"                    # or "modelscope"
@@ -71,7 +72,7 @@ class ManifestError(FetchError, ValueError):
 class Asset:
     """One ``[[asset]]`` entry: a URL fetched into ``$_VLLM_TEST_CACHE/<namespace>/``."""
 
-    __slots__ = ("extract", "filename", "index", "namespace", "sha256", "url")
+    __slots__ = ("extract", "filename", "index", "max_unpacked", "namespace", "sha256", "url")
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class Asset:
         namespace: str,
         filename: str | None = None,
         extract: bool = False,
+        max_unpacked: int | None = None,
         index: int = 0,
     ) -> None:
         self.url = url
@@ -88,6 +90,7 @@ class Asset:
         self.namespace = namespace
         self.filename = filename
         self.extract = extract
+        self.max_unpacked = max_unpacked
         self.index = index
 
     def __repr__(self) -> str:
@@ -113,6 +116,7 @@ class Asset:
             "namespace": self.namespace,
             "filename": self.filename,
             "extract": self.extract,
+            "max_unpacked": self.max_unpacked,
         }
 
 
@@ -259,7 +263,7 @@ def _kind(value: object) -> str:
     )
 
 
-_ASSET_FIELDS = ("url", "sha256", "namespace", "filename", "extract")
+_ASSET_FIELDS = ("url", "sha256", "namespace", "filename", "extract", "max_unpacked")
 _MODEL_FIELDS = ("hub", "repo_id", "revision", "allow_patterns", "ignore_patterns", "repo_type")
 
 
@@ -289,14 +293,44 @@ def _asset(path: str, index: int, table: object) -> Asset:
     extract = e.table.get("extract", False)
     if not isinstance(extract, bool):
         raise e.fail("extract", "true or false", extract)
+    max_unpacked = _size(e, "max_unpacked")
+    if max_unpacked is not None and not extract:
+        raise ManifestError(
+            path,
+            f"{e.where}, field 'max_unpacked'",
+            "applies only with extract = true (it bounds what the archive unpacks to): add "
+            "extract = true, or remove it",
+        )
     return Asset(
         url=url,
         sha256=sha.lower(),
         namespace=namespace,
         filename=filename,
         extract=extract,
+        max_unpacked=max_unpacked,
         index=index,
     )
+
+
+def _size(e: _Entry, field: str) -> int | None:
+    """A size field: bytes as an integer, or a string such as ``"40G"`` (``cacheroot cache``'s
+    units)."""
+    from ._cache import parse_size  # noqa: PLC0415 - one size parser for every command
+
+    value = e.table.get(field)
+    if value is None:
+        return None
+    expected = 'a size: bytes (an integer) or a string such as "40G" or "500M"'
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise e.fail(field, expected, value)
+    if isinstance(value, int):
+        if value < 0:
+            raise e.fail(field, expected, value)
+        return value
+    try:
+        return parse_size(value)
+    except ValueError:
+        raise e.fail(field, expected, value) from None
 
 
 def _model(path: str, index: int, table: object) -> Model:

@@ -30,6 +30,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _VALID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _MAX_BASENAME = 100
 _MAX_NAMESPACE = 64
+#: Suffix of the directory an archive entry ``X`` is unpacked into (``X.extracted``, see
+#: :mod:`._archive`): a caller-chosen file name may not end with it.
+EXTRACTED_SUFFIX = ".extracted"
 #: Names Windows reserves in every directory (the cache may be an SMB share).
 _RESERVED = frozenset(
     ["CON", "PRN", "AUX", "NUL"]
@@ -86,8 +89,20 @@ def check_namespace(namespace: str) -> str:
 
 
 def check_filename(filename: str) -> str:
-    """``filename`` if it is one safe file name, else ``ValueError`` saying why."""
-    return _check("filename", filename, MAX_NAME)
+    """``filename`` if it is one safe file name, else ``ValueError`` saying why.
+
+    A name ending in ``.extracted`` is refused too: ``X.extracted`` is where the entry ``X`` of
+    the namespace is unpacked. (A name derived from a URL starts with its own digest, so it can
+    never be another derived entry's unpacked directory.)
+    """
+    _check("filename", filename, MAX_NAME)
+    if filename.endswith(EXTRACTED_SUFFIX):
+        raise ValueError(
+            f"filename {filename!r} is not allowed: names ending in {EXTRACTED_SUFFIX!r} are "
+            f"reserved for unpacked archives (the entry {filename[: -len(EXTRACTED_SUFFIX)]!r} "
+            f"is unpacked into {filename!r}); choose another name"
+        )
+    return filename
 
 
 @functools.lru_cache(maxsize=4096)

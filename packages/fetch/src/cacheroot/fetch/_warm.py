@@ -25,7 +25,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ._archive import extract_entry, extracted_path
+from ._archive import MAX_SIZE, extract_entry, extracted_path
 from ._cache import human
 from ._errors import CacheMissError, FetchError
 from ._manifest import Asset, Manifest, Model, load_manifest
@@ -105,7 +105,8 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
         elif check:
             return {**row, "status": MISSING, "reason": f"not unpacked at {out}"}
         else:
-            out = str(extract_entry(path))
+            bound = MAX_SIZE if asset.max_unpacked is None else asset.max_unpacked
+            out = str(extract_entry(path, max_size=bound))
             row["status"] = MISS
         row["path"] = out
     return row
