@@ -13,6 +13,8 @@ import nox
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["lint", "typecheck", "tests-cuda", "tests-rocm"]
+# A session whose Python is missing fails instead of passing as skipped (only `upstream` names one).
+nox.options.error_on_missing_interpreters = True
 
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
