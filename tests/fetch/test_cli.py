@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY
 from cacheroot.fetch import Fetcher
-from cacheroot.fetch._cli import CHECKSUM, FAILED, MISS, OK, USAGE
+from cacheroot.fetch._cli import CHECKSUM, FAILED, LOCKED, MISS, OK, USAGE
 
 from .origin import Origin, body, sha256
 
@@ -59,5 +59,39 @@ def test_help_documents_exit_statuses() -> None:
         text=True,
         check=True,
     )
-    for status in (OK, FAILED, USAGE, CHECKSUM, MISS):
+    for status in (OK, FAILED, USAGE, CHECKSUM, MISS, LOCKED):
         assert f"  {status}  " in out.stdout
+
+
+HOLDER = """
+import sys
+from cacheroot.fetch import PathLock
+with PathLock(sys.argv[1]):
+    print("locked", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_exit_status_5_when_another_process_holds_the_entry(origin: Origin, name: str) -> None:
+    from cacheroot.fetch import lock_path
+
+    url = origin.url(f"/ok/{name}")
+    dest = Fetcher().path(url)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, lock_path(str(dest))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "locked"
+        done = cli(url, "--lock-timeout", "0.5")
+    finally:
+        holder.communicate("done\n", timeout=30)
+    assert done.returncode == LOCKED, done.stderr
+    assert f"pid {holder.pid}" in done.stderr  # the holder is named
+    assert "waited 0.5 s for the lock" in done.stderr
+    assert origin.gets[f"/ok/{name}"] == 0
+    assert cli(url, "--lock-timeout", "0.5").returncode == OK  # free again

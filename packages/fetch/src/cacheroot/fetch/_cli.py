@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE, VLLM_TEST_CACHE_ONLY
 
@@ -45,8 +46,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--offline", action="store_true", default=None, help="never use the network (a miss fails)"
     )
     p.add_argument("--timeout", type=float, default=None, help="read timeout in seconds")
+    p.add_argument(
+        "--deadline",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="give the whole download at most this long, retries included (default 1800; 0: none)",
+    )
+    p.add_argument(
+        "--lock-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="wait at most this long for another process downloading the same file "
+        f"(default 1800; exit status {LOCKED} after)",
+    )
     p.add_argument("--allow-file", action="store_true", help="accept file:// URLs (local mirrors)")
     p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds (0 or more), found {text!r}"
+        )
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,7 +82,14 @@ def run(args: argparse.Namespace) -> int:
     from ._errors import CacheMissError, ChecksumError, FetchError, LockTimeout  # noqa: PLC0415
     from ._fetcher import Fetcher, default_fetcher  # noqa: PLC0415
 
-    fetcher = Fetcher(allow_file=True) if args.allow_file else default_fetcher()
+    settings: dict[str, Any] = {}
+    if args.allow_file:
+        settings["allow_file"] = True
+    if args.deadline is not None:
+        settings["deadline"] = args.deadline or None
+    if args.lock_timeout is not None:
+        settings["lock_timeout"] = args.lock_timeout
+    fetcher = Fetcher(**settings) if settings else default_fetcher()
     try:
         path = fetcher.fetch(
             args.url,

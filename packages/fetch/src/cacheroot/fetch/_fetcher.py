@@ -156,6 +156,11 @@ class Fetcher:
     ``headers`` are sent with every request (``{"Authorization": "Bearer ..."}``), and dropped
     when a redirect leads to another origin (scheme, host or port); like credentials from
     ``~/.netrc`` (or ``$NETRC``), which requests reads for each host, they are never recorded.
+
+    ``deadline`` (seconds; ``None``: none) bounds one download, retries and waits included: an
+    origin that trickles a byte at a time, never slow enough for the read timeout, gives up
+    there, and so releases the lock other processes wait on. The default, 30 minutes, is the
+    default ``lock_timeout``: a waiter gives up no earlier than the download it waits for.
     """
 
     def __init__(
@@ -176,6 +181,7 @@ class Fetcher:
         pool: int = 16,
         user_agent: str = "cacheroot-fetch",
         headers: Mapping[str, str] | None = None,
+        deadline: float | None = 1800.0,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -192,6 +198,7 @@ class Fetcher:
         self.pool = pool
         self.user_agent = user_agent
         self.headers = dict(headers or {})
+        self.deadline = deadline
         self._session: requests.Session | None = None
         self._session_lock = threading.Lock()
         # entry path -> (stat triple, sha256, url key) of a sidecar already checked
@@ -503,7 +510,14 @@ class Fetcher:
             part = self._new_partial(url, dest)
         try:
             meta = self._transfer(
-                url, part, digest, timeouts, adopted=adopted, show=show, nonempty=nonempty
+                url,
+                part,
+                digest,
+                timeouts,
+                adopted=adopted,
+                show=show,
+                nonempty=nonempty,
+                until=None if self.deadline is None else started + self.deadline,
             )
             self._publish(url, dest, part, meta)
             if urlsplit(url).scheme.lower() == "file":
@@ -533,8 +547,12 @@ class Fetcher:
         adopted: bool,
         show: bool,
         nonempty: bool = False,
+        until: float | None = None,
     ) -> dict[str, Any]:
-        """Fill ``part`` and verify it; an adopted partial that fails gets one clean retry."""
+        """Fill ``part`` and verify it; an adopted partial that fails gets one clean retry.
+
+        ``until`` (``time.monotonic()``) is the deadline of the whole download.
+        """
         from ._http import Transfer  # noqa: PLC0415 - requests only on a miss
 
         while True:
@@ -546,6 +564,7 @@ class Fetcher:
                 timeout=timeouts,
                 progress=show,
                 allow_file=self.allow_file,
+                until=until,
             )
             meta = transfer.run()
             _stats.add(bytes_downloaded=transfer.received)

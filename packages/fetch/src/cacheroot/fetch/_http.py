@@ -4,7 +4,12 @@ Only the miss path imports this module (and with it ``requests``), so a warm cac
 for it. What it handles, and how:
 
 - connection errors, read timeouts, 408, 429 and 5xx are retried with exponential backoff and
-  jitter; ``Retry-After`` (seconds or an HTTP date) is honoured up to a bound;
+  jitter; ``Retry-After`` (seconds or an HTTP date) is honoured up to a bound; response headers
+  larger than http.client accepts (a line over 64 KiB, over 100 fields) are not: that origin
+  is broken, not busy;
+- a deadline bounds the whole transfer, retries and waits included: every connect and read
+  waits at most until then, so an origin that trickles a byte at a time cannot hold a download
+  (and the lock that others wait on) for ever;
 - a body that breaks off (reset, short read against ``Content-Length``) is resumed with
   ``Range`` from the bytes already written, guarded by ``If-Range`` so that a changed file
   restarts instead of splicing; a server that ignores ``Range`` (200 instead of 206) restarts
@@ -66,6 +71,7 @@ if TYPE_CHECKING:
         max_redirects: int
         user_agent: str
         headers: Mapping[str, str]
+        deadline: float | None
 
 
 log = logging.getLogger("cacheroot.fetch")
@@ -152,8 +158,11 @@ class Transfer:
         timeout: tuple[float, float],
         progress: bool,
         allow_file: bool,
+        until: float | None = None,
     ) -> None:
         self.session, self.settings, self.url, self.part = session, settings, url, part
+        #: The deadline of the whole download (``time.monotonic()``), if any.
+        self.until = until
         #: How logs and records name the URL (its credentials redacted).
         self.shown = redact_url(url)
         self.timeout, self.show_progress, self.allow_file = timeout, progress, allow_file
@@ -175,6 +184,7 @@ class Transfer:
         try:
             while True:
                 before = self.part.size
+                self._check_deadline()
                 try:
                     self._attempt()
                     break
@@ -203,8 +213,37 @@ class Transfer:
         delay *= 0.5 + random.random() / 2  # noqa: S311 - jitter, not cryptography
         if r.wait is not None:
             delay = max(delay, min(r.wait, s.retry_after_max))
+        if self.until is not None and time.monotonic() + delay > self.until:
+            limit = f"the deadline of {s.deadline:g} s"
+            raise self._past_deadline(
+                f"it asks to wait {r.wait:g} s, past {limit}"
+                if r.wait is not None
+                else f"{redact_url(r.reason)}, and the next try would come after {limit}",
+                r.status,
+            )
         log.debug("retrying %s in %.2f s: %s", self.shown, delay, redact_url(r.reason))
         time.sleep(delay)
+
+    def _check_deadline(self) -> None:
+        if self.until is not None and time.monotonic() >= self.until:
+            raise self._past_deadline(f"the deadline of {self.settings.deadline:g} s passed")
+
+    def _past_deadline(self, what: str, status: int | None = None) -> DownloadError:
+        total = "?" if self.total is None else str(self.total)
+        return DownloadError(
+            self.url,
+            f"gave up on {self.url}: {what} ({self.part.size} of {total} bytes had arrived); "
+            "the origin is too slow, or trickling: fetch it from elsewhere, or raise the "
+            "deadline (Fetcher(deadline=SECONDS), None for none) for a large file on a slow link",
+            status=status,
+        )
+
+    def _timeouts(self) -> tuple[float, float]:
+        """Connect and read timeouts, neither reaching past the deadline."""
+        if self.until is None:
+            return self.timeout
+        left = max(0.001, self.until - time.monotonic())
+        return min(self.timeout[0], left), min(self.timeout[1], left)
 
     # -- one attempt ---------------------------------------------------------------------
     def _attempt(self) -> None:
@@ -279,9 +318,17 @@ class Transfer:
             sent = {**self.settings.headers, **headers} if _origin(url) == home else headers
             try:
                 resp = self.session.get(
-                    url, headers=sent, stream=True, allow_redirects=False, timeout=self.timeout
+                    url, headers=sent, stream=True, allow_redirects=False, timeout=self._timeouts()
                 )
             except _TRANSIENT as exc:
+                if _headers_too_large(exc):
+                    raise DownloadError(
+                        self.url,
+                        f"the response headers from {url} are larger than this client accepts "
+                        f"({_headers_too_large(exc)}): that is a broken origin or proxy, not a "
+                        "busy one, so it is not retried; check the URL, or report it to whoever "
+                        "runs the server",
+                    ) from exc
                 raise _Retry(f"{type(exc).__name__}: {exc}") from exc
             except requests.RequestException as exc:  # a bad URL: trying again will not help
                 raise DownloadError(self.url, f"cannot request {url}: {exc}") from exc
@@ -329,6 +376,7 @@ class Transfer:
                 if not n:
                     break
                 self._write(memoryview(buf)[:n], buf)
+                self._check_deadline()
         except DownloadError:
             raise
         except _BROKEN as exc:
@@ -394,6 +442,28 @@ class Transfer:
             self._check_size(self.total)
             while chunk := f.read(self.settings.chunk_size):
                 self._write(chunk)
+
+
+def _headers_too_large(exc: BaseException) -> str:
+    """What http.client refused about a response's headers somewhere in ``exc``'s chain, or ``""``.
+
+    It refuses a header line over 64 KiB (``LineTooLong``) and over 100 header fields; requests
+    and urllib3 wrap either as a connection error, which would otherwise be retried.
+    """
+    todo: list[BaseException] = [exc]
+    seen: list[BaseException] = []
+    while todo:
+        e = todo.pop()
+        if any(e is s for s in seen):
+            continue
+        seen.append(e)
+        if isinstance(e, http.client.LineTooLong) or (
+            type(e) is http.client.HTTPException and "headers" in str(e)
+        ):
+            return str(e)
+        todo += [a for a in e.args if isinstance(a, BaseException)]
+        todo += [c for c in (e.__cause__, e.__context__) if c is not None]
+    return ""
 
 
 def _origin(url: str) -> tuple[str, str | None, int | None]:
