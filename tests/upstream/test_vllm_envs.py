@@ -19,6 +19,7 @@ listens to).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -113,12 +114,13 @@ def test_vllm_knows_every_name_the_hook_sets(
     assert [n for n in names if n not in known] == []
     assert seen["warnings"] == []
     assert seen["error"] == ""
+    assert str(seen["envs"]).endswith(os.path.join("site-packages", "vllm", "envs.py"))
     aside = sorted(n for n in environ if "VLLM_" in n and not n.startswith("VLLM_"))
     report(
-        f"vllm=={seen['version']} envs.environment_variables ({len(known)} names, "
-        f"{seen['envs']}) and Platform.validate_environ accept, with "
-        f"{CACHEROOT_TAG}={tag or '(unset)'} {CACHEROOT_OPT_IN}=all: {', '.join(names)}"
-        + (f" (outside the VLLM_ rule: {', '.join(aside)})" if aside else "")
+        f"{CACHEROOT_TAG}={tag or '(unset)'} {CACHEROOT_OPT_IN}=all: vllm=={seen['version']} "
+        f"knows {', '.join(names)} ({len(known)} names in envs.environment_variables; "
+        "validate_environ silent)"
+        + (f"; outside its VLLM_ rule: {', '.join(aside)}" if aside else "")
     )
 
 
