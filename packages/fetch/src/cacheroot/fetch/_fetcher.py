@@ -427,7 +427,7 @@ class Fetcher:
         while True:
             lock = PathLock(_store.lock_path(dest), timeout=self.lock_timeout)
             try:
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                _store.makedirs(os.path.dirname(dest))
                 acquired = lock.acquire(done=lambda: hit() is not None)
             except FetchError:
                 raise

@@ -11,6 +11,9 @@ process) the worst case is a duplicate download. What the lock must do well is n
   look keeps it from breaking the lock of a new holder that has not yet written its record).
   So a lock kept alive by a descriptor leaked into an orphaned child, or a soft lock left
   behind by a crash, does not block anyone.
+
+In a setgid directory (a volume shared by a group, see :mod:`._store`) the lock file and the
+holder record are created group-writable, so that every member of the group can take the lock.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from . import _proc
 from ._errors import LockTimeout
+from ._store import SHARED_FILE, share, shared
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -80,6 +84,11 @@ class PathLock:
     def _new(self) -> filelock.BaseFileLock:
         import filelock  # noqa: PLC0415 - a hit never locks; keep filelock off its import path
 
+        if shared(os.path.dirname(self.path)):
+            # filelock's own default is the umask (or a fixed 0o644): unusable for the group.
+            return filelock.FileLock(
+                self.path, mode=SHARED_FILE, thread_local=False, is_singleton=False
+            )
         return filelock.FileLock(self.path, thread_local=False, is_singleton=False)
 
     def acquire(self, done: Callable[[], bool] | None = None) -> bool:
@@ -129,6 +138,7 @@ class PathLock:
         tmp = f"{self.path}.holder.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
             with open(tmp, "w", encoding="utf-8") as f:
+                share(f.fileno(), os.path.dirname(self.path))
                 json.dump(record, f)
             os.replace(tmp, self.path + ".holder")
         except OSError:

@@ -11,6 +11,12 @@ that triple with ``os.stat`` and re-hashes only when it changed. The sidecar is 
 the rename: a crash in between leaves a sidecar whose triple matches nothing, never an entry
 that is trusted without its record.
 
+A volume shared by several users works when its directory is setgid and group-writable
+(``chgrp ci /vol && chmod 2775 /vol``): files created in a setgid directory take its group, and
+everything cacheroot creates there (directories, partials, sidecars, lock files, records of use)
+is made group-writable, ``0o2775`` for directories and ``0o664`` for files, whatever the umask.
+Anywhere else the umask decides, as for any program.
+
 Internal files all start with a dot; entry names never do, so they cannot collide.
 """
 
@@ -23,6 +29,7 @@ import os
 import queue
 import re
 import shutil
+import stat
 import threading
 import time
 import uuid
@@ -39,6 +46,9 @@ _PARTIAL = re.compile(
     r"^\.(?P<name>.+)\.(?P<tag>[0-9a-f]{8})-(?P<pid>\d+)\.(?P<uid>[0-9a-f]{8})\.partial$"
 )
 _HASH_CHUNK = 1 << 20
+#: Modes of what cacheroot creates in a setgid directory (a volume shared by a group).
+SHARED_FILE = 0o664
+SHARED_DIR = 0o2775
 #: A partial starts writing back behind the download every this many bytes.
 FLUSH_EVERY = 64 << 20
 
@@ -108,6 +118,48 @@ def stat_key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
+def shared(directory: str) -> bool:
+    """Whether ``directory`` is set up for a group to share: setgid (``chmod 2775``)."""
+    try:
+        return bool(os.stat(directory or ".").st_mode & stat.S_ISGID)
+    except OSError:
+        return False
+
+
+def share(fd: int, directory: str) -> None:
+    """Make the file just created at ``fd`` group-writable if ``directory`` is :func:`shared`.
+
+    The umask of whoever creates a file would otherwise decide (``022``: read-only for the
+    group), and the next member of the group could not lock, adopt or refresh it.
+    """
+    if shared(directory):
+        os.fchmod(fd, SHARED_FILE)
+
+
+def makedirs(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``; each directory created in a :func:`shared` parent
+    is made ``0o2775`` (it inherits the setgid bit and group, but the umask takes group write)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+        return
+    except FileNotFoundError:
+        parent = os.path.dirname(path)
+        if not parent or parent == path:
+            raise
+        makedirs(parent)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+            return
+    if shared(os.path.dirname(path) or "."):
+        os.chmod(path, SHARED_DIR)
+
+
 def fsync_dir(path: str) -> None:
     """Make a rename in directory ``path`` durable (best effort where directories cannot sync)."""
     try:
@@ -149,9 +201,15 @@ def write_meta(dest: str, meta: dict[str, Any]) -> None:
     """Write the sidecar of ``dest`` atomically (its own partial, then ``os.replace``)."""
     final = meta_path(dest)
     tmp = partial_path(final)
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(meta, f, sort_keys=True)
-    os.replace(tmp, final)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            share(f.fileno(), os.path.dirname(final))
+            json.dump(meta, f, sort_keys=True)
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def current_meta(dest: str) -> dict[str, Any] | None:
@@ -262,6 +320,13 @@ class Partial:
         if path is None:
             flags |= os.O_EXCL
         self.fd: int | None = os.open(self.path, flags, 0o666)
+        if path is None:
+            try:
+                share(self.fd, os.path.dirname(self.path))
+            except OSError:
+                os.close(self.fd)
+                os.unlink(self.path)
+                raise
         self.hasher = Hasher()
         self.size = 0
         self._flushed = 0
@@ -484,9 +549,11 @@ def staged_dir(dest: str, *, replace: bool = False, sync: bool = True) -> Iterat
     is removed and nothing is published. ``st.published`` says whether ours won.
     """
     parent = os.path.dirname(dest) or "."
-    os.makedirs(parent, exist_ok=True)
+    makedirs(parent)
     path = partial_path(dest)
     os.mkdir(path)
+    if shared(parent):
+        os.chmod(path, SHARED_DIR)
     staging = Staging(dest, path)
     try:
         yield staging

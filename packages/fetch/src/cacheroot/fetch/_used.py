@@ -42,13 +42,31 @@ def touch_used(entry: str | os.PathLike[str]) -> None:
             mtime = now
     except FileNotFoundError:
         try:
-            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666))
+            _create(p)
         except OSError:
             return
         mtime = now
     except OSError:
         return
     _fresh_until[key] = mtime + TOUCH_EVERY
+
+
+def _create(path: str) -> None:
+    """Create the empty record ``path``; group-writable in a setgid directory.
+
+    Every member of a shared volume's group refreshes the records of entries others fetched,
+    and ``utime`` needs write access to the file: in a setgid directory (the mark of a volume set
+    up for sharing, see :func:`cacheroot.fetch._store.group_mode`) the file is made ``0o664``
+    whatever the umask. Elsewhere the umask decides, as for any file.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        if os.stat(os.path.dirname(path) or ".").st_mode & 0o2000:  # S_ISGID: see _store
+            os.fchmod(fd, 0o664)
+    except OSError:
+        pass  # created by another member a moment earlier: its creator set the mode
+    finally:
+        os.close(fd)
 
 
 def forget(entry: str) -> None:
