@@ -2,9 +2,9 @@
 
 ``wheels.toml`` beside this file pins every wheel (name, version, filename, sha256, size and why
 it is there). ``nox -s upstream`` downloads the set into the directory that file names, checks
-each sha256, installs the wheels marked ``install`` (vLLM) into its venv with ``--no-deps``, and
-runs ``pytest tests/upstream``. What the checks looked at is printed at the end of the run, in the
-"upstream checks" section.
+each sha256, installs the wheels marked ``install`` (vLLM, what its media connector imports)
+into its Python 3.12 venv with ``--no-deps``, and runs ``pytest tests/upstream``. What the checks
+looked at is printed at the end of the run, in the "upstream checks" section.
 
 Nothing here is collected anywhere else: the other sessions pass ``--ignore=tests/upstream``,
 and where vLLM is not installed (the development venv) ``collect_ignore_glob`` below leaves the
