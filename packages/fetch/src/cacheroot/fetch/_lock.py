@@ -11,6 +11,10 @@ process) the worst case is a duplicate download. What the lock must do well is n
   look keeps it from breaking the lock of a new holder that has not yet written its record).
   So a lock kept alive by a descriptor leaked into an orphaned child, or a soft lock left
   behind by a crash, does not block anyone.
+- "dead" must be certain (:func:`cacheroot.fetch._proc.alive`): a holder in another pid
+  namespace, or behind a ``/proc`` that hides it (``hidepid=``, or the procfs of another pid
+  namespace), is of unknown state, and its lock is never broken early: the waiter waits for it
+  up to the timeout, whose :class:`LockTimeout` names the holder and why it could not be judged.
 
 In a setgid directory (a volume shared by a group, see :mod:`._store`) the lock file and the
 holder record are created group-writable, so that every member of the group can take the lock.
@@ -62,7 +66,9 @@ def _describe(record: dict[str, object] | None) -> str:
     since = record.get("since")
     age = f", for {time.time() - since:.0f} s" if isinstance(since, (int, float)) else ""
     where = str(record.get("machine", "?")).split("|", 1)[0]
-    return f"pid {record.get('pid')} on {where}{age}"
+    why = _proc.unknown_reason(record)
+    state = f" (whether it still runs cannot be checked from here: {why})" if why else ""
+    return f"pid {record.get('pid')} on {where}{age}{state}"
 
 
 class PathLock:

@@ -23,6 +23,7 @@ Internal files all start with a dot; entry names never do, so they cannot collid
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -83,14 +84,16 @@ def parse_partial(filename: str) -> tuple[str, str, int] | None:
 def partial_abandoned(path: str, *, stale_after: float = 3600.0) -> bool:
     """Whether the writer of partial ``path`` is gone (so its file may be adopted or removed).
 
-    On this machine the owner's pid is checked; elsewhere (another host or container sharing
-    the volume) only age tells: untouched for ``stale_after`` seconds.
+    In this pid namespace the owner's pid is checked, where ``/proc`` shows it for certain (see
+    :func:`cacheroot.fetch._proc.gone`); elsewhere (another host or container sharing the volume,
+    or a ``/proc`` that hides other users' processes) only age tells: untouched for
+    ``stale_after`` seconds.
     """
     parsed = parse_partial(os.path.basename(path))
     if parsed is None:
         return False
     _, tag, pid = parsed
-    if tag == _proc.machine_tag() and pid != os.getpid() and _proc.start_time(pid) is None:
+    if tag == _proc.machine_tag() and pid != os.getpid() and _proc.gone(pid):
         return True
     try:
         return time.time() - os.stat(path).st_mtime > stale_after
@@ -446,11 +449,15 @@ class Partial:
         """fsync, record the sidecar, ``os.replace`` into ``dest``, fsync the directory.
 
         Returns the sidecar written (``meta`` plus ``sha256``, ``size``, ``fetched``, ``stat``).
+        Raises :class:`FileNotFoundError` when the partial is no longer there (another process
+        removed or took it): nothing is published then, and no sidecar written.
         """
-        assert self.fd is not None  # noqa: S101 - internal invariant
+        fd = self.fd
+        assert fd is not None  # noqa: S101 - internal invariant
         self._settle()
-        os.fsync(self.fd)
-        st = os.fstat(self.fd)
+        os.fsync(fd)
+        st = os.fstat(fd)
+        self._still_mine(st)
         record = {
             **(meta or {}),
             "sha256": self.sha256,
@@ -458,12 +465,30 @@ class Partial:
             "fetched": time.time(),
             "stat": stat_key(st),
         }
-        os.close(self.fd)
-        self.fd = None
         write_meta(self.dest, record)
-        os.replace(self.path, self.dest)
+        try:
+            os.replace(self.path, self.dest)
+        except FileNotFoundError:
+            self._still_mine(st)
+            raise
+        self.fd = None
+        os.close(fd)
         fsync_dir(os.path.dirname(self.dest) or ".")
         return record
+
+    def _still_mine(self, st: os.stat_result) -> None:
+        """Raise :class:`FileNotFoundError` unless :attr:`path` is still the file we wrote."""
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            there = None
+        if there is None or not os.path.samestat(there, st):
+            raise FileNotFoundError(
+                errno.ENOENT,
+                "the partial file was removed or replaced by another process before it could be "
+                "published",
+                self.path,
+            )
 
     def discard(self) -> None:
         """Close and remove the partial (idempotent)."""
