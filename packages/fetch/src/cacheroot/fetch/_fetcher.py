@@ -2,8 +2,14 @@
 
 The hit path is what test suites run thousands of times, so it is kept to one ``os.stat`` and
 two dictionary look-ups once a process has seen an entry: the sidecar is read the first time and
-remembered with the entry's ``(size, mtime_ns, inode)``; nothing is re-hashed unless that triple
-changed. ``requests`` is imported only when something must be downloaded.
+remembered with the entry's ``(size, mtime_ns, inode, ctime_ns)``; nothing is re-hashed unless
+one of them changed. The ctime catches a file written in place even when its mtime was put back
+(``touch -d``): users cannot set it. A changed file is hashed once; if its bytes do not match
+the digest recorded for it (or the caller's ``sha256=``) it is corrupt: downloaded again, or
+:class:`ChecksumError` when cache-only. ``CACHEROOT_VERIFY=first-use`` also hashes each entry
+the first time a process uses it, which catches bytes substituted together with a forged
+sidecar when the caller pins ``sha256=``. ``requests`` is imported only when something must be
+downloaded.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from cacheroot.envs import CACHEROOT as _CACHEROOT
 from cacheroot.envs import (
     CACHEROOT_APPLIED,
     CACHEROOT_OFFLINE,
+    CACHEROOT_VERIFY,
     INVALID,
     TABLE,
     VLLM_TEST_CACHE,
@@ -51,6 +58,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     import requests
+
+    #: What a Fetcher knows of one version of an entry: its signature (size, mtime_ns, inode,
+    #: ctime_ns), its sha256 (recorded, or hashed here), the URL key it holds, and its state.
+    _Known = tuple[tuple[int, int, int, int], str | None, str | None, int]
 
 log = logging.getLogger("cacheroot.fetch")
 
@@ -109,6 +120,57 @@ def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
     value = os.path.expanduser(setting.value.strip())
     _dir_memo[key] = value
     return value
+
+
+#: States of a version in :attr:`Fetcher._known`: its sidecar vouches for it (not hashed here);
+#: this process hashed it and it holds what it should; this process hashed it and it does not
+#: hold what its own record (or the caller's pin that the record claims) says: corrupt.
+_RECORDED, _HASHED, _CORRUPT = 0, 1, 2
+#: The value of ``CACHEROOT_VERIFY`` that makes hits re-hash an entry once per process.
+FIRST_USE = "first-use"
+
+
+def verify_first_use() -> bool:
+    """Whether ``CACHEROOT_VERIFY`` asks to hash each entry the first time a process uses it.
+
+    Read at every call; unset or blank means no (a hit trusts the recorded stat and ctime).
+    Any other value than ``first-use`` raises :class:`FetchError`: a mistyped safety switch
+    must not pass for "off".
+    """
+    value = os.environ.get(CACHEROOT_VERIFY)
+    if value is None:
+        return False
+    mode = value.strip().lower()
+    if mode == FIRST_USE:
+        return True
+    if not mode:
+        return False
+    raise FetchError(
+        f"{CACHEROOT_VERIFY}={value!r} is not understood: set it to {FIRST_USE} (hash each "
+        "cached entry the first time a process uses it) or leave it unset"
+    )
+
+
+def _hash_version(dest: str, sig: tuple[int, int, int, int]) -> tuple[str, int] | None:
+    """``(sha256, size)`` of the version ``sig`` of ``dest``; ``None`` when that version is no
+    longer there to hash (gone, replaced since the stat, or written while it was read)."""
+    try:
+        hashed = _store.hash_version(dest)
+    except OSError:
+        return None
+    if hashed is None or hashed[2] != sig:
+        return None
+    return hashed[0], hashed[1]
+
+
+def _log_corrupt(dest: str, actual: str, recorded: str) -> None:
+    log.warning(
+        "%s changed since it was published: sha256 %s, its record says %s; not served "
+        "(downloaded again, or ChecksumError when cache-only)",
+        dest,
+        actual,
+        recorded,
+    )
 
 
 def _in_the_way(url: str, dest: str) -> DownloadError:
@@ -201,8 +263,8 @@ class Fetcher:
         self.deadline = deadline
         self._session: requests.Session | None = None
         self._session_lock = threading.Lock()
-        # entry path -> (stat triple, sha256, url key) of a sidecar already checked
-        self._known: dict[str, tuple[tuple[int, int, int], str | None, str | None]] = {}
+        # entry path -> what this process knows of the version it last saw (see _Known)
+        self._known: dict[str, _Known] = {}
 
     # -- public --------------------------------------------------------------------------
     def path(self, url: str, *, namespace: str = "downloads", filename: str | None = None) -> Path:
@@ -247,6 +309,7 @@ class Fetcher:
         if offline is None:
             offline = cache_only()
         if offline:
+            self._raise_if_corrupt(url, dest, digest)
             hint = ""
             if filename is not None or namespace != "downloads":
                 extra = f" --namespace {namespace}" if namespace != "downloads" else ""
@@ -293,6 +356,7 @@ class Fetcher:
         if offline is None:
             offline = cache_only()
         if offline:
+            self._raise_if_corrupt(url, dest, sha256)
             raise CacheMissError(url, dest, hint)
         if os.path.isdir(dest) and not os.path.islink(dest):
             raise IsADirectoryError(
@@ -327,27 +391,38 @@ class Fetcher:
 
     # -- the hit path --------------------------------------------------------------------
     def _hit(self, dest: str, key: str, digest: str | None) -> int | None:
-        """The entry's size if ``dest`` holds ``key``'s bytes (matching ``digest``), else None."""
+        """The entry's size if ``dest`` holds ``key``'s bytes (matching ``digest``), else None.
+
+        One ``os.stat``: the version it shows (size, mtime, inode, ctime) is compared with what
+        this process knows of the entry; the sidecar is read only for a version not seen yet,
+        and a version it does not vouch for is hashed once (:meth:`_recheck`). With
+        ``CACHEROOT_VERIFY=first-use`` a version vouched for by its sidecar alone is hashed too,
+        the first time this process uses it (:meth:`_first_use`). A corrupt version is no hit.
+        """
         try:
             st = os.stat(dest)
         except OSError:
             return None
-        triple = (st.st_size, st.st_mtime_ns, st.st_ino)
+        sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         known = self._known.get(dest)
-        if known is None or known[0] != triple:
-            known = self._recheck(dest, triple, key, digest)
+        if known is None or known[0] != sig:
+            known = self._recheck(dest, sig, key, digest)
             if known is None:
                 return None
             self._known[dest] = known
         if known[2] != key or (digest is not None and known[1] != digest):
             return None
-        return st.st_size
+        if known[3] == _RECORDED and verify_first_use():
+            known = self._first_use(dest, known)
+        return None if known is None or known[3] == _CORRUPT else st.st_size
 
     def _plain_hit(self, dest: str, key: str, digest: str | None) -> int | None:
         """The size of a non-empty regular file at ``dest`` (of ``digest`` if given), else None.
 
         A symbolic link is not a hit (it may point anywhere). With a digest, a file this
-        process has not seen in its current version is hashed once and its sidecar renewed.
+        process has not seen in its current version is hashed once and its sidecar renewed
+        (and, with ``CACHEROOT_VERIFY=first-use``, once in this process whatever its sidecar
+        says); without one, any such file is a hit and nothing is checked.
         """
         try:
             st = os.lstat(dest)
@@ -357,38 +432,97 @@ class Fetcher:
             return None
         if digest is None:
             return st.st_size
-        triple = (st.st_size, st.st_mtime_ns, st.st_ino)
+        sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         known = self._known.get(dest)
-        if known is None or known[0] != triple:
-            try:
-                known = self._recheck(dest, triple, key, digest)
-            except OSError:
-                return None
-            if known is None:
-                return None
-            self._known[dest] = known
-        return st.st_size if known[1] == digest else None
+        if known is None or known[0] != sig:
+            known = self._recheck(dest, sig, key, digest)
+            if known is not None:
+                self._known[dest] = known
+        if known is None or known[1] != digest:
+            return None
+        if known[3] == _RECORDED and verify_first_use():
+            known = self._first_use(dest, known)
+        return None if known is None or known[3] == _CORRUPT else st.st_size
 
     def _recheck(
-        self, dest: str, triple: tuple[int, int, int], key: str, digest: str | None
-    ) -> tuple[tuple[int, int, int], str | None, str | None] | None:
+        self, dest: str, sig: tuple[int, int, int, int], key: str, digest: str | None
+    ) -> _Known | None:
+        """What the version ``sig`` of ``dest`` holds, from its sidecar or by hashing it once.
+
+        A sidecar that records this very version (ctime included) is believed. Otherwise the
+        file was written in place (the ctime moved, even if the mtime was put back), replaced,
+        touched, copied or restored, or its record predates the ctime: it is hashed and judged
+        by the caller's ``digest``, else by the digest its record claims. Bytes that match are
+        recorded anew; bytes that do not match their own record are corrupt. ``None``: no
+        verdict (nothing to check against, or the file changed while it was hashed).
+        """
         meta = _store.read_meta(dest)
-        if meta is not None and meta.get("stat") == list(triple):
-            return triple, meta.get("sha256"), meta.get("url")
-        if digest is None:
-            return None  # changed behind our back and nothing to check it against: download
-        actual, size = _store.sha256_file(dest)
-        if actual != digest:
+        recorded = meta.get("sha256") if meta is not None else None
+        url = meta.get("url") if meta is not None else None
+        if not isinstance(recorded, str):
+            recorded = None
+        if meta is not None and _store.vouches(meta, sig):
+            return sig, recorded, url, _RECORDED
+        expected = digest or recorded
+        # Nothing to check it against (download), or no verdict (look again later).
+        hashed = None if expected is None else _hash_version(dest, sig)
+        if hashed is None:
+            return None
+        actual, size = hashed
+        if actual != expected:
             # Remember the verdict for this version of the file, so that waiters polling for
             # a fresh download do not re-hash the wrong one at every tick.
-            return triple, actual, (meta or {}).get("url")
+            if recorded is not None and actual != recorded:
+                _log_corrupt(dest, actual, recorded)
+                return sig, actual, url, _CORRUPT
+            return sig, actual, url, _HASHED  # another version than the one asked for
         # The file is right but its record is stale (copied, touched, restored): renew it.
-        st = os.stat(dest)
-        record = {**(meta or {}), "url": key, "sha256": actual, "size": size}
-        record["stat"] = _store.stat_key(st)
+        if digest is not None:
+            url = key
+        record = _store.record_signature({**(meta or {}), "url": url, "sha256": actual}, sig)
+        record["size"] = size
         with contextlib.suppress(OSError):  # read-only cache: the hash check is what counts
             _store.write_meta(dest, record)
-        return (st.st_size, st.st_mtime_ns, st.st_ino), actual, key
+        return sig, actual, url, _HASHED
+
+    def _first_use(self, dest: str, known: _Known) -> _Known | None:
+        """``CACHEROOT_VERIFY=first-use``: hash a version its sidecar vouches for, once.
+
+        The verdict is remembered for the version, so this process hashes it only once. The
+        recorded digest is the caller's pin when one was given (the caller checked they agree),
+        so bytes substituted under a forged record are caught.
+        """
+        sig, recorded, url, _ = known
+        if recorded is None:
+            return None  # nothing recorded to check it against: not served
+        hashed = _hash_version(dest, sig)
+        if hashed is None:
+            return None  # replaced or written meanwhile: judged afresh at the next look
+        if hashed[0] == recorded:
+            verdict: _Known = (sig, recorded, url, _HASHED)
+        else:
+            _log_corrupt(dest, hashed[0], recorded)
+            verdict = (sig, hashed[0], url, _CORRUPT)
+        self._known[dest] = verdict
+        return verdict
+
+    def _raise_if_corrupt(self, url: str, dest: str, digest: str | None) -> None:
+        """Raise :class:`ChecksumError` if ``dest``, as it is now, was found corrupt.
+
+        For cache-only calls: a corrupt entry cannot be downloaded again there, and a
+        :class:`CacheMissError` ("warm it first") would hide that the cached bytes are wrong.
+        """
+        known = self._known.get(dest)
+        if known is None or known[3] != _CORRUPT:
+            return
+        try:
+            st = os.stat(dest)
+        except OSError:
+            return
+        if known[0] != (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns):
+            return
+        expected = digest or (_store.read_meta(dest) or {}).get("sha256")
+        raise ChecksumError(url, str(expected), str(known[1]), st.st_size)
 
     def _legacy_hit(self, url: str, dest: str, key: str, digest: str | None) -> int | None:
         """A hit on an entry whose record still names ``url`` with its credentials.
@@ -601,14 +735,24 @@ class Fetcher:
                     "took this one for dead); nothing was published: fetch it again",
                     err=exc.errno,
                 ) from exc
+            if exc.errno == errno.ENOENT and not os.path.exists(part.path):
+                raise DownloadError(
+                    url,
+                    f"could not publish {dest}: its partial file {part.path} was removed by "
+                    "another process while this one was writing it (a prune, or a process that "
+                    "took this one for dead); nothing was published: fetch it again",
+                    err=exc.errno,
+                ) from exc
             raise DownloadError(
                 url,
                 f"could not publish {dest}: {exc.strerror or exc}; free space there or point "
                 f"{VLLM_TEST_CACHE} at a larger volume",
                 err=exc.errno,
             ) from exc
-        stat = record["stat"]
-        self._known[dest] = ((stat[0], stat[1], stat[2]), record["sha256"], record["url"])
+        triple = record["stat"]
+        sig = (triple[0], triple[1], triple[2], record.get("ctime_ns", -1))
+        # Hashed while it was written: this process need not hash it again on first use.
+        self._known[dest] = (sig, record["sha256"], record["url"], _HASHED)
 
 
 _default: Fetcher | None = None

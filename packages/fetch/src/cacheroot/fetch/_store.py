@@ -6,10 +6,15 @@ and fsyncs it, and only then renames it into place and fsyncs the directory. A r
 sees either nothing or a complete file, whatever crashes and whatever the lock did.
 
 Next to each entry a JSON sidecar (``.<name>.meta.json``) records the URL, sha256, size, ETag,
-time fetched and the entry's ``(size, mtime_ns, inode)`` at publish time. A later hit compares
-that triple with ``os.stat`` and re-hashes only when it changed. The sidecar is written *before*
-the rename: a crash in between leaves a sidecar whose triple matches nothing, never an entry
-that is trusted without its record.
+time fetched, the entry's ``(size, mtime_ns, inode)`` (``stat``) and its ``st_ctime_ns``
+(``ctime_ns``). A later hit compares all four with one ``os.stat`` and re-hashes only when one
+changed. The ctime is what ``touch -d`` cannot restore: the kernel sets it on every write,
+``chmod`` and rename, and no system call lets a user set it, so a byte changed in place is noticed
+even when the mtime is put back. As the rename itself moves the ctime, the sidecar is written
+twice: *before* the rename without the ctime (a crash in between leaves a sidecar whose triple
+matches nothing, never an entry that is trusted without its record) and after it with the ctime
+the published file has. A record without ``ctime_ns`` (a crash between the two, or a volume
+written before it was recorded) vouches for nothing until the file has been hashed once.
 
 A volume shared by several users works when its directory is setgid and group-writable
 (``chgrp ci /vol && chmod 2775 /vol``): files created in a setgid directory take its group, and
@@ -117,8 +122,24 @@ def partials(dest: str) -> list[str]:
 
 
 def stat_key(st: os.stat_result) -> list[int]:
-    """The triple that identifies one published version of a file."""
+    """The triple recorded as ``stat``: size, mtime and inode of one published version."""
     return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What identifies one version of a file: :func:`stat_key` and the ctime (``st_ctime_ns``)."""
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+def vouches(meta: dict[str, Any], sig: tuple[int, int, int, int]) -> bool:
+    """Whether the sidecar ``meta`` records the version of the file whose :func:`signature` is
+    ``sig`` (a record without ``ctime_ns`` vouches for nothing)."""
+    return meta.get("ctime_ns") == sig[3] and meta.get("stat") == [sig[0], sig[1], sig[2]]
+
+
+def record_signature(meta: dict[str, Any], sig: tuple[int, int, int, int]) -> dict[str, Any]:
+    """``meta`` with ``stat`` and ``ctime_ns`` set to the version whose signature is ``sig``."""
+    return {**meta, "stat": [sig[0], sig[1], sig[2]], "ctime_ns": sig[3]}
 
 
 def shared(directory: str) -> bool:
@@ -177,6 +198,18 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def hash_version(path: str) -> tuple[str, int, tuple[int, int, int, int]] | None:
+    """``(hex digest, size, signature)`` of the file at ``path`` as one version of it.
+
+    The signature (:func:`signature`) is taken before and after hashing; ``None`` when they
+    differ (the file was written or replaced while it was read: no verdict).
+    """
+    before = signature(os.stat(path))
+    digest, size = sha256_file(path)
+    after = signature(os.stat(path))
+    return (digest, size, after) if after == before else None
+
+
 def sha256_file(path: str) -> tuple[str, int]:
     """``(hex digest, size)`` of the file at ``path``, read in 1 MiB chunks."""
     h = hashlib.sha256()
@@ -216,7 +249,11 @@ def write_meta(dest: str, meta: dict[str, Any]) -> None:
 
 
 def current_meta(dest: str) -> dict[str, Any] | None:
-    """The sidecar of ``dest`` if the file on disk is still the one it describes, else ``None``."""
+    """The sidecar of ``dest`` if the file on disk is still the one it describes, else ``None``.
+
+    Size, mtime and inode must match, and the ctime too where the record has one (records of
+    directories and of older volumes have none).
+    """
     meta = read_meta(dest)
     if meta is None:
         return None
@@ -224,6 +261,8 @@ def current_meta(dest: str) -> dict[str, Any] | None:
         st = os.stat(dest)
     except OSError:
         return None
+    if "ctime_ns" in meta:
+        return meta if vouches(meta, signature(st)) else None
     return meta if meta.get("stat") == stat_key(st) else None
 
 
@@ -446,11 +485,12 @@ class Partial:
         return self.hasher.hexdigest()
 
     def commit(self, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-        """fsync, record the sidecar, ``os.replace`` into ``dest``, fsync the directory.
+        """fsync, record the sidecar, ``os.replace`` into ``dest``, record the ctime, fsync the
+        directory.
 
-        Returns the sidecar written (``meta`` plus ``sha256``, ``size``, ``fetched``, ``stat``).
-        Raises :class:`FileNotFoundError` when the partial is no longer there (another process
-        removed or took it): nothing is published then, and no sidecar written.
+        Returns the sidecar written (``meta`` plus ``sha256``, ``size``, ``fetched``, ``stat``,
+        ``ctime_ns``). Raises :class:`FileNotFoundError` when the partial is no longer there
+        (another process removed or took it): nothing is published then, and no sidecar written.
         """
         fd = self.fd
         assert fd is not None  # noqa: S101 - internal invariant
@@ -471,8 +511,15 @@ class Partial:
         except FileNotFoundError:
             self._still_mine(st)
             raise
+        # The rename moved the ctime: record the one the published file has now.
+        after = os.fstat(fd)
         self.fd = None
         os.close(fd)
+        if stat_key(after) == record["stat"]:
+            record = record_signature(record, signature(after))
+            # Published already; without the ctime the next hit hashes the file once instead.
+            with contextlib.suppress(OSError):
+                write_meta(self.dest, record)
         fsync_dir(os.path.dirname(self.dest) or ".")
         return record
 
