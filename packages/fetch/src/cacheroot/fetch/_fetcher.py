@@ -735,14 +735,6 @@ class Fetcher:
                     "took this one for dead); nothing was published: fetch it again",
                     err=exc.errno,
                 ) from exc
-            if exc.errno == errno.ENOENT and not os.path.exists(part.path):
-                raise DownloadError(
-                    url,
-                    f"could not publish {dest}: its partial file {part.path} was removed by "
-                    "another process while this one was writing it (a prune, or a process that "
-                    "took this one for dead); nothing was published: fetch it again",
-                    err=exc.errno,
-                ) from exc
             raise DownloadError(
                 url,
                 f"could not publish {dest}: {exc.strerror or exc}; free space there or point "
