@@ -383,3 +383,54 @@ def test_prune_and_verify_by_a_user_who_cannot_open_an_entry_or_its_lock(
     text = other_user.cli("cache", "prune", "--max-size", "0")
     assert text.returncode == 1
     assert f"could not remove ns/{locked.name}: cannot open its lock" in text.stdout
+
+
+DIES_HOLDING = textwrap.dedent(
+    """
+    import os, signal, sys
+    from cacheroot.fetch import PathLock
+    PathLock(sys.argv[1]).acquire()
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_prune_removes_lock_files_of_dead_holders_and_gone_entries_only(
+    origin: Origin, fetcher: Fetcher
+) -> None:
+    ns = Path(cache_dir(), "ns")
+    kept = put(origin, fetcher, "kept.bin", 100)
+    old = put(origin, fetcher, "old.bin", 100)
+    set_used(old, time.time() - 86400)
+    dead = ns / ".ghost.bin.lock"
+    died = subprocess.Popen([sys.executable, "-c", DIES_HOLDING, str(dead)])
+    assert died.wait(timeout=60) == -9
+    assert Path(f"{dead}.holder").exists()  # its record says who held it
+    live = ns / ".busy.bin.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(live)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "locked"
+    hour_ago = time.time() - 3600
+    for lock in ns.glob(".*.lock*"):
+        os.utime(lock, (hour_ago, hour_ago))
+    try:
+        plan = cli_json("cache", "prune", "--older-than", "1d", "--dry-run")
+        assert [s["path"] for s in plan["strays"]] == [str(dead)]
+        assert dead.exists()
+        report = cli_json("cache", "prune", "--older-than", "1d")
+        live_after = live.exists() and Path(f"{live}.holder").exists()
+    finally:
+        holder.communicate("done\n", timeout=30)
+    assert [r["name"] for r in report["removed"]] == [old.name]
+    strays = {s["path"]: s["reason"] for s in report["strays"]}
+    assert strays == {str(dead): f"lock of a dead holder (pid {died.pid})"}
+    assert not dead.exists()
+    assert not Path(f"{dead}.holder").exists()
+    assert live_after  # a live holder's lock is never touched
+    assert Path(lock_path(str(kept))).exists()  # an entry's own free lock stays
+    assert not Path(lock_path(str(old))).exists()  # removed with its entry

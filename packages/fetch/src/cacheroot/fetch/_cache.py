@@ -11,7 +11,9 @@ read from atime, so it works on ``noatime`` mounts, and refreshed at most once a
 Pruning never takes away what someone is working on: an entry is removed only while prune holds
 its lock (taken without waiting; a busy entry is skipped), and not while a live process has a
 partial of it; a partial is removed only when its writer is dead (or, on another machine,
-silent for long) and it has been untouched for the grace period.
+silent for long) and it has been untouched for the grace period. A lock file goes with its
+entry, or when nobody holds it and it belongs to an entry that is gone or to a holder known to
+be dead (never one whose holder lives, or runs where this machine cannot tell).
 
 On a cache shared by several users, an entry or lock this user cannot open is reported (kept,
 or not checked) with what to do, and the command exits 1: it could not do all it was asked.
@@ -33,6 +35,7 @@ from typing import Any
 
 from cacheroot.envs import VLLM_TEST_CACHE
 
+from . import _proc
 from ._errors import FetchError, LockTimeout
 from ._lock import PathLock, holder
 from ._redact import redact_url
@@ -409,7 +412,8 @@ def _remove_entry(entry: Entry) -> str:
             if live:
                 return f"being written ({os.path.basename(live[0])})"
             _remove_tree_or_file(entry.path)
-            for side in (meta_path(entry.path), used_path(entry.path)):
+            # The lock file last, while we hold it: a new fetch makes a new one.
+            for side in (meta_path(entry.path), used_path(entry.path), lpath):
                 with contextlib.suppress(OSError):
                     os.unlink(side)
             forget(entry.path)
@@ -461,6 +465,75 @@ def _stray_files(cache: str, grace: float, now: float) -> list[tuple[str, int, s
     return found
 
 
+def _take_free_lock(path: str) -> int | None:
+    """A descriptor holding ``path``'s lock if nobody holds it now (never waits), else None."""
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only, as filelock's own
+    except ImportError:  # pragma: no cover - no such lock files to judge
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _stray_lock(directory: str, name: str, present: set[str], old_enough: float) -> str:
+    """Why the lock file ``name`` in ``directory`` may go, or ``""`` (see :func:`_stray_locks`)."""
+    path = os.path.join(directory, name)
+    try:
+        if time.time() - os.lstat(path).st_mtime < old_enough:
+            return ""  # may have just been made by a process about to lock it
+    except OSError:
+        return ""
+    record = holder(path)
+    if record is not None:
+        if _proc.alive(record) is not False:
+            return ""
+        return f"lock of a dead holder (pid {record.get('pid', '?')})"
+    owner = name[1 : -len(".lock")]
+    if owner in present or partials(os.path.join(directory, owner)):
+        return ""  # the entry's own lock, free between fetches
+    return "lock of a missing entry"
+
+
+def _stray_locks(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, Any]]:
+    """Remove (or with ``dry_run`` list) lock files nobody needs; the rows of what went.
+
+    A lock file goes when nobody holds it now and either its holder's record names a process
+    known to be dead, or it has no record and its entry is gone (nothing in progress either).
+    One that a live process (or one this machine cannot judge) holds or last held stays.
+    """
+    rows: list[dict[str, Any]] = []
+    for ns in _namespaces(cache):
+        directory = os.path.join(cache, ns)
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        present = {n for n in names if not n.startswith(".")}
+        for name in sorted(n for n in names if n.startswith(".") and n.endswith(".lock")):
+            why = _stray_lock(directory, name, present, min(grace, 60.0))
+            path = os.path.join(directory, name)
+            fd = _take_free_lock(path) if why else None
+            if fd is None:
+                continue  # needed, or held after all
+            try:
+                if not dry_run:
+                    for stale in (path + ".holder", path):
+                        with contextlib.suppress(OSError):
+                            os.unlink(stale)
+            finally:
+                os.close(fd)
+            rows.append({"path": path, "size": 0, "reason": why})
+    return rows
+
+
 def prune(
     cache: str,
     *,
@@ -505,6 +578,7 @@ def prune(
             except OSError:
                 continue
         strays.append({"path": path, "size": size, "reason": why})
+    strays += _stray_locks(cache, grace, dry_run=dry_run)
     return {
         "cache": cache,
         "dry_run": dry_run,
