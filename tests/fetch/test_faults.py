@@ -436,3 +436,23 @@ def test_attempts_that_make_progress_do_not_use_up_retries(
     url = origin.url(f"/flaky/{name}?size={size}")
     assert fetcher.fetch(url, sha256=sha256(body(name, size))).read_bytes() == body(name, size)
     assert origin.gets[f"/flaky/{name}"] == 10
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_a_body_that_changes_between_attempts_is_never_spliced(
+    origin: Origin, fetcher: Fetcher, name: str, pinned: bool
+) -> None:
+    """``If-Range``: the resume names the version it has; a new version comes whole."""
+    size = 300_000
+    url = origin.url(f"/changing/{name}?size={size}")
+    old, new = body(f"{name}:v1", size), body(f"{name}:v2", size)
+    path = fetcher.fetch(url, sha256=sha256(new) if pinned else None)
+    assert path.read_bytes() == new  # not old[:half] + new[half:]
+    key = f"/changing/{name}"
+    assert origin.gets[key] == 2
+    assert origin.ranges[key][0] is None
+    resumed_at = origin.ranges[key][1]
+    assert resumed_at is not None
+    assert 0 < int(resumed_at.removeprefix("bytes=").rstrip("-")) < size
+    assert origin.if_ranges[key] == [None, '"' + sha256(old)[:16] + '"']  # the first ETag
+    assert stats()["bytes_downloaded"] == int(resumed_at[6:-1]) + size
