@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cacheroot.envs import CACHEROOT_OFFLINE, HF_HUB_OFFLINE
+from cacheroot.envs import CACHEROOT_OFFLINE, HF_HUB_OFFLINE, VLLM_TEST_CACHE_ONLY
 
 from .runner import ServedOrigin, layout_env, plugin_args, report_lines, run_pytest
 
@@ -114,6 +114,7 @@ from huggingface_hub import constants
 def test_offline_in_every_worker():
     assert os.environ.get("PYTEST_XDIST_WORKER")  # a worker, not the controller
     assert os.environ[OFFLINE_VAR] == "1"
+    assert os.environ[UPSTREAM_OFFLINE_VAR] == "1"  # vLLM's own test helper reads this one
     assert os.environ[HF_OFFLINE_VAR] == "1"
     assert constants.HF_HUB_OFFLINE  # what the client read at import
 
@@ -145,6 +146,7 @@ def test_first_run_warms_then_runs_offline_second_run_asks_nothing(
         URL=origin.url + GSM8K,
         SHA=sha,
         OFFLINE_VAR=CACHEROOT_OFFLINE,
+        UPSTREAM_OFFLINE_VAR=VLLM_TEST_CACHE_ONLY,
         HF_OFFLINE_VAR=HF_HUB_OFFLINE,
     )
     env = _env(tmp_path, hub)
@@ -159,7 +161,8 @@ def test_first_run_warms_then_runs_offline_second_run_asks_nothing(
     assert f"[[model]] #1 hf:{REPO_ID}@{repo.commit}" in text  # one line per entry
     assert f"[[asset]] #1 {origin.url}{GSM8K}" in text
     assert "cacheroot manifest: complete; running offline" in text
-    assert hub.total() > 0
+    # The README's figure: 1 listing, then a HEAD and a GET for each of the 3 files.
+    assert hub.total() == 7, hub.counts()
     assert origin.stats()["total"] - served == 1
     assert hub.unhandled == []
     assert len(report_lines(first.stdout)) == 1  # the manifest's lines are not report lines
