@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import assume, given, settings
@@ -12,6 +13,9 @@ from hypothesis import strategies as st
 
 from cacheroot.fetch import check_filename, check_namespace, entry_name, entry_path
 from cacheroot.fetch._store import MAX_NAME
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 CACHE = "/cache/vllm/test_cache"
 #: The machine is shared: a slow example is not a failure here.
@@ -25,10 +29,44 @@ urls = st.builds(
     st.text(min_size=0, max_size=400),
     st.one_of(st.just(""), st.text(max_size=40).map(lambda q: "?" + q)),
 )
-names = st.one_of(
-    st.text(max_size=300),
-    st.sampled_from(["..", ".", "/", "a/b", "/etc", "CON", "nul.txt", "a\x00b", ".hidden", "-x"]),
-)
+_ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_RESERVED = ("CON", "PRN", "AUX", "NUL", *(f"{p}{i}" for p in ("COM", "LPT") for i in range(1, 10)))
+#: Both checks (and entry_path) with their length limits.
+CHECKS = {"namespace": (check_namespace, 64), "filename": (check_filename, MAX_NAME)}
+
+
+def valid_names(limit: int) -> st.SearchStrategy[str]:
+    """Names the checks accept, by construction: a letter or digit, then ``[A-Za-z0-9._-]``."""
+    return st.builds(
+        str.__add__,
+        st.sampled_from(_ALNUM),
+        st.text(alphabet=_ALNUM + "._-", max_size=limit - 1),
+    ).filter(lambda n: n.split(".", 1)[0].upper() not in _RESERVED and not n.endswith(".extracted"))
+
+
+def invalid_names(limit: int) -> st.SearchStrategy[str]:
+    """Names the checks refuse, each for one reason (shape, character, length, reserved)."""
+    ok = valid_names(30)
+    bad_char = st.sampled_from(["/", "\\", "\x00", " ", "\n", ":", "*", "\u00e9", "/..", "~"])
+    return st.one_of(
+        st.sampled_from(["", ".", "..", "/", "a/b", "/etc", "../x", "a\x00b", ".hidden", "-x"]),
+        st.builds(str.__add__, st.sampled_from(".-_/"), ok),  # a bad first character
+        st.builds(lambda a, c, b: a + c + b, ok, bad_char, ok),  # a bad character inside
+        ok.map(lambda n: (n * (limit // len(n) + 2))[: limit + 1 + len(n)]),  # too long
+        st.sampled_from(_RESERVED).flatmap(
+            lambda r: st.sampled_from([r, r.lower(), f"{r}.txt", f"{r.lower()}.tar.gz"])
+        ),
+    )
+
+
+def run_counted(test: Callable[[list[int]], None]) -> None:
+    """Run a hypothesis ``test`` (given a ``[run, reached]`` counter to bump) and require that
+    most of its examples got through every assertion, not out by an early return."""
+    counter = [0, 0]
+    test(counter)
+    run, reached = counter
+    assert run >= 50, f"only {run} examples ran"
+    assert reached >= 0.95 * run, f"{reached} of {run} examples reached the assertions"
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -54,28 +92,57 @@ def test_distinct_urls_distinct_names(a: str, b: str) -> None:
     assert entry_name(a) != entry_name(b)
 
 
-@RELAXED
-@given(names, urls)
-def test_namespaces_are_checked(namespace: str, url: str) -> None:
-    try:
+def test_valid_namespaces_stay_inside_their_directory() -> None:
+    @RELAXED
+    @given(valid_names(64), urls)
+    def check(counter: list[int], namespace: str, url: str) -> None:
+        counter[0] += 1
         path = entry_path(CACHE, namespace, url)
-    except ValueError:
-        return
-    assert check_namespace(namespace) == namespace
-    assert _inside(path, os.path.join(CACHE, namespace))
-    assert os.path.join(CACHE, namespace) != CACHE
+        assert check_namespace(namespace) == namespace
+        assert _inside(path, os.path.join(CACHE, namespace))
+        assert os.path.join(CACHE, namespace) != CACHE
+        counter[1] += 1
+
+    run_counted(check)
 
 
-@RELAXED
-@given(names)
-def test_filenames_are_checked(filename: str) -> None:
-    try:
+def test_valid_filenames_stay_inside_the_namespace() -> None:
+    @RELAXED
+    @given(valid_names(MAX_NAME))
+    def check(counter: list[int], filename: str) -> None:
+        counter[0] += 1
         path = entry_path(CACHE, "ns", "http://h/x", filename)
-    except ValueError:
-        return
-    assert check_filename(filename) == filename
-    assert _inside(path, os.path.join(CACHE, "ns"))
-    assert not filename.startswith(".")
+        assert check_filename(filename) == filename
+        assert _inside(path, os.path.join(CACHE, "ns"))
+        assert os.path.basename(path) == filename
+        assert not filename.startswith(".")
+        counter[1] += 1
+
+    run_counted(check)
+
+
+@pytest.mark.parametrize("kind", sorted(CHECKS))
+def test_invalid_names_are_refused(kind: str) -> None:
+    checker, limit = CHECKS[kind]
+
+    @RELAXED
+    @given(invalid_names(limit), urls)
+    def check(counter: list[int], name: str, url: str) -> None:
+        counter[0] += 1
+        with pytest.raises(ValueError, match=f"^{kind} "):
+            checker(name)
+        where = (CACHE, name, url) if kind == "namespace" else (CACHE, "ns", url, name)
+        with pytest.raises(ValueError, match=f"^{kind} "):
+            entry_path(*where)
+        counter[1] += 1
+
+    run_counted(check)
+
+
+def test_reserved_for_unpacked_archives() -> None:
+    with pytest.raises(ValueError, match="reserved for unpacked archives"):
+        check_filename("data.tar.extracted")
+    assert check_filename("data.extracted.tar") == "data.extracted.tar"
 
 
 @settings(max_examples=50, deadline=None)
