@@ -70,8 +70,11 @@ if TYPE_CHECKING:
         max_size: int | None
         max_redirects: int
         user_agent: str
-        headers: Mapping[str, str]
         deadline: float | None
+
+        @property
+        def headers(self) -> Mapping[str, str]:
+            """Extra request headers for the origin named (read only here)."""
 
 
 log = logging.getLogger("cacheroot.fetch")
