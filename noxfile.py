@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,8 @@ def run_tests(session: nox.Session, vendor: str) -> None:
     session.env[CACHEROOT_TAG] = vendor
     session.env[CACHEROOT_SCENARIO_ROOT] = root
     session.env[CACHEROOT] = root  # the plugin checks the manifests in this layout
+    # Children that tests start with a scrubbed environment (no CACHEROOT) still use the volume.
+    session.run("cacheroot", "hook", "pin", root, "--tag", vendor)
     scenarios = Path(session.create_tmp()).resolve() / "scenarios-manifest.toml"
     session.chdir(ROOT / "tests")
     session.run("python", "-m", "scenarios.warm", "--manifest", str(scenarios))
@@ -197,9 +201,28 @@ def download_pinned(session: nox.Session) -> list[str]:
     return [str(where / w["filename"]) for w in wheels if w.get("install")]
 
 
+def interpreter(version: str) -> str:
+    """``pythonX.Y`` where it runs from PATH, else pyenv's install of it, else ``version``.
+
+    A pyenv shim is on PATH even where that version is not selected (and then fails), so the
+    candidate is run once; ``version`` alone leaves the search (or a download) to nox and uv.
+    """
+    found = shutil.which(f"python{version}")
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    candidates = [found] if found else []
+    candidates += sorted(
+        str(p) for p in pyenv_root.glob(f"versions/{version}.*/bin/python{version}")
+    )
+    for candidate in candidates:
+        ran = subprocess.run([candidate, "-c", "pass"], capture_output=True, check=False)
+        if ran.returncode == 0:
+            return candidate
+    return version
+
+
 # The session runs on the Python the wheels are chosen for (CPython 3.12 builds are installed),
-# whatever Python runs nox: found on PATH, or fetched by uv.
-@nox.session(python=UPSTREAM_PINS["download"]["python-version"], default=False)
+# whatever Python runs nox: found on PATH or in pyenv, else found or fetched by uv.
+@nox.session(python=interpreter(UPSTREAM_PINS["download"]["python-version"]), default=False)
 def upstream(session: nox.Session) -> None:
     """Check the layout against pinned upstream wheels (vLLM, the JIT libraries); cached."""
     install = download_pinned(session)

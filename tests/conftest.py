@@ -12,6 +12,7 @@ from cacheroot.envs import (
     CACHEROOT_DISABLE,
     CACHEROOT_OFFLINE,
     CACHEROOT_OPT_IN,
+    CACHEROOT_PIN_FILE,
     CACHEROOT_TAG,
     CACHEROOT_VERIFY,
     HF_HUB_OFFLINE,
@@ -57,6 +58,9 @@ def isolated_cache(
     for name in ISOLATED:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(CACHEROOT, str(root))
+    # No test (nor a child it starts with this environment) reads a root pinned into the
+    # environment under test: `nox -s tests-*` pin the volume there for scrubbed children.
+    monkeypatch.setenv(CACHEROOT_PIN_FILE, "")
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
     for name, value in resolve(os.environ).applied().items():
         monkeypatch.setenv(name, value)

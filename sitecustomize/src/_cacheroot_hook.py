@@ -67,6 +67,12 @@ def _run_pin(args: "argparse.Namespace") -> int:
         )
         return 2
     path = pin_path()
+    if not path:
+        sys.stderr.write(
+            "cacheroot hook pin: CACHEROOT_PIN_FILE is set but blank (no pin file); unset it to "
+            "pin this environment, or set it to a file path\n"
+        )
+        return 2
     lines = [f"{CACHEROOT}={os.path.normpath(root)}"]
     if args.tag:
         lines.append(f"{CACHEROOT_TAG}={args.tag}")
@@ -96,6 +102,9 @@ def _run_unpin(args: "argparse.Namespace") -> int:  # noqa: ARG001 - the argpars
     from _cacheroot_layout import pin_path  # noqa: PLC0415
 
     path = pin_path()
+    if not path:
+        print("no pin file: CACHEROOT_PIN_FILE is set but blank")  # noqa: T201 - command output
+        return 0
     try:
         os.unlink(path)
     except FileNotFoundError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -370,3 +371,21 @@ def test_read_pin_takes_only_the_roots_names(tmp_path: Path) -> None:
     assert read_pin(str(pin)) == {}
     pin.write_text("CACHEROOT=/v\nCACHEROOT_TAG = cuda\nHF_HOME=/x\ngarbage\n")
     assert read_pin(str(pin)) == {CACHEROOT: "/v", CACHEROOT_TAG: "cuda"}
+
+
+def test_the_pin_file_can_be_moved_or_switched_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cacheroot.envs import pin_path, read_pin
+
+    other = tmp_path / "elsewhere"
+    other.write_text("CACHEROOT=/moved\n")
+    monkeypatch.setenv("CACHEROOT_PIN_FILE", str(other))
+    assert pin_path() == str(other)
+    assert read_pin() == {CACHEROOT: "/moved"}
+    monkeypatch.setenv("CACHEROOT_PIN_FILE", " ")
+    assert pin_path() == ""
+    assert read_pin() == {}
+    monkeypatch.delenv("CACHEROOT_PIN_FILE")
+    assert pin_path() == os.path.join(sys.prefix, "etc", "cacheroot", "pin")
+    assert pin_path("/some/venv") == "/some/venv/etc/cacheroot/pin"

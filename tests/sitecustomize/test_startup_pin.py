@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cacheroot.envs import CACHEROOT
+from cacheroot.envs import CACHEROOT, CACHEROOT_PIN_FILE
 
 #: The GPQA eval's child: a scrubbed environment, then the real huggingface_hub reads its cache.
 GPQA_CHILD = """
@@ -42,6 +42,12 @@ def _hook_pth() -> Path:
     if not pth.exists():
         pytest.skip(f"the hook is not installed in this environment ({pth} is missing)")
     return pth
+
+
+@pytest.fixture
+def pinnable_env(child_env: dict[str, str]) -> dict[str, str]:
+    """The child environment without the suite's "no pin" override: the pin file is read."""
+    return {k: v for k, v in child_env.items() if k != CACHEROOT_PIN_FILE}
 
 
 @pytest.fixture
@@ -80,10 +86,10 @@ def _cli(prefix: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedP
 
 
 def test_a_scrubbed_child_uses_the_pinned_root(
-    env_prefix: Path, tmp_path: Path, child_env: dict[str, str]
+    env_prefix: Path, tmp_path: Path, pinnable_env: dict[str, str]
 ) -> None:
     volume = tmp_path / "volume"
-    parent_env = {**child_env, CACHEROOT: str(volume)}
+    parent_env = {**pinnable_env, CACHEROOT: str(volume)}
 
     before = json.loads(_run(env_prefix, "-c", GPQA_CHILD, env=parent_env).stdout)
     assert not before["hub"].startswith(str(volume)), before  # the escape the pin closes
@@ -115,28 +121,30 @@ def test_a_scrubbed_child_uses_the_pinned_root(
 
 
 def test_cacheroot_wins_over_the_pin(
-    env_prefix: Path, tmp_path: Path, child_env: dict[str, str]
+    env_prefix: Path, tmp_path: Path, pinnable_env: dict[str, str]
 ) -> None:
-    assert _cli(env_prefix, "hook", "pin", str(tmp_path / "pinned"), env=child_env).returncode == 0
+    assert (
+        _cli(env_prefix, "hook", "pin", str(tmp_path / "pinned"), env=pinnable_env).returncode == 0
+    )
     code = "import os; print(os.environ['HF_HOME'])"
-    out = _run(env_prefix, "-c", code, env={**child_env, CACHEROOT: str(tmp_path / "set")})
+    out = _run(env_prefix, "-c", code, env={**pinnable_env, CACHEROOT: str(tmp_path / "set")})
     assert out.stdout.strip() == f"{tmp_path}/set/huggingface"
-    doctor = _cli(env_prefix, "doctor", env={**child_env, CACHEROOT: str(tmp_path / "set")})
+    doctor = _cli(env_prefix, "doctor", env={**pinnable_env, CACHEROOT: str(tmp_path / "set")})
     assert "(not used: CACHEROOT is set)" in doctor.stdout
 
 
 @pytest.mark.parametrize("bad", ["relative/root", "/with\nnewline"])
 def test_pin_refuses_a_root_that_is_not_absolute(
-    env_prefix: Path, child_env: dict[str, str], bad: str
+    env_prefix: Path, pinnable_env: dict[str, str], bad: str
 ) -> None:
-    out = _cli(env_prefix, "hook", "pin", bad, env=child_env)
+    out = _cli(env_prefix, "hook", "pin", bad, env=pinnable_env)
     assert out.returncode == 2
     assert "expected an absolute path" in out.stderr
     assert "nothing was recorded" in out.stderr
     assert not (env_prefix / "etc" / "cacheroot" / "pin").exists()
 
 
-def test_unpin_without_a_pin_says_so(env_prefix: Path, child_env: dict[str, str]) -> None:
-    out = _cli(env_prefix, "hook", "unpin", env=child_env)
+def test_unpin_without_a_pin_says_so(env_prefix: Path, pinnable_env: dict[str, str]) -> None:
+    out = _cli(env_prefix, "hook", "unpin", env=pinnable_env)
     assert out.returncode == 0
     assert out.stdout == f"no pinned root in {env_prefix}/etc/cacheroot/pin\n"

@@ -39,6 +39,9 @@ CACHEROOT_APPLIED = "CACHEROOT_APPLIED"
 #: reads it only when a process has no ``CACHEROOT`` (a child started with a scrubbed
 #: environment, ``subprocess.run(..., env={...})``), so it costs nothing where the root is set.
 PIN_FILE = ("etc", "cacheroot", "pin")
+#: Another pin file than the environment's (blank: none at all), for hermetic tests and images
+#: that keep configuration elsewhere.
+CACHEROOT_PIN_FILE = "CACHEROOT_PIN_FILE"
 #: ``root_source`` of a layout whose root came from the pin file.
 PINNED = "pinned root"
 #: Where the root falls back to when ``CACHEROOT`` is unset (the XDG base directory spec).
@@ -162,7 +165,7 @@ TABLE: tuple[Variable, ...] = (
             "outlines, b12x, pip, ...)."
         ),
         replaces="~/.cache",
-        upstream=("platformdirs==4.14.8 platformdirs/unix.py", "vllm==0.33.0 vllm/envs.py"),
+        upstream=("platformdirs==4.14.8 platformdirs/_xdg.py", "vllm==0.33.0 vllm/envs.py"),
     ),
     Variable(
         HF_HOME,
@@ -634,8 +637,14 @@ def _get(environ: "Mapping[str, str]", inherited: dict[str, str], name: str) -> 
 
 
 def pin_path(prefix: str | None = None) -> str:
-    """The pin file of the environment at ``prefix`` (default: this interpreter's)."""
-    return os.path.join(sys.prefix if prefix is None else prefix, *PIN_FILE)
+    """The pin file of the environment at ``prefix`` (default: ``CACHEROOT_PIN_FILE``, else
+    this interpreter's); ``""`` when ``CACHEROOT_PIN_FILE`` is set but blank (no pin)."""
+    if prefix is None:
+        override = os.environ.get(CACHEROOT_PIN_FILE)
+        if override is not None:
+            return override.strip()
+        prefix = sys.prefix
+    return os.path.join(prefix, *PIN_FILE)
 
 
 def read_pin(path: str | None = None) -> dict[str, str]:
@@ -644,8 +653,11 @@ def read_pin(path: str | None = None) -> dict[str, str]:
     The file holds ``NAME=value`` lines; any other name, and an unreadable file, count as no pin
     (the hook must never fail; the doctor reports what it found).
     """
+    where = pin_path() if path is None else path
+    if not where:
+        return {}
     try:
-        with open(pin_path() if path is None else path, encoding="utf-8") as f:
+        with open(where, encoding="utf-8") as f:
             text = f.read(8192)
     except (OSError, ValueError):
         return {}

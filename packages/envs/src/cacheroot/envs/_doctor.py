@@ -99,6 +99,8 @@ def diagnose(layout: Layout) -> list[str]:
 
 
 def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool) -> str:
+    if not pin_file:
+        return "pin:  none (CACHEROOT_PIN_FILE is set but blank)"
     if not pin:
         return f"pin:  none ({pin_file} absent; `cacheroot hook pin ROOT` records one)"
     tag = f", tag {pin['CACHEROOT_TAG']}" if pin.get("CACHEROOT_TAG") else ""
