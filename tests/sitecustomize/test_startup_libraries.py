@@ -187,3 +187,27 @@ def test_a_blank_tiktoken_cache_dir_keeps_tiktoken_uncached(
     assert not (root / "tiktoken").exists()
     digest = hashlib.sha1(vocab_url.encode()).hexdigest()  # noqa: S324 - tiktoken's key
     assert not (Path(child_env.get("TMPDIR", "/tmp")) / "data-gym-cache" / digest).exists()
+
+
+#: Rows checked above by asking the library that reads them, with the expected paths written out.
+ASKED = {"XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "MODELSCOPE_CACHE", "TIKTOKEN_CACHE_DIR"}
+
+
+def test_every_row_read_by_an_installed_library_is_asked_here() -> None:
+    """A new row whose reader is installed in the test environment needs a check in this file."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from cacheroot.envs import TABLE
+
+    installed = set()
+    for var in TABLE:
+        for reader in var.upstream:
+            if reader.startswith("doc:"):
+                continue
+            dist = reader.split("==", 1)[0]
+            try:
+                version(dist)
+            except PackageNotFoundError:
+                continue
+            installed.add(var.name)
+    assert installed == ASKED
