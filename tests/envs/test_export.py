@@ -71,3 +71,28 @@ def test_readme_table_is_generated_from_the_table() -> None:
     assert start in text, "README.md lacks the generated variable table markers"
     block = text.split(start, 1)[1].split(end, 1)[0]
     assert block == table, "README's table is stale: run `nox -s readme`"
+
+
+@pytest.mark.parametrize(
+    ("host", "container", "side"),
+    [("/data/a:b", None, "host"), ("/data/ok", "/in:side", "container")],
+)
+def test_docker_refuses_a_root_with_a_colon(host: str, container: str | None, side: str) -> None:
+    with pytest.raises(ValueError, match=f"the {side} root '.*' contains ':'"):
+        docker_args({"HOME": "/home/u", CACHEROOT: host}, container_root=container)
+
+
+def test_cli_docker_export_of_a_colon_root_exits_1(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    root = tmp_path / "a:b"
+    out = subprocess.run(
+        [sys.executable, "-m", "cacheroot.envs._cli", "env", "--format", "docker"],
+        env={**os.environ, CACHEROOT: str(root)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (out.returncode, out.stdout) == (1, "")
+    assert "docker's --volume=HOST:CONTAINER cannot express" in out.stderr

@@ -99,6 +99,15 @@ def docker_args(
     layout = resolve(clean, host.tag)
     if layout.root is None:
         raise ValueError(f"cannot export docker arguments: {layout.root_reason}")
+    for side, path in (("host", host.root), ("container", layout.root)):
+        if ":" in path:
+            # --volume=HOST:CONTAINER[:OPTIONS] splits on every colon: docker would mount
+            # something else, or refuse the line, far from here.
+            raise ValueError(
+                f"cannot export docker arguments: the {side} root {path!r} contains ':', which "
+                "docker's --volume=HOST:CONTAINER cannot express; use a root without ':' (a "
+                "symlink to it will do)"
+            )
     args = [f"--volume={host.root}:{layout.root}", f"--env={CACHEROOT}={layout.root}"]
     if layout.tag:
         args.append(f"--env={CACHEROOT_TAG}={layout.tag}")
