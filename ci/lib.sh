@@ -24,7 +24,7 @@ cr_find_cli() {
     elif CR_CLI=$(command -v cacheroot); then
         :
     else
-        cr_die "the cacheroot command is not on PATH; install cacheroot-envs (pip install cacheroot-envs) or set CACHEROOT_CLI to its path"
+        cr_die "the cacheroot command is not on PATH; from a clone of cacheroot run 'pip install ./packages/envs' (or activate the venv that has it), or set CACHEROOT_CLI to its path"
     fi
 }
 
@@ -118,7 +118,11 @@ cr_main() {
         -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) ;;
     esac
-    [[ -n "$image" ]] || cr_die "no image: set IMAGE or pass --image IMAGE as the first argument"
+    if [[ -z "$image" ]]; then
+        [[ "${DRY_RUN:-0}" == 1 ]] || cr_die "no image: set IMAGE or pass --image IMAGE as the first argument"
+        image='<IMAGE>'
+        cr_warn "no image given (IMAGE or --image): the dry run shows $image in its place"
+    fi
 
     cr_runtime
     cr_find_cli

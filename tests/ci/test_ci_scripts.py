@@ -181,9 +181,14 @@ def test_an_unknown_runtime_is_refused(run_script: Run) -> None:
 
 
 def test_the_image_comes_from_the_argument_or_the_environment(run_script: Run) -> None:
-    out = run_script(RUNNERS["rocm"], DRY_RUN="1", IMAGE=None)
+    out = run_script(RUNNERS["rocm"], IMAGE=None)
     assert out.returncode == 2
-    assert "IMAGE" in out.stderr
+    assert "no image: set IMAGE or pass --image IMAGE" in out.stderr
+    # A dry run without an image shows a placeholder, and says so.
+    out = run_script(RUNNERS["rocm"], DRY_RUN="1", IMAGE=None)
+    assert out.returncode == 0, out.stderr
+    assert shlex.split(out.stdout)[-4:] == ["<IMAGE>", "nox", "-s", "tests-rocm"]
+    assert "the dry run shows <IMAGE> in its place" in out.stderr
     assert dry(run_script, "rocm", "--image", "a/b:2", "-x")[-5:] == [
         "a/b:2",
         "nox",
