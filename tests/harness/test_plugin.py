@@ -193,8 +193,7 @@ def test_offline_runs_are_cache_only_for_upstream_vllm_helpers_too(
 
         from cacheroot.fetch.vllm_compat import download_to_vllm_test_cache
 
-        def test_switch_in_every_worker():
-            assert os.environ.get("PYTEST_XDIST_WORKER")
+        def test_the_switch_is_set():
             assert os.environ[{VLLM_TEST_CACHE_ONLY!r}] == "1"
 
         def test_a_helper_that_reads_only_the_upstream_switch(monkeypatch):
@@ -204,12 +203,12 @@ def test_offline_runs_are_cache_only_for_upstream_vllm_helpers_too(
         """,
     )
     before = origin.stats()["total"]
+    # (xdist workers inherit it: test_offline_first checks it there.)
     out = run_pytest(
-        ["-n", "2", "--cacheroot-offline", *plugin_args()],
-        env=layout_env(tmp_path / "root"),
-        cwd=project,
+        ["--cacheroot-offline", *plugin_args()], env=layout_env(tmp_path / "root"), cwd=project
     )
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 passed" in out.stdout
     assert origin.stats()["total"] == before
 
 
