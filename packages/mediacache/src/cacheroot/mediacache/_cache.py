@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import requests
 
@@ -36,9 +36,10 @@ from cacheroot.envs import (
 
 from . import _policy
 from ._errors import ResponseTooLarge, URLRefused
-from ._key import DEFAULT_PORTS, entry_name, normalise_url
+from ._key import entry_name, normalise_url
 from ._stats import Counters
 from ._store import Entry, Store
+from ._url import Target, domain, target
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -87,8 +88,10 @@ class MediaCache:
     byte under it. ``ttl``: the longest any response stays fresh, in seconds (the origin's
     ``max-age``/``Expires`` can only shorten it). ``clock``: seconds since the epoch, injectable
     so tests move time instead of sleeping. ``allowed_domains``: hosts (and their subdomains) the
-    cache may fetch from; ``None`` allows any. ``max_download_bytes``: larger transfers stop with
-    :class:`ResponseTooLarge`. ``max_redirects``: redirects followed, each checked again.
+    cache may fetch from, compared with the host the HTTP client connects to
+    (:mod:`cacheroot.mediacache._url`); ``None`` allows any. ``max_download_bytes``: larger
+    transfers stop with :class:`ResponseTooLarge`. ``max_redirects``: redirects followed, each
+    checked again.
     ``serve_stale_on_error``: serve an expired entry when the origin is unreachable or answers
     5xx (unless the entry says ``must-revalidate``). ``allow_credentials``: cache requests that
     carry ``Authorization`` or ``Cookie`` (only for origins whose media is the same for every
@@ -124,9 +127,7 @@ class MediaCache:
         self.ttl = float(ttl)
         self.clock = clock
         self.allowed_domains = (
-            None
-            if allowed_domains is None
-            else tuple(d.strip().lower().lstrip(".") for d in allowed_domains)
+            None if allowed_domains is None else tuple(domain(d) for d in allowed_domains)
         )
         self.max_download_bytes = max_download_bytes
         self.max_redirects = max_redirects
@@ -201,7 +202,7 @@ class MediaCache:
     def handles(self, url: str) -> bool:
         """Whether :meth:`get` would fetch ``url`` (scheme and domain allowed)."""
         try:
-            self._check_url(url)
+            self._check_url(url.strip())
         except (URLRefused, ValueError):
             return False
         return True
@@ -226,10 +227,12 @@ class MediaCache:
         raises :class:`ResponseTooLarge` whether it comes from the origin or from disk, so a
         caller's limit holds the same with the cache warm or cold.
         """
-        self._check_url(url)
+        url = url.strip()
+        where = self._check_url(url)
         limit = self.max_download_bytes if max_bytes is None else max_bytes
         body = self._get(
             url,
+            where,
             dict(headers or {}),
             timeout=timeout,
             allow_redirects=allow_redirects,
@@ -298,6 +301,7 @@ class MediaCache:
     def _get(
         self,
         url: str,
+        where: Target,
         request_headers: dict[str, str],
         *,
         timeout: Timeout,
@@ -306,9 +310,10 @@ class MediaCache:
         limit: int,
     ) -> bytes:
         """:meth:`get` once the URL is checked: disk, single flight, then the origin."""
-        userinfo = "@" in urlsplit(url).netloc
         if _policy.bypass_reason(
-            request_headers, url_has_userinfo=userinfo, allow_credentials=self.allow_credentials
+            request_headers,
+            url_has_userinfo=where.userinfo,
+            allow_credentials=self.allow_credentials,
         ):
             self.counters.add(bypassed=1)
             response = self._transfer(
@@ -346,22 +351,14 @@ class MediaCache:
                 )
         raise AssertionError("unreachable: the second pass always holds the lock")
 
-    def _check_url(self, url: str) -> None:
-        try:
-            parts = urlsplit(url.strip())
-            parts.port  # noqa: B018 - raises ValueError for a malformed port
-        except ValueError as exc:
-            raise URLRefused(url, f"it does not parse ({exc})") from None
-        if parts.scheme.lower() not in DEFAULT_PORTS:
-            raise URLRefused(url, f"scheme {parts.scheme!r} is not http or https")
-        host = (parts.hostname or "").lower()
-        if not host:
-            raise URLRefused(url, "it names no host")
-        if self.allowed_domains is not None and not any(
-            host == d or host.endswith("." + d) for d in self.allowed_domains
-        ):
-            allowed = ", ".join(self.allowed_domains) or "(none)"
+    def _check_url(self, url: str) -> Target:
+        """Where ``url`` leads, if the cache may fetch it; else :class:`URLRefused`."""
+        where = target(url)
+        if not where.origin.allowed(self.allowed_domains):
+            allowed = ", ".join(self.allowed_domains or ()) or "(none)"
+            host = where.origin.host
             raise URLRefused(url, f"host {host!r} is not in allowed_domains ({allowed})")
+        return where
 
     def _fresh(self, name: str, request_headers: Mapping[str, str]) -> Entry | None:
         now = self.clock()
@@ -507,9 +504,14 @@ class MediaCache:
         allow_redirects: bool,
         limit: int,
     ) -> _Response:
-        """GET ``url``, following redirects ourselves so that each hop is checked."""
+        """GET ``url``, following redirects ourselves so that each hop is checked.
+
+        Credentials the caller gave (``Authorization``, ``Cookie``, ``Proxy-Authorization``) go
+        to the first origin only: a redirect to another scheme, host or port drops them for the
+        rest of the transfer.
+        """
         session = self._session()
-        current = url
+        current, here = url, self._check_url(url).origin
         hops = 0
         sent = dict(headers)
         while True:
@@ -530,13 +532,13 @@ class MediaCache:
                             f"(max_redirects); the last hop was to {location!r}",
                             response=resp,
                         )
-                    target = urljoin(current, location)
-                    self._check_url(target)
-                    if urlsplit(target).hostname != urlsplit(current).hostname:
+                    next_url = urljoin(current, location)
+                    there = self._check_url(next_url).origin
+                    if there != here:
                         sent = {
-                            k: v for k, v in sent.items() if k.lower() not in _policy.CREDENTIALS
+                            k: v for k, v in sent.items() if k.lower() not in _policy.ORIGIN_BOUND
                         }
-                    current = target
+                    current, here = next_url, there
                     continue
                 body = self._read_body(url, resp, limit)
                 wire = _wire_size(resp)

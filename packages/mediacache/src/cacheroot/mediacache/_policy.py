@@ -35,6 +35,8 @@ BYPASS = frozenset(
 )
 #: Request headers that carry credentials (RFC 9111 section 3.5; cookies by common practice).
 CREDENTIALS = frozenset({"authorization", "cookie"})
+#: Request headers that never follow a redirect to another origin (scheme, host and port).
+ORIGIN_BOUND = CREDENTIALS | {"proxy-authorization"}
 #: Directives that forbid serving a stale response, even when the origin is unreachable.
 _NO_STALE = frozenset({"must-revalidate", "proxy-revalidate", "no-cache", "s-maxage"})
 
