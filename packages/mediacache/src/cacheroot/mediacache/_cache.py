@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.cookiejar
 import logging
 import os
 import threading
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 import requests
+import requests.utils
 
 from cacheroot.envs import (
     CACHEROOT_MEDIA_CACHE,
@@ -33,6 +35,7 @@ from cacheroot.envs import (
     path_problem,
     resolve,
 )
+from cacheroot.fetch import redact_url
 
 from . import _policy
 from ._errors import ResponseTooLarge, URLRefused
@@ -69,16 +72,23 @@ def _env_number(environ: Mapping[str, str], name: str, default: float) -> float:
 
 
 class _Response:
-    """What a transfer produced: status, headers, body and the bytes counted on the wire."""
+    """What a transfer produced: status, headers, body and the bytes counted on the wire.
 
-    __slots__ = ("body", "headers", "response", "status", "wire_size")
+    ``credentialed``: some request of the transfer (a redirect hop included) carried
+    credentials, as the HTTP client sent it (``~/.netrc`` and a redirect's ``user:pass@`` too).
+    """
 
-    def __init__(self, response: requests.Response, body: bytes, wire: int | None) -> None:
+    __slots__ = ("body", "credentialed", "headers", "response", "status", "wire_size")
+
+    def __init__(
+        self, response: requests.Response, body: bytes, wire: int | None, *, credentialed: bool
+    ) -> None:
         self.response = response
         self.status = response.status_code
         self.headers = dict(response.headers)
         self.body = body
         self.wire_size = wire
+        self.credentialed = credentialed
 
 
 class MediaCache:
@@ -90,12 +100,13 @@ class MediaCache:
     so tests move time instead of sleeping. ``allowed_domains``: hosts (and their subdomains) the
     cache may fetch from, compared with the host the HTTP client connects to
     (:mod:`cacheroot.mediacache._url`); ``None`` allows any. ``max_download_bytes``: larger
-    transfers stop with :class:`ResponseTooLarge`. ``max_redirects``: redirects followed, each
-    checked again.
-    ``serve_stale_on_error``: serve an expired entry when the origin is unreachable or answers
-    5xx (unless the entry says ``must-revalidate``). ``allow_credentials``: cache requests that
-    carry ``Authorization`` or ``Cookie`` (only for origins whose media is the same for every
-    user). ``timeout``: default per request, as in ``requests``. ``low_water``: when eviction is
+    transfers stop with :class:`ResponseTooLarge`.
+    ``max_redirects``: redirects followed, each checked again. ``serve_stale_on_error``:
+    serve an expired entry when the origin is unreachable or answers 5xx (unless the entry
+    says ``must-revalidate``). ``allow_credentials``: cache requests that carry
+    ``Authorization`` or ``Cookie``, a URL's ``user:pass@`` or ``~/.netrc`` credentials (only
+    for origins whose media is the same for every user; the sidecar keeps no password).
+    ``timeout``: default per request, as in ``requests``. ``low_water``: when eviction is
     needed it frees down to this fraction of the bound, so that a full cache does not scan the
     directory on every store. ``lock_timeout``: how long a miss waits for another process's
     download of the same URL.
@@ -314,22 +325,29 @@ class MediaCache:
             request_headers,
             url_has_userinfo=where.userinfo,
             allow_credentials=self.allow_credentials,
+            netrc=not self.allow_credentials and self._netrc_credentials(url),
         ):
             self.counters.add(bypassed=1)
-            response = self._transfer(
-                url, request_headers, timeout=timeout, allow_redirects=allow_redirects, limit=limit
+            return self._uncached(
+                url,
+                request_headers,
+                timeout=timeout,
+                allow_redirects=allow_redirects,
+                limit=limit,
             )
-            return self._deliver(response)
         name = entry_name(url)
         try:
             self._store.ensure()
         except OSError as exc:
             log.warning("media cache %s unusable (%s); fetching without it", self.directory, exc)
             self.counters.add(bypassed=1)
-            response = self._transfer(
-                url, request_headers, timeout=timeout, allow_redirects=allow_redirects, limit=limit
+            return self._uncached(
+                url,
+                request_headers,
+                timeout=timeout,
+                allow_redirects=allow_redirects,
+                limit=limit,
             )
-            return self._deliver(response)
         entry = self._fresh(name, request_headers)
         if entry is not None:
             return entry.body
@@ -350,6 +368,39 @@ class MediaCache:
                     limit=limit,
                 )
         raise AssertionError("unreachable: the second pass always holds the lock")
+
+    def _uncached(
+        self,
+        url: str,
+        request_headers: dict[str, str],
+        *,
+        timeout: Timeout,
+        allow_redirects: bool,
+        limit: int,
+    ) -> bytes:
+        """The origin's body, the cache left out (credentials, or a directory it cannot create)."""
+        response = self._transfer(
+            url, request_headers, timeout=timeout, allow_redirects=allow_redirects, limit=limit
+        )
+        return self._deliver(response)
+
+    def _netrc_credentials(self, url: str) -> bool:
+        """Whether ``requests`` will add ``~/.netrc`` (or ``$NETRC``) credentials to ``url``.
+
+        The session reads them inside ``Session.request``, out of the caller's sight; asked
+        here the same way, so that such a request is neither served from nor stored in the
+        cache. Each hop of a transfer is checked again on the request as prepared.
+        """
+        if not self._session().trust_env:
+            return False
+        # requests' own search, with one expanduser: a hit pays for it on every call.
+        named = os.environ.get("NETRC")
+        if named is not None:
+            found = os.path.exists(os.path.expanduser(named))
+        else:
+            home = os.path.expanduser("~")
+            found = any(os.path.exists(os.path.join(home, n)) for n in requests.utils.NETRC_FILES)
+        return found and requests.utils.get_netrc_auth(url) is not None
 
     def _check_url(self, url: str) -> Target:
         """Where ``url`` leads, if the cache may fetch it; else :class:`URLRefused`."""
@@ -433,9 +484,7 @@ class MediaCache:
             return stale.body
         body = self._deliver(response)
         self.counters.add(misses=1)
-        reason = _policy.not_storable(
-            response.status, response.headers, len(body), response.wire_size
-        )
+        reason = self._not_storable(response, request_headers)
         if not reason and validate is not None:
             validate(body)
         if reason:
@@ -443,25 +492,42 @@ class MediaCache:
             if stale is not None:
                 self._store.remove(name)
             return body
+        self._keep(url, name, response, request_headers)
+        return body
+
+    def _keep(
+        self, url: str, name: str, response: _Response, request_headers: Mapping[str, str]
+    ) -> None:
+        """Store a response the rules allow; a cache disk that fails is told once, not raised."""
         now = self.clock()
         meta = {
-            "url": normalise_url(url),
+            "url": redact_url(normalise_url(url)),
             "stored_at": now,
             "expires_at": now + _policy.freshness_lifetime(response.headers, now=now, ttl=self.ttl),
             "headers": _policy.kept(response.headers),
             "vary": _policy.vary_record(response.headers, request_headers),
         }
         try:
-            evicted = self._store.publish(name, body, meta, now=now)
+            evicted = self._store.publish(name, response.body, meta, now=now)
         except OSError as exc:
             # A full or broken cache disk must not fail the caller: serve what we downloaded.
-            log.warning("not storing %s in %s: %s", url, self.directory, exc)
+            log.warning("media cache %s: not storing a download (%s)", self.directory, exc)
             evicted = None
         if evicted is None:
             self.counters.add(not_stored=1)
         else:
             self.counters.add(stored=1, evictions=evicted)
-        return body
+
+    def _not_storable(self, response: _Response, request_headers: Mapping[str, str]) -> str:
+        """Why ``response`` must not be stored, or ``""``: the HTTP rules, then credentials."""
+        reason = _policy.not_storable(
+            response.status, response.headers, len(response.body), response.wire_size
+        )
+        if not reason and response.credentialed and not self.allow_credentials:
+            reason = "a request of the transfer carried credentials (netrc, user:pass@)"
+        if not reason and _policy.varies_on_credentials(response.headers, request_headers):
+            reason = "Vary names a credential header the request sent"
+        return reason
 
     def _may_serve_stale(self, stale: Entry) -> bool:
         return self.serve_stale_on_error and _policy.may_serve_stale(stale.headers)
@@ -482,16 +548,24 @@ class MediaCache:
     @staticmethod
     def _deliver(response: _Response) -> bytes:
         """The body the caller gets, raising for error statuses as ``requests`` users expect."""
-        response.response.raise_for_status()
+        try:
+            response.response.raise_for_status()
+        except requests.HTTPError as exc:
+            raise _redacted(exc) from None
         return response.body
 
     def _session(self) -> requests.Session:
-        """A session per thread and per process (pools must not cross a fork)."""
+        """A session per thread and per process (pools must not cross a fork).
+
+        Its cookie jar takes no cookies: a shared cache must not send what one origin set for
+        one caller with another caller's request (nor stop caching because of it).
+        """
         pid = os.getpid()
         owned: tuple[int, requests.Session] | None = getattr(self._local, "session", None)
         if owned is None or owned[0] != pid:
             owned = (pid, requests.Session())
             owned[1].max_redirects = self.max_redirects
+            owned[1].cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
             self._local.session = owned
         return owned[1]
 
@@ -506,21 +580,45 @@ class MediaCache:
     ) -> _Response:
         """GET ``url``, following redirects ourselves so that each hop is checked.
 
-        Credentials the caller gave (``Authorization``, ``Cookie``, ``Proxy-Authorization``) go
-        to the first origin only: a redirect to another scheme, host or port drops them for the
-        rest of the transfer.
+        Each hop is prepared by the session first, so what it adds on its own (``~/.netrc``
+        credentials, a URL's ``user:pass@`` as ``Authorization``) is seen, and sent exactly
+        as seen. Credentials the caller gave (``Authorization``, ``Cookie``,
+        ``Proxy-Authorization``) go to the first origin only: a redirect to another scheme,
+        host or port drops them for the rest of the transfer.
         """
+        try:
+            return self._hops(
+                url, headers, timeout=timeout, allow_redirects=allow_redirects, limit=limit
+            )
+        except requests.RequestException as exc:
+            raise _redacted(exc) from None
+
+    def _hops(
+        self,
+        url: str,
+        headers: dict[str, str],
+        *,
+        timeout: Timeout,
+        allow_redirects: bool,
+        limit: int,
+    ) -> _Response:
         session = self._session()
         current, here = url, self._check_url(url).origin
         hops = 0
         sent = dict(headers)
+        credentialed = False
+        shown = redact_url(url)
         while True:
-            resp = session.get(
-                current,
-                headers=sent,
+            prepared = session.prepare_request(requests.Request("GET", current, headers=sent))
+            credentialed = credentialed or _policy.carries_credentials(prepared.headers)
+            settings = session.merge_environment_settings(
+                prepared.url, proxies={}, stream=True, verify=None, cert=None
+            )
+            resp = session.send(
+                prepared,
                 timeout=self.timeout if timeout is None else timeout,
-                stream=True,
                 allow_redirects=False,
+                **settings,
             )
             try:
                 location = resp.headers.get("location")
@@ -528,8 +626,8 @@ class MediaCache:
                     hops += 1
                     if hops > self.max_redirects:
                         raise requests.TooManyRedirects(
-                            f"{url} redirected more than {self.max_redirects} times "
-                            f"(max_redirects); the last hop was to {location!r}",
+                            f"{shown} redirected more than {self.max_redirects} times "
+                            f"(max_redirects); the last hop was to {redact_url(location)!r}",
                             response=resp,
                         )
                     next_url = urljoin(current, location)
@@ -540,9 +638,9 @@ class MediaCache:
                         }
                     current, here = next_url, there
                     continue
-                body = self._read_body(url, resp, limit)
+                body = self._read_body(shown, resp, limit)
                 wire = _wire_size(resp)
-                return _Response(resp, body, wire)
+                return _Response(resp, body, wire, credentialed=credentialed)
             finally:
                 resp.close()
 
@@ -557,6 +655,19 @@ class MediaCache:
             if len(buf) > limit:
                 raise ResponseTooLarge(url, limit, len(buf))
         return bytes(buf)
+
+
+def _redacted(exc: requests.RequestException) -> requests.RequestException:
+    """``exc`` with the credentials of any URL in its message redacted (same type, same fields).
+
+    requests puts the URL as prepared, ``user:pass@`` included, in some messages
+    (``404 Client Error: Not Found for url: http://alice:secret@host/x``).
+    """
+    text = str(exc)
+    shown = redact_url(text)
+    if shown != text:
+        exc.args = (shown,)
+    return exc
 
 
 def _check_apart(ours: str, theirs: str) -> None:

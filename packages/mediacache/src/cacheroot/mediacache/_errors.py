@@ -4,12 +4,16 @@ Each leaf is also the built-in a caller would naturally catch: a refused URL and
 body are ``ValueError`` s (the input was wrong, retrying will not help). Transport failures and
 HTTP error statuses are *not* wrapped: they propagate as the ``requests`` exceptions that a
 media connector already handles, so turning the cache on does not change its error paths.
-Every class pickles through ``__reduce__`` with its own constructor arguments.
+Every class pickles through ``__reduce__`` with its own constructor arguments. A URL's
+credentials (``user:password@``) never reach a message or an attribute: they are redacted with
+:func:`cacheroot.fetch.redact_url` when the error is made.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from cacheroot.fetch import redact_url
 
 
 class MediaCacheError(Exception):
@@ -23,6 +27,7 @@ class URLRefused(MediaCacheError, ValueError):  # noqa: N818 - it is a refusal, 
     """The URL (or a redirect) is not one the cache may fetch: wrong scheme or domain."""
 
     def __init__(self, url: str, reason: str) -> None:
+        url, reason = redact_url(url), redact_url(reason)
         super().__init__(f"refusing to fetch {url!r}: {reason}")
         self._url, self._reason = url, reason
 
@@ -31,7 +36,7 @@ class URLRefused(MediaCacheError, ValueError):  # noqa: N818 - it is a refusal, 
 
     @property
     def url(self) -> str:
-        """The URL that was refused."""
+        """The URL that was refused (its credentials redacted)."""
         return self._url
 
     @property
@@ -44,6 +49,7 @@ class ResponseTooLarge(MediaCacheError, ValueError):  # noqa: N818 - mirrors req
     """The origin announced or sent more than ``max_download_bytes``; the transfer was stopped."""
 
     def __init__(self, url: str, limit: int, size: int) -> None:
+        url = redact_url(url)
         super().__init__(
             f"{url} sent at least {size} bytes, over the limit of {limit} bytes; nothing was "
             "stored. Raise max_download_bytes if such media is expected"
@@ -55,7 +61,7 @@ class ResponseTooLarge(MediaCacheError, ValueError):  # noqa: N818 - mirrors req
 
     @property
     def url(self) -> str:
-        """The URL being downloaded."""
+        """The URL being downloaded (its credentials redacted)."""
         return self._url
 
     @property

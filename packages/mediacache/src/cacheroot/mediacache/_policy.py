@@ -85,17 +85,27 @@ def parse_http_date(value: str | None) -> float | None:
     return parsed.timestamp()
 
 
+def carries_credentials(request_headers: Mapping[str, str]) -> bool:
+    """Whether a request sends credentials (see :data:`CREDENTIALS`)."""
+    return any(name.lower() in CREDENTIALS for name in request_headers)
+
+
 def bypass_reason(
-    request_headers: Mapping[str, str], *, url_has_userinfo: bool, allow_credentials: bool
+    request_headers: Mapping[str, str],
+    *,
+    url_has_userinfo: bool,
+    allow_credentials: bool,
+    netrc: bool = False,
 ) -> str:
     """Why this request must go to the origin untouched by the cache, or ``""`` when it need not.
 
     Requests with credentials may see a response meant for one user only; serving them from the
-    cache, or storing their answer, could leak it to another.
+    cache, or storing their answer, could leak it to another. ``netrc``: the HTTP client will
+    add credentials of its own for this host (``~/.netrc`` or ``$NETRC``).
     """
     names = set(lower(request_headers))
-    if not allow_credentials and (url_has_userinfo or names & CREDENTIALS):
-        return "the request carries credentials (Authorization, Cookie or user:pass@)"
+    if not allow_credentials and (url_has_userinfo or netrc or names & CREDENTIALS):
+        return "the request carries credentials (Authorization, Cookie, user:pass@ or netrc)"
     managed = sorted(names & BYPASS)
     if managed:
         return f"the caller sends {', '.join(managed)} itself"
@@ -165,6 +175,18 @@ def vary_record(
     names = lower(response_headers).get("vary", "")
     req = lower(request_headers)
     return {n.strip().lower(): req.get(n.strip().lower()) for n in names.split(",") if n.strip()}
+
+
+def varies_on_credentials(
+    response_headers: Mapping[str, str], request_headers: Mapping[str, str]
+) -> bool:
+    """Whether the stored variant would be recorded by a credential the request sent.
+
+    Such a record (``Vary: Authorization`` with ``allow_credentials``) would write the token
+    into the sidecar: the response is served, not stored.
+    """
+    record = vary_record(response_headers, request_headers)
+    return any(record.get(name) is not None for name in ORIGIN_BOUND)
 
 
 def vary_matches(recorded: Mapping[str, str | None], request_headers: Mapping[str, str]) -> bool:
