@@ -5,6 +5,8 @@ per-key thread lock, then a per-key file lock, and looks again before asking the
 any number of threads and processes asking for one URL, one downloads and the others read what
 it stored. The locks only avoid duplicate downloads; correctness rests on atomic files
 (:mod:`cacheroot.fetch`), so a lock that does not work costs a second download, not a bad read.
+A directory where no lock file can be made (read-only, another user's) still serves its hits;
+its misses are downloaded and served without the cache, with one warning.
 
 ``aget`` runs the same ``get`` in a worker thread (:func:`asyncio.to_thread`): the file locks
 and disk reads block anyway, a second HTTP client would be a second implementation of every
@@ -35,7 +37,7 @@ from cacheroot.envs import (
     path_problem,
     resolve,
 )
-from cacheroot.fetch import redact_url
+from cacheroot.fetch import LockTimeout, redact_url
 
 from . import _policy
 from ._errors import ResponseTooLarge, URLRefused
@@ -89,6 +91,14 @@ class _Response:
         self.body = body
         self.wire_size = wire
         self.credentialed = credentialed
+
+
+class _Unwritable(Exception):  # noqa: N818 - a signal inside this module, never raised out
+    """The cache directory cannot take a lock file (read-only, another user's, uncreatable)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class MediaCache:
@@ -155,6 +165,7 @@ class MediaCache:
         self._guard = threading.Lock()
         self._key_locks: dict[str, list[Any]] = {}
         self._local = threading.local()
+        self._told: set[int] = set()  # errnos of storage failures already logged
 
     def __repr__(self) -> str:
         return f"MediaCache({self.directory!r}, max_size_bytes={self.max_size_bytes})"
@@ -336,10 +347,30 @@ class MediaCache:
                 limit=limit,
             )
         name = entry_name(url)
+        entry = self._fresh(name, request_headers)
+        if entry is not None:
+            return entry.body
         try:
-            self._store.ensure()
-        except OSError as exc:
-            log.warning("media cache %s unusable (%s); fetching without it", self.directory, exc)
+            for patient in (True, False):
+                with self._single_flight(name, patient=patient) as held:
+                    entry = self._fresh(name, request_headers)
+                    if entry is not None:
+                        return entry.body
+                    if not held:
+                        continue  # fresh on disk a moment ago, gone or another variant now
+                    return self._refresh(
+                        url,
+                        name=name,
+                        request_headers=request_headers,
+                        timeout=timeout,
+                        allow_redirects=allow_redirects,
+                        validate=validate,
+                        limit=limit,
+                    )
+        except _Unwritable as exc:
+            # Read-only, another user's, or not creatable: a fresh entry on disk was served
+            # above; a miss is downloaded and served as without the cache.
+            self._tell("media cache %s cannot be written (%s); fetching without it", exc.error)
             self.counters.add(bypassed=1)
             return self._uncached(
                 url,
@@ -348,25 +379,6 @@ class MediaCache:
                 allow_redirects=allow_redirects,
                 limit=limit,
             )
-        entry = self._fresh(name, request_headers)
-        if entry is not None:
-            return entry.body
-        for patient in (True, False):
-            with self._single_flight(name, patient=patient) as held:
-                entry = self._fresh(name, request_headers)
-                if entry is not None:
-                    return entry.body
-                if not held:
-                    continue  # fresh on disk a moment ago, gone or another variant now
-                return self._refresh(
-                    url,
-                    name=name,
-                    request_headers=request_headers,
-                    timeout=timeout,
-                    allow_redirects=allow_redirects,
-                    validate=validate,
-                    limit=limit,
-                )
         raise AssertionError("unreachable: the second pass always holds the lock")
 
     def _uncached(
@@ -378,11 +390,20 @@ class MediaCache:
         allow_redirects: bool,
         limit: int,
     ) -> bytes:
-        """The origin's body, the cache left out (credentials, or a directory it cannot create)."""
+        """The origin's body, the cache left out (credentials, or a directory it cannot use)."""
         response = self._transfer(
             url, request_headers, timeout=timeout, allow_redirects=allow_redirects, limit=limit
         )
         return self._deliver(response)
+
+    def _tell(self, message: str, error: OSError) -> None:
+        """Log a storage failure once per cache and kind (errno): a broken disk is one warning."""
+        kind = error.errno or 0
+        if kind in self._told:
+            log.debug(message, self.directory, error)
+            return
+        self._told.add(kind)
+        log.warning(message, self.directory, error)
 
     def _netrc_credentials(self, url: str) -> bool:
         """Whether ``requests`` will add ``~/.netrc`` (or ``$NETRC``) credentials to ``url``.
@@ -429,16 +450,22 @@ class MediaCache:
 
         With ``patient``, waiting for the file lock ends early, without it, as soon as a fresh
         entry appears on disk: the waiters of one download then read it together instead of
-        taking the lock one after another.
+        taking the lock one after another. :class:`_Unwritable` when the lock file cannot be
+        made (the directory is read-only, another user's, or cannot be created).
         """
         with self._guard:
             slot = self._key_locks.setdefault(name, [threading.Lock(), 0])
             slot[1] += 1
         try:
             with slot[0]:
-                lock = self._store.key_lock(name)
                 done = (lambda: self._store.fresh_on_disk(name, self.clock())) if patient else None
-                held = lock.acquire(done)
+                try:
+                    lock = self._store.key_lock(name)
+                    held = lock.acquire(done)
+                except LockTimeout:
+                    raise
+                except OSError as exc:
+                    raise _Unwritable(exc) from exc
                 try:
                     yield held
                 finally:
@@ -490,7 +517,10 @@ class MediaCache:
         if reason:
             self.counters.add(not_stored=1)
             if stale is not None:
-                self._store.remove(name)
+                try:
+                    self._store.remove(name)
+                except OSError as exc:
+                    self._tell("media cache %s: a replaced entry stays on disk (%s)", exc)
             return body
         self._keep(url, name, response, request_headers)
         return body
@@ -511,7 +541,7 @@ class MediaCache:
             evicted = self._store.publish(name, response.body, meta, now=now)
         except OSError as exc:
             # A full or broken cache disk must not fail the caller: serve what we downloaded.
-            log.warning("media cache %s: not storing a download (%s)", self.directory, exc)
+            self._tell("media cache %s: not storing a download (%s)", exc)
             evicted = None
         if evicted is None:
             self.counters.add(not_stored=1)
@@ -541,7 +571,11 @@ class MediaCache:
             "expires_at": now + _policy.freshness_lifetime(headers, now=now, ttl=self.ttl),
             "revalidated_at": now,
         }
-        self._store.update_meta(name, meta)
+        try:
+            self._store.update_meta(name, meta)
+        except OSError as exc:
+            # The origin vouched for the body: serve it; the next request revalidates again.
+            self._tell("media cache %s: a revalidated entry keeps its old expiry (%s)", exc)
         self.counters.add(revalidations=1, bytes_saved=len(stale.body))
         return stale.body
 

@@ -34,7 +34,8 @@ class Counters:
     entries removed to respect the size bound; ``bytes_saved``: body bytes served from disk
     (hits and 304s); ``stored``/``not_stored``: origin bodies written or refused by the rules;
     ``stale_served``: stale entries served because the origin failed; ``bypassed``: requests
-    the cache stepped aside for (credentials, ranges, the caller's own validators).
+    the cache stepped aside for (credentials, ranges, the caller's own validators, a directory
+    it cannot write).
     """
 
     def __init__(self) -> None:
