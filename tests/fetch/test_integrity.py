@@ -97,6 +97,9 @@ def test_a_cache_only_run_raises_checksum_error_for_a_changed_entry(
     with pytest.raises(ChecksumError) as info:
         Fetcher().fetch(url, sha256=digest if pinned else None)
     assert (info.value.expected, info.value.actual) == (digest, tampered)
+    assert f"the cached entry {path} for {url} is corrupt" in str(info.value)
+    assert "run `cacheroot cache verify` to quarantine it" in str(info.value)
+    assert "the origin or a proxy" not in str(info.value)
     assert path.exists()  # left where it is, for `cacheroot cache verify` to quarantine
     assert origin.gets[f"/ok/{name}"] == 1
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 ERRORS = [
     (ChecksumError("http://h/x", "aa", "bb", 3), ValueError),
+    (ChecksumError("http://h/x", "aa", "bb", 3, cached="/c/x"), ValueError),
     (CacheMissError("http://h/x", "/c/x"), FileNotFoundError),
     (DownloadError("http://h/x", "gone", status=503), OSError),
     (DownloadError("http://h/x", "disk full", err=28), OSError),

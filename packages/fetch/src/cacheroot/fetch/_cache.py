@@ -35,7 +35,7 @@ from typing import Any
 
 from cacheroot.envs import VLLM_TEST_CACHE
 
-from . import _proc
+from . import _proc, _store
 from ._errors import FetchError, LockTimeout
 from ._lock import PathLock, holder
 from ._redact import redact_url
@@ -308,7 +308,7 @@ def quarantine(cache: str, entry: Entry) -> str:
     """Move ``entry`` (and its record) to ``<cache>/.quarantine/<namespace>/``; return where."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     where = os.path.join(cache, QUARANTINE, entry.namespace)
-    os.makedirs(where, exist_ok=True)
+    _store.makedirs(where)  # group-shared where the volume is setgid
     dest = os.path.join(where, f"{entry.name}.{stamp}.{os.getpid()}")
     os.rename(entry.path, dest)
     with contextlib.suppress(OSError):

@@ -29,7 +29,7 @@ class FetchError(Exception):
 class ChecksumError(FetchError, ValueError):
     """The downloaded (or cached) bytes do not have the expected sha256; nothing was published."""
 
-    def __init__(self, url: str, expected: str, actual: str, size: int) -> None:
+    def __init__(self, url: str, expected: str, actual: str, size: int, cached: str = "") -> None:
         url = redact_url(url)
         got = (
             f"got {actual} over {size} bytes"
@@ -37,15 +37,26 @@ class ChecksumError(FetchError, ValueError):
             else f"got other bytes ({size} bytes; their digest is not shown: the source is a "
             "local file that not everyone may read)"
         )
-        super().__init__(
-            f"sha256 mismatch for {url}: expected {expected}, {got}; "
-            "nothing was published. If the file changed upstream, update the expected digest; "
-            "otherwise the origin or a proxy served bad bytes (retry later)"
-        )
+        if cached:
+            # The bytes are on the volume, and wrong: "the origin served bad bytes" would mislead.
+            message = (
+                f"the cached entry {cached} for {url} is corrupt: expected sha256 {expected}, "
+                f"{got}; it changed after it was published. This run is cache-only and "
+                "downloads nothing: run `cacheroot cache verify` to quarantine it, then warm it "
+                "again"
+            )
+        else:
+            message = (
+                f"sha256 mismatch for {url}: expected {expected}, {got}; "
+                "nothing was published. If the file changed upstream, update the expected digest; "
+                "otherwise the origin or a proxy served bad bytes (retry later)"
+            )
+        super().__init__(message)
         self._url, self._expected, self._actual, self._size = url, expected, actual, size
+        self._cached = cached
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._url, self._expected, self._actual, self._size))
+        return (type(self), (self._url, self._expected, self._actual, self._size, self._cached))
 
     @property
     def url(self) -> str:
@@ -161,7 +172,8 @@ class LockTimeout(FetchError, TimeoutError):  # noqa: N818 - filelock names it T
         super().__init__(
             f"waited {timeout:g} s for the lock on {path}{who}. Another process is still "
             "downloading that entry: wait longer (lock_timeout=...), or, if that process hangs, "
-            "stop it; a holder that died is detected and its lock reclaimed automatically"
+            "stop it. A holder that died is detected and its lock reclaimed automatically where "
+            "this process can see the holder's processes (same pid namespace, no hidepid)"
         )
         self._path, self._timeout, self._holder = path, timeout, holder
 

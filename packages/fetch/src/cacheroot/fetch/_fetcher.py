@@ -522,7 +522,7 @@ class Fetcher:
         if known[0] != (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns):
             return
         expected = digest or (_store.read_meta(dest) or {}).get("sha256")
-        raise ChecksumError(url, str(expected), str(known[1]), st.st_size)
+        raise ChecksumError(url, str(expected), str(known[1]), st.st_size, cached=dest)
 
     def _legacy_hit(self, url: str, dest: str, key: str, digest: str | None) -> int | None:
         """A hit on an entry whose record still names ``url`` with its credentials.
