@@ -2,7 +2,8 @@
 
 Routes are set per path: status, headers, body, validators (an ``ETag`` or ``Last-Modified``
 that turns a matching conditional request into a 304), a body cut short of its
-``Content-Length``, a gate that holds the answer until the test opens it, or a redirect.
+``Content-Length`` or sent without one (ended by closing the connection), a gate that holds
+the answer until the test opens it, or a redirect.
 Paths under ``/gen/<n>/<size>`` need no route: they answer ``size`` bytes derived from ``n``,
 cacheable for an hour, so many processes can fetch many URLs without any setup.
 """
@@ -34,6 +35,7 @@ class Route:
         etag: str | None = None,
         last_modified: str | None = None,
         short_by: int = 0,
+        length: bool = True,
         gate: threading.Event | None = None,
         location: str | None = None,
     ) -> None:
@@ -43,6 +45,7 @@ class Route:
         self.etag = etag
         self.last_modified = last_modified
         self.short_by = short_by
+        self.length = length
         self.gate = gate
         self.location = location
 
@@ -138,11 +141,12 @@ class _Handler(BaseHTTPRequestHandler):
         ):
             self._answer(304, validators, b"", length=False)
             return
-        if route.short_by:
+        if route.short_by or not route.length:
             self.send_response(route.status)
             for k, v in validators.items():
                 self.send_header(k, v)
-            self.send_header("Content-Length", str(len(route.body) + route.short_by))
+            if route.length:
+                self.send_header("Content-Length", str(len(route.body) + route.short_by))
             self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(route.body)

@@ -40,6 +40,7 @@ from cacheroot.envs import (
 from cacheroot.fetch import LockTimeout, redact_url
 
 from . import _policy
+from ._body import read_body
 from ._errors import ResponseTooLarge, URLRefused
 from ._key import entry_name, normalise_url
 from ._stats import Counters
@@ -55,7 +56,6 @@ log = logging.getLogger("cacheroot.mediacache")
 DEFAULT_MAX_SIZE_MB = 5120
 DEFAULT_TTL_HOURS = 24
 _MIB = 1024 * 1024
-_CHUNK = 1 << 20
 
 Timeout = float | tuple[float, float] | None
 
@@ -110,7 +110,7 @@ class MediaCache:
     so tests move time instead of sleeping. ``allowed_domains``: hosts (and their subdomains) the
     cache may fetch from, compared with the host the HTTP client connects to
     (:mod:`cacheroot.mediacache._url`); ``None`` allows any. ``max_download_bytes``: larger
-    transfers stop with :class:`ResponseTooLarge`.
+    transfers stop with :class:`ResponseTooLarge`, decoded or on the wire.
     ``max_redirects``: redirects followed, each checked again. ``serve_stale_on_error``:
     serve an expired entry when the origin is unreachable or answers 5xx (unless the entry
     says ``must-revalidate``). ``allow_credentials``: cache requests that carry
@@ -672,23 +672,10 @@ class MediaCache:
                         }
                     current, here = next_url, there
                     continue
-                body = self._read_body(shown, resp, limit)
-                wire = _wire_size(resp)
+                body, wire = read_body(shown, resp, limit, (self.directory, None))
                 return _Response(resp, body, wire, credentialed=credentialed)
             finally:
                 resp.close()
-
-    @staticmethod
-    def _read_body(url: str, resp: requests.Response, limit: int) -> bytes:
-        declared = resp.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise ResponseTooLarge(url, limit, int(declared))
-        buf = bytearray()
-        for chunk in resp.iter_content(_CHUNK):
-            buf += chunk
-            if len(buf) > limit:
-                raise ResponseTooLarge(url, limit, len(buf))
-        return bytes(buf)
 
 
 def _redacted(exc: requests.RequestException) -> requests.RequestException:
@@ -718,14 +705,3 @@ def _check_apart(ours: str, theirs: str) -> None:
             "every file in its own: point them at two separate directories, or turn one of the "
             "caches off"
         )
-
-
-def _wire_size(resp: requests.Response) -> int | None:
-    """Bytes read from the socket before content decoding (``None`` if urllib3 cannot say)."""
-    tell = getattr(resp.raw, "tell", None)
-    if tell is None:
-        return None
-    try:
-        return int(tell())
-    except (OSError, ValueError, TypeError):
-        return None
