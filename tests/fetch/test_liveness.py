@@ -247,3 +247,33 @@ def test_a_holder_whose_partial_was_removed_says_so(
     assert "free space" not in report["message"]
     assert not os.path.exists(dest)
     assert read_meta(dest) is None  # no record of bytes that were never published
+
+
+def test_a_holder_record_is_judged_by_pid_start_time_and_machine() -> None:
+    """Dead: its pid runs nothing, or runs a process that started at another time (pid reuse).
+    Unknown: another machine (host or boot) or another pid namespace."""
+    from cacheroot.fetch import _proc
+
+    if _proc.blind_spot():
+        pytest.skip(f"this process cannot see its whole pid space: {_proc.blind_spot()}")
+    host, boot, pidns = _proc.machine().split("|")
+    me = _proc.me()
+    assert _proc.alive(me) is True
+    reused = {**me, "start": int(str(me["start"])) - 1}
+    assert _proc.alive(reused) is False
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    exited = {"pid": int(child.stdout), "machine": _proc.machine(), "start": 1}
+    assert _proc.alive(exited) is False
+    elsewhere = {**me, "machine": f"{host}-other|{boot}|{pidns}"}
+    assert _proc.alive(elsewhere) is None
+    assert _proc.unknown_reason(elsewhere) == "it runs on another machine (or before a reboot)"
+    rebooted = {**me, "machine": f"{host}|00000000-0000-0000-0000-000000000000|{pidns}"}
+    assert _proc.alive(rebooted) is None
+    other_ns = {**me, "machine": f"{host}|{boot}|pid:[1]"}
+    assert _proc.alive(other_ns) is None
+    assert _proc.unknown_reason(other_ns) == "it runs in another pid namespace"
