@@ -9,6 +9,7 @@ before keep their hits), and a record written by an older version is scrubbed on
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -16,6 +17,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -25,6 +27,7 @@ from cacheroot.fetch import (
     ChecksumError,
     DownloadError,
     Fetcher,
+    FetchError,
     read_meta,
     redact_url,
     write_meta,
@@ -224,3 +227,22 @@ def test_netrc_credentials_are_used_and_never_recorded(
     assert origin.auths[f"/ok/{name}"] == ["Basic " + base64.b64encode(b"bob:N3trcS3cret").decode()]
     assert (read_meta(str(path)) or {})["url"] == origin.url(f"/ok/{name}")
     assert files_containing(isolated_cache, "N3trcS3cret") == []
+
+
+def test_a_backslash_redirect_does_not_carry_headers_to_another_origin(
+    origin: Origin, name: str
+) -> None:
+    """``http://127.0.0.1:B\\@127.0.0.1:A`` is origin A to urlsplit, but urllib3 connects to B."""
+    bearer = "Bearer T0k3nValue"
+    other = Origin().start()
+    try:
+        a_port = origin.base.rsplit(":", 1)[1]
+        tricky = f"{other.base}\\@127.0.0.1:{a_port}"
+        f = Fetcher(headers={"Authorization": bearer}, retries=0)
+        with contextlib.suppress(FetchError):
+            f.fetch(origin.url(f"/goto/b{name}?to={quote(tricky, safe='')}"))
+        f.close()
+        assert origin.auths[f"/goto/b{name}"] == [bearer]
+        assert all(auth is None for auths in other.auths.values() for auth in auths), other.auths
+    finally:
+        other.close()

@@ -470,14 +470,22 @@ def _headers_too_large(exc: BaseException) -> str:
 
 
 def _origin(url: str) -> tuple[str, str | None, int | None]:
-    """``(scheme, host, port)`` of ``url``, the port made explicit."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
+    """``(scheme, host, port)`` of ``url`` as the transport connects, the port made explicit.
+
+    Read with urllib3's parser, which requests connects with, not ``urlsplit``: the two disagree
+    on URLs such as ``http://127.0.0.1:8080\\@example.com/``, and headers kept for "the same
+    origin" by one reading would go to the host of the other.
+    """
+    from urllib3.exceptions import LocationParseError  # noqa: PLC0415 - off the hit path
+    from urllib3.util import parse_url  # noqa: PLC0415
+
     try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return scheme, parts.hostname, port or {"http": 80, "https": 443}.get(scheme)
+        parts = parse_url(url)
+    except LocationParseError:
+        return "", None, None  # matches no origin: headers stay home
+    scheme = (parts.scheme or "").lower()
+    host = parts.host.lower() if parts.host else None
+    return scheme, host, parts.port or {"http": 80, "https": 443}.get(scheme)
 
 
 def _content_range(value: str | None) -> tuple[int | None, int | None]:
