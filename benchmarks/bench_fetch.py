@@ -68,7 +68,7 @@ CHILD_GATED = """
 import sys, time
 import filelock
 from cacheroot.fetch import fetch
-import cacheroot.fetch._http
+import cacheroot.fetch._http, cacheroot.fetch._lock, cacheroot.fetch._proc, cacheroot.fetch._used
 print("ready", flush=True)
 sys.stdin.readline()
 fetch(sys.argv[1], sha256=sys.argv[2], offline=False, progress=False)

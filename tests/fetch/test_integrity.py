@@ -146,6 +146,31 @@ def test_a_record_without_ctime_is_hashed_once_and_completed(
     assert origin.gets[f"/ok/{name}"] == 1
 
 
+def test_a_hit_in_the_middle_of_a_publish_waits_for_the_record_instead_of_hashing(
+    origin: Origin, fetcher: Fetcher, name: str, hashes: list[str]
+) -> None:
+    """Between a publisher's rename and its second record, a waiter sees a record without the
+    ctime; hashing then cost one of 32 waiters two seconds on a 1 GiB entry."""
+    import threading
+
+    from cacheroot.fetch import write_meta
+
+    url = origin.url(f"/ok/{name}")
+    path = fetcher.fetch(url)
+    complete = read_meta(str(path))
+    assert complete is not None
+    first = {k: v for k, v in complete.items() if k != "ctime_ns"}
+    write_meta(str(path), first)  # as the publisher left it just after its rename
+    late = threading.Timer(0.05, write_meta, (str(path), complete))  # its second record
+    late.start()
+    try:
+        assert Fetcher().fetch(url) == path
+    finally:
+        late.join()
+    assert hashes == []
+    assert origin.gets[f"/ok/{name}"] == 1
+
+
 @pytest.fixture(
     params=[
         (None, False),
