@@ -172,6 +172,7 @@ def test_platformdirs_puts_xdg_caches_under_the_root(
     interp: Interpreter, child_env: dict[str, str], tmp_path: Path
 ) -> None:
     """``XDG_CACHE_HOME`` as platformdirs (pip, outlines, torch extensions, ...) reads it."""
+    pytest.importorskip("platformdirs")
     seen = _probe(interp, PLATFORMDIRS_PROBE, {**child_env, CACHEROOT: str(tmp_path / "r")})
     assert seen == {"user_cache_dir": f"{tmp_path}/r/someapp"}
 
@@ -210,4 +211,4 @@ def test_every_row_read_by_an_installed_library_is_asked_here() -> None:
             except PackageNotFoundError:
                 continue
             installed.add(var.name)
-    assert installed == ASKED
+    assert installed - ASKED == set(), "add a check that asks the library for these rows"
