@@ -31,7 +31,7 @@ import stat
 import sys
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cacheroot.envs import VLLM_TEST_CACHE
 
@@ -51,6 +51,9 @@ from ._store import (
     write_meta,
 )
 from ._used import forget, last_used, used_path
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: Default grace period before a dead writer's partial may be removed (seconds).
 GRACE = 3600.0
@@ -427,16 +430,21 @@ def _remove_entry(entry: Entry) -> str:
     return ""
 
 
-def _stray_files(cache: str, grace: float, now: float) -> list[tuple[str, int, str]]:
-    """Abandoned partials and orphaned records: ``(path, size, why)`` that may go."""
-    found = []
+def _listings(cache: str) -> Iterator[tuple[str, list[str], set[str]]]:
+    """Each namespace's directory, its names, and the entries among them (no leading dot)."""
     for ns in _namespaces(cache):
         directory = os.path.join(cache, ns)
         try:
             names = os.listdir(directory)
         except OSError:
             continue
-        present = {n for n in names if not n.startswith(".")}
+        yield directory, names, {n for n in names if not n.startswith(".")}
+
+
+def _stray_files(cache: str, grace: float, now: float) -> list[tuple[str, int, str]]:
+    """Abandoned partials and orphaned records: ``(path, size, why)`` that may go."""
+    found = []
+    for directory, names, present in _listings(cache):
         for name in names:
             path = os.path.join(directory, name)
             try:
@@ -510,13 +518,7 @@ def _stray_locks(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, A
     One that a live process (or one this machine cannot judge) holds or last held stays.
     """
     rows: list[dict[str, Any]] = []
-    for ns in _namespaces(cache):
-        directory = os.path.join(cache, ns)
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            continue
-        present = {n for n in names if not n.startswith(".")}
+    for directory, names, present in _listings(cache):
         for name in sorted(n for n in names if n.startswith(".") and n.endswith(".lock")):
             why = _stray_lock(directory, name, present, min(grace, 60.0))
             path = os.path.join(directory, name)

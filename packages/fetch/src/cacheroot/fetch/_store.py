@@ -163,24 +163,16 @@ def share(fd: int, directory: str) -> None:
 def makedirs(path: str) -> None:
     """``os.makedirs(path, exist_ok=True)``; each directory created in a :func:`shared` parent
     is made ``0o2775`` (it inherits the setgid bit and group, but the umask takes group write)."""
+    parent = os.path.dirname(path)
+    if parent and parent != path and not os.path.isdir(parent):
+        makedirs(parent)
     try:
         os.mkdir(path)
     except FileExistsError:
         if not os.path.isdir(path):
             raise
         return
-    except FileNotFoundError:
-        parent = os.path.dirname(path)
-        if not parent or parent == path:
-            raise
-        makedirs(parent)
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            if not os.path.isdir(path):
-                raise
-            return
-    if shared(os.path.dirname(path) or "."):
+    if shared(parent or "."):
         os.chmod(path, SHARED_DIR)
 
 
