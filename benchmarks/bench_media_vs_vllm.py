@@ -5,7 +5,7 @@ its connector needs (torch, a CPU build is enough: see ``tests/upstream``), so i
 separate venv, with the workspace's sources on the path::
 
     PYTHONPATH=packages/envs/src:packages/fetch/src:packages/mediacache/src \\
-        /tmp/vllm-venv/bin/python benchmarks/bench_media_vs_vllm.py [--rounds 3] [--quick]
+        VLLM_VENV/bin/python benchmarks/bench_media_vs_vllm.py [--rounds 3] [--quick]
 
 One origin on 127.0.0.1 (``tests/mediacache/origin.py``, in this process) serves real PNGs
 made with Pillow and counts every GET. Two arms drive ``vllm.multimodal.media.connector.
