@@ -56,7 +56,13 @@ def _run_pin(args: "argparse.Namespace") -> int:
     import os  # noqa: PLC0415 - off the start-up path
     import sys  # noqa: PLC0415
 
-    from _cacheroot_layout import CACHEROOT, CACHEROOT_TAG, path_problem, pin_path  # noqa: PLC0415
+    from _cacheroot_layout import (  # noqa: PLC0415
+        CACHEROOT,
+        CACHEROOT_PIN_FILE,
+        CACHEROOT_TAG,
+        path_problem,
+        pin_path,
+    )
 
     root = os.path.expanduser(args.root.strip())
     problem = path_problem(root)
@@ -69,7 +75,7 @@ def _run_pin(args: "argparse.Namespace") -> int:
     path = pin_path()
     if not path:
         sys.stderr.write(
-            "cacheroot hook pin: CACHEROOT_PIN_FILE is set but blank (no pin file); unset it to "
+            f"cacheroot hook pin: {CACHEROOT_PIN_FILE} is set but blank (no pin file); unset it to "
             "pin this environment, or set it to a file path\n"
         )
         return 2
@@ -99,11 +105,11 @@ def _run_unpin(args: "argparse.Namespace") -> int:  # noqa: ARG001 - the argpars
     import os  # noqa: PLC0415 - off the start-up path
     import sys  # noqa: PLC0415
 
-    from _cacheroot_layout import pin_path  # noqa: PLC0415
+    from _cacheroot_layout import CACHEROOT_PIN_FILE, pin_path  # noqa: PLC0415
 
     path = pin_path()
     if not path:
-        print("no pin file: CACHEROOT_PIN_FILE is set but blank")  # noqa: T201 - command output
+        print(f"no pin file: {CACHEROOT_PIN_FILE} is set but blank")  # noqa: T201 - output
         return 0
     try:
         os.unlink(path)

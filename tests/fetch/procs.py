@@ -1,4 +1,4 @@
-"""Child processes that fetch behind a start gate, for the concurrency and crash tests."""
+"""Child processes: fetches behind a start gate (concurrency, crashes) and the real command."""
 
 from __future__ import annotations
 
@@ -62,3 +62,14 @@ def result(proc: subprocess.Popen[str], timeout: float = 120.0) -> dict[str, obj
     assert proc.returncode == 0, out
     report: dict[str, object] = json.loads(out.strip().splitlines()[-1])
     return report
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real ``cacheroot`` command in a fresh interpreter with this environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "cacheroot.envs._cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )

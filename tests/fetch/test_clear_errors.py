@@ -8,8 +8,6 @@ command line's exit status for each.
 from __future__ import annotations
 
 import errno
-import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -20,19 +18,10 @@ from cacheroot.fetch._cli import FAILED
 from cacheroot.fetch._http import retry_after
 
 from .origin import Origin, body, sha256
+from .procs import cli
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cacheroot.envs._cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 def _replace_with_directory(path: Path) -> None:

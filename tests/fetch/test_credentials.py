@@ -14,8 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -34,6 +32,7 @@ from cacheroot.fetch import (
 )
 
 from .origin import Origin, body, sha256
+from .procs import cli
 
 SECRET = "S3cr3t"  # noqa: S105 - a test credential, sent to the local origin only
 TOKEN = "ghp0tok3n"  # noqa: S105 - the same
@@ -41,16 +40,6 @@ TOKEN = "ghp0tok3n"  # noqa: S105 - the same
 
 def with_credentials(url: str, userinfo: str = f"alice:{SECRET}") -> str:
     return url.replace("://", f"://{userinfo}@", 1)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cacheroot.envs._cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 def files_containing(root: Path, secret: str) -> list[str]:

@@ -126,10 +126,14 @@ def test_a_hit_hashes_nothing_and_a_moved_ctime_costs_one_hash(
 
 
 def test_a_record_without_ctime_is_hashed_once_and_completed(
-    origin: Origin, fetcher: Fetcher, name: str, hashes: list[str]
+    origin: Origin,
+    fetcher: Fetcher,
+    name: str,
+    hashes: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A crash between the two sidecar writes of a publish, or a volume from before."""
-    from cacheroot.fetch import write_meta
+    from cacheroot.fetch import _store, write_meta
 
     url = origin.url(f"/ok/{name}")
     path = fetcher.fetch(url)
@@ -137,7 +141,18 @@ def test_a_record_without_ctime_is_hashed_once_and_completed(
     assert meta is not None
     del meta["ctime_ns"]
     write_meta(str(path), meta)
+    sidecar = _store.meta_path(str(path))
+    os.utime(sidecar, (time.time() - 3600, time.time() - 3600))  # not a publish under way
+    reads: list[str] = []
+    real_read = _store.read_meta
+
+    def counting(where: str) -> dict[str, object] | None:
+        reads.append(where)
+        return real_read(where)
+
+    monkeypatch.setattr(_store, "read_meta", counting)
     assert Fetcher().fetch(url) == path
+    assert reads == [str(path)]  # read once, hashed at once: no wait for a second record
     assert Fetcher().fetch(url) == path
     assert hashes == [str(path)]
     renewed = read_meta(str(path))
@@ -147,13 +162,15 @@ def test_a_record_without_ctime_is_hashed_once_and_completed(
 
 
 def test_a_hit_in_the_middle_of_a_publish_waits_for_the_record_instead_of_hashing(
-    origin: Origin, fetcher: Fetcher, name: str, hashes: list[str]
+    origin: Origin,
+    fetcher: Fetcher,
+    name: str,
+    hashes: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Between a publisher's rename and its second record, a waiter sees a record without the
     ctime; hashing then cost one of 32 waiters two seconds on a 1 GiB entry."""
-    import threading
-
-    from cacheroot.fetch import write_meta
+    from cacheroot.fetch import _store, write_meta
 
     url = origin.url(f"/ok/{name}")
     path = fetcher.fetch(url)
@@ -161,12 +178,18 @@ def test_a_hit_in_the_middle_of_a_publish_waits_for_the_record_instead_of_hashin
     assert complete is not None
     first = {k: v for k, v in complete.items() if k != "ctime_ns"}
     write_meta(str(path), first)  # as the publisher left it just after its rename
-    late = threading.Timer(0.05, write_meta, (str(path), complete))  # its second record
-    late.start()
-    try:
-        assert Fetcher().fetch(url) == path
-    finally:
-        late.join()
+    reads: list[bool] = []
+    real_read = _store.read_meta
+
+    def publisher_finishes_after_the_first_read(where: str) -> dict[str, object] | None:
+        if reads:  # the waiter looks again: by now the publisher wrote its second record
+            write_meta(str(path), complete)
+        reads.append(True)
+        return real_read(where)
+
+    monkeypatch.setattr(_store, "read_meta", publisher_finishes_after_the_first_read)
+    assert Fetcher().fetch(url) == path
+    assert len(reads) >= 2  # it did see the first record, and looked again
     assert hashes == []
     assert origin.gets[f"/ok/{name}"] == 1
 

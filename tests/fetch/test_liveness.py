@@ -104,6 +104,7 @@ tell(holder)
 deadline = time.monotonic() + 20
 while not os.path.exists(record) and time.monotonic() < deadline:
     time.sleep(0.01)
+assert os.path.exists(record), "the holder never took the lock"
 tell(waiter)
 report = {"waiter": result(waiter), "holder_pid": holder.pid}
 report["proc_shows_holder_pid"] = os.path.exists(f"/proc/{holder.pid}")

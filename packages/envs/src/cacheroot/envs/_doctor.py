@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from _cacheroot_layout import (
     CACHEROOT,
+    CACHEROOT_PIN_FILE,
+    CACHEROOT_TAG,
     INVALID,
     NEVER,
     PINNED,
@@ -100,10 +102,10 @@ def diagnose(layout: Layout) -> list[str]:
 
 def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool) -> str:
     if not pin_file:
-        return "pin:  none (CACHEROOT_PIN_FILE is set but blank)"
+        return f"pin:  none ({CACHEROOT_PIN_FILE} is set but blank)"
     if not pin:
         return f"pin:  none ({pin_file} absent; `cacheroot hook pin ROOT` records one)"
-    tag = f", tag {pin['CACHEROOT_TAG']}" if pin.get("CACHEROOT_TAG") else ""
+    tag = f", tag {pin[CACHEROOT_TAG]}" if pin.get(CACHEROOT_TAG) else ""
     why = "in use: CACHEROOT is unset" if used else f"not used: {CACHEROOT} is set"
     return f"pin:  {pin.get(CACHEROOT, '-')}{tag} from {pin_file} ({why})"
 

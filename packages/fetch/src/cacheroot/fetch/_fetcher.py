@@ -130,6 +130,11 @@ _RECORDED, _HASHED, _CORRUPT = 0, 1, 2
 FIRST_USE = "first-use"
 
 
+#: The last value of ``CACHEROOT_VERIFY`` that :func:`verify_first_use` accepted, and its answer
+#: (every hit asks: a look-up, not a parse).
+_verify_memo: list[Any] = [None, False]
+
+
 def verify_first_use() -> bool:
     """Whether ``CACHEROOT_VERIFY`` asks to hash each entry the first time a process uses it.
 
@@ -140,11 +145,12 @@ def verify_first_use() -> bool:
     value = os.environ.get(CACHEROOT_VERIFY)
     if value is None:
         return False
+    if value == _verify_memo[0]:
+        return bool(_verify_memo[1])
     mode = value.strip().lower()
-    if mode == FIRST_USE:
-        return True
-    if not mode:
-        return False
+    if mode == FIRST_USE or not mode:
+        _verify_memo[:] = [value, bool(mode)]
+        return bool(mode)
     raise FetchError(
         f"{CACHEROOT_VERIFY}={value!r} is not understood: set it to {FIRST_USE} (hash each "
         "cached entry the first time a process uses it) or leave it unset"
@@ -196,6 +202,23 @@ def _no_wider_record(dest: str) -> None:
 
 #: How long a hit waits for a publisher between its rename and its second record (seconds).
 _SETTLE = 0.25
+
+
+def _just_written(dest: str) -> bool:
+    """Whether the sidecar of ``dest`` was written moments ago (a publish may be under way).
+
+    A record without the ctime that is older than that is not the first half of a publish in
+    progress (a crash in between, or a volume from before ctimes were recorded): waiting for it
+    would only delay the one hash it needs.
+    """
+    try:
+        return time.time() - os.stat(_store.meta_path(dest)).st_mtime < _RECENT
+    except OSError:
+        return False
+
+
+#: How recent a record without the ctime must be to be waited for (seconds).
+_RECENT = 5.0
 
 
 def _settled_meta(
@@ -430,7 +453,7 @@ class Fetcher:
             st = os.stat(dest)
         except OSError:
             return None
-        sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        sig = _store.signature(st)
         known = self._known.get(dest)
         if known is None or known[0] != sig:
             known = self._recheck(dest, sig, key, digest)
@@ -459,7 +482,7 @@ class Fetcher:
             return None
         if digest is None:
             return st.st_size
-        sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        sig = _store.signature(st)
         known = self._known.get(dest)
         if known is None or known[0] != sig:
             known = self._recheck(dest, sig, key, digest)
@@ -484,7 +507,12 @@ class Fetcher:
         verdict (nothing to check against, or the file changed while it was hashed).
         """
         meta = _store.read_meta(dest)
-        if meta is not None and "ctime_ns" not in meta and meta.get("stat") == list(sig[:3]):
+        if (
+            meta is not None
+            and "ctime_ns" not in meta
+            and meta.get("stat") == list(sig[:3])
+            and _just_written(dest)
+        ):
             meta = _settled_meta(dest, sig, meta)
         recorded = meta.get("sha256") if meta is not None else None
         url = meta.get("url") if meta is not None else None
@@ -548,7 +576,7 @@ class Fetcher:
             st = os.stat(dest)
         except OSError:
             return
-        if known[0] != (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns):
+        if known[0] != _store.signature(st):
             return
         expected = digest or (_store.read_meta(dest) or {}).get("sha256")
         raise ChecksumError(url, str(expected), str(known[1]), st.st_size, cached=dest)

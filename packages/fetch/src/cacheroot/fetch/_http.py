@@ -324,11 +324,12 @@ class Transfer:
                     url, headers=sent, stream=True, allow_redirects=False, timeout=self._timeouts()
                 )
             except _TRANSIENT as exc:
-                if _headers_too_large(exc):
+                why = _headers_too_large(exc)
+                if why:
                     raise DownloadError(
                         self.url,
                         f"the response headers from {url} are larger than this client accepts "
-                        f"({_headers_too_large(exc)}): that is a broken origin or proxy, not a "
+                        f"({why}): that is a broken origin or proxy, not a "
                         "busy one, so it is not retried; check the URL, or report it to whoever "
                         "runs the server",
                     ) from exc

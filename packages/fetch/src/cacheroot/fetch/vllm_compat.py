@@ -56,6 +56,7 @@ from urllib.parse import urlparse
 
 from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY
 
+from . import _store
 from ._fetcher import Fetcher, cache_dir
 from ._used import touch_used
 
@@ -160,7 +161,7 @@ def get_vllm_test_cache_dir(namespace: str | None = None) -> Path:
     root = Path(cache_dir())
     if namespace is not None:
         root /= _relative(namespace, "namespace", nested=True)
-    root.mkdir(parents=True, exist_ok=True)
+    _store.makedirs(str(root))  # group-shared where the volume is setgid
     return root
 
 
