@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; never imported at run time
 
 #: The cache root. Absolute after ``~`` expansion, or the layout is invalid.
 CACHEROOT = "CACHEROOT"
+#: The shared tier (L2) of a fleet: a slow persistent volume (NFS, a PVC) that every host's
+#: node-local ``CACHEROOT`` (L1) fills from and publishes to. Unset or blank: one tier.
+CACHEROOT_SHARED = "CACHEROOT_SHARED"
 #: ``cuda`` or ``rocm``: which vendor JIT caches the layout sets.
 CACHEROOT_TAG = "CACHEROOT_TAG"
 #: ``1`` turns the start-up hook off (the library calls still work).
