@@ -11,11 +11,13 @@ import os
 from _cacheroot_layout import (
     CACHEROOT,
     CACHEROOT_OPT_IN,
+    CACHEROOT_SHARED,
     CACHEROOT_TAG,
     TABLE,
     TAGS,
     Layout,
     Variable,
+    path_problem,
     resolve,
 )
 
@@ -79,6 +81,41 @@ def to_json(layout: Layout) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
+def shared_tier(environ: Mapping[str, str]) -> str | None:
+    """The shared tier (``CACHEROOT_SHARED``) stripped, ``None`` when unset or blank.
+
+    Raises :class:`ValueError` for a value that is not an absolute path: a fleet whose hosts
+    publish to a relative directory would each publish somewhere else.
+    """
+    raw = environ.get(CACHEROOT_SHARED)
+    if raw is None or not raw.strip():
+        return None
+    value = raw.strip()
+    problem = path_problem(value)
+    if problem:
+        raise ValueError(f"{CACHEROOT_SHARED}={raw!r} {problem}; set it to an absolute path")
+    return value
+
+
+def _with_shared(fmt: str, text: str, environ: Mapping[str, str]) -> str:
+    """``text`` with the shared tier added in ``fmt``: it is no table row, but every host and
+    container of a fleet needs it."""
+    l2 = shared_tier(environ)
+    if l2 is None:
+        return text
+    if fmt == "sh":
+        return text + f"export {CACHEROOT_SHARED}={_quote(l2)}\n"
+    if fmt == "github":
+        return text + f"{CACHEROOT_SHARED}={l2}\n"
+    if fmt == "json":
+        import json  # noqa: PLC0415 - off the start-up path
+
+        document = json.loads(text)
+        document["shared"] = l2
+        return json.dumps(document, indent=2) + "\n"
+    return text
+
+
 def docker_args(
     environ: Mapping[str, str],
     *,
@@ -112,6 +149,15 @@ def docker_args(
     if layout.tag:
         args.append(f"--env={CACHEROOT_TAG}={layout.tag}")
     args += [f"--env={name}={value}" for name, value in layout.applied().items()]
+    l2 = shared_tier(environ)
+    if l2 is not None:
+        if ":" in l2:
+            raise ValueError(
+                f"cannot export docker arguments: {CACHEROOT_SHARED}={l2!r} contains ':', which "
+                "docker's --volume=HOST:CONTAINER cannot express; use a path without ':'"
+            )
+        # The shared tier keeps its path inside: every host and container then names it alike.
+        args += [f"--volume={l2}:{l2}", f"--env={CACHEROOT_SHARED}={l2}"]
     return args
 
 
@@ -135,7 +181,7 @@ def export(
     renderers = {"sh": to_sh, "github": to_github, "json": to_json}
     if fmt not in renderers:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    return renderers[fmt](layout)
+    return _with_shared(fmt, renderers[fmt](layout), env)
 
 
 def _location(var: Variable) -> str:
