@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from cacheroot.envs import CACHEROOT
-from cacheroot.envs._doctor import human, report
+from cacheroot.envs._doctor import report
+from cacheroot.envs.units import format_size
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -79,4 +80,4 @@ def test_cli_lists_installed_subcommands() -> None:
     ("size", "text"), [(None, "?"), (0, "0 B"), (1536, "1.5 KiB"), (3 * 1024**3, "3.0 GiB")]
 )
 def test_human(size: int | None, text: str) -> None:
-    assert human(size) == text
+    assert format_size(size) == text

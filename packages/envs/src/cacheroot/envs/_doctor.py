@@ -24,6 +24,8 @@ from _cacheroot_layout import (
     resolve,
 )
 
+from .units import format_size
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -69,17 +71,6 @@ def check(path: str, root: str | None) -> Check:
         free = None
     under = root is not None and (path == root or path.startswith(root.rstrip("/") + "/"))
     return Check(exists=exists, is_dir=is_dir, writable=writable, free=free, under_root=under)
-
-
-def human(size: float | None) -> str:
-    """A byte count for people: ``1.5 GiB``."""
-    if size is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"  # pragma: no cover - loop always returns
 
 
 def diagnose(layout: Layout) -> list[str]:
@@ -146,7 +137,7 @@ def report(
                 s.source,
                 "yes" if c.exists else "no",
                 "yes" if c.writable else "NO",
-                human(c.free),
+                format_size(c.free),
                 "yes" if c.under_root else "no",
             )
         )
