@@ -581,6 +581,22 @@ def truthy(value: str | None) -> bool:
     return value is not None and value.strip().lower() in _TRUE
 
 
+def shared_root(environ: "Mapping[str, str]") -> "str | None":
+    """``CACHEROOT_SHARED`` of ``environ`` normalised; ``None`` when unset or blank.
+
+    Raises :class:`ValueError` for a value that cannot be a directory (not absolute, ...): a
+    fleet whose hosts each read a relative path would each publish somewhere else.
+    """
+    raw = environ.get(CACHEROOT_SHARED)
+    if raw is None or _blank(raw):
+        return None
+    value = _expand(raw.strip(" \t"), environ)
+    problem = path_problem(value)
+    if problem:
+        raise ValueError(f"{CACHEROOT_SHARED}={raw!r} {problem}; set it to an absolute path")
+    return _norm(value)
+
+
 def path_problem(value: str) -> str:
     """Why ``value`` cannot be a cache directory, or ``""`` when it can.
 

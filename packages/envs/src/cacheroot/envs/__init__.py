@@ -56,6 +56,7 @@ from _cacheroot_layout import (
     pin_path,
     read_pin,
     resolve,
+    shared_root,
     truthy,
 )
 
@@ -112,5 +113,6 @@ __all__ = [
     "pin_path",
     "read_pin",
     "resolve",
+    "shared_root",
     "truthy",
 ]

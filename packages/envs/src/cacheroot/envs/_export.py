@@ -17,8 +17,8 @@ from _cacheroot_layout import (
     TAGS,
     Layout,
     Variable,
-    path_problem,
     resolve,
+    shared_root,
 )
 
 TYPE_CHECKING = False
@@ -81,26 +81,10 @@ def to_json(layout: Layout) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
-def shared_tier(environ: Mapping[str, str]) -> str | None:
-    """The shared tier (``CACHEROOT_SHARED``) stripped, ``None`` when unset or blank.
-
-    Raises :class:`ValueError` for a value that is not an absolute path: a fleet whose hosts
-    publish to a relative directory would each publish somewhere else.
-    """
-    raw = environ.get(CACHEROOT_SHARED)
-    if raw is None or not raw.strip():
-        return None
-    value = raw.strip()
-    problem = path_problem(value)
-    if problem:
-        raise ValueError(f"{CACHEROOT_SHARED}={raw!r} {problem}; set it to an absolute path")
-    return value
-
-
 def _with_shared(fmt: str, text: str, environ: Mapping[str, str]) -> str:
     """``text`` with the shared tier added in ``fmt``: it is no table row, but every host and
     container of a fleet needs it."""
-    l2 = shared_tier(environ)
+    l2 = shared_root(environ)
     if l2 is None:
         return text
     if fmt == "sh":
@@ -149,7 +133,7 @@ def docker_args(
     if layout.tag:
         args.append(f"--env={CACHEROOT_TAG}={layout.tag}")
     args += [f"--env={name}={value}" for name, value in layout.applied().items()]
-    l2 = shared_tier(environ)
+    l2 = shared_root(environ)
     if l2 is not None:
         if ":" in l2:
             raise ValueError(
