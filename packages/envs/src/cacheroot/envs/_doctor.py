@@ -7,12 +7,14 @@ space), so it lives off the start-up path.
 from __future__ import annotations
 
 import os
+import re
 from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
 from _cacheroot_layout import (
     CACHEROOT,
     CACHEROOT_PIN_FILE,
+    CACHEROOT_SHARED,
     CACHEROOT_TAG,
     INVALID,
     NEVER,
@@ -22,6 +24,7 @@ from _cacheroot_layout import (
     pin_path,
     read_pin,
     resolve,
+    shared_root,
 )
 
 from .units import format_size
@@ -91,6 +94,72 @@ def diagnose(layout: Layout) -> list[str]:
     return problems
 
 
+def fs_type(path: str, mountinfo: str = "/proc/self/mountinfo") -> str:
+    """The file system type of the mount that holds ``path`` (``nfs4``, ``fuse.sshfs``, ...),
+    ``"?"`` where ``mountinfo`` cannot be read."""
+    real = os.path.realpath(path)
+    best, kind = -1, "?"
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return kind
+    for line in lines:
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5:
+            continue
+        # Mount points escape blanks as octal (\040); decode them before comparing.
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best:
+            best, kind = len(point), right.split()[0]
+    return kind
+
+
+def _probe_shared(path: str) -> str:
+    """Why the shared tier at ``path`` cannot be used (``""`` when it can): it must be a
+    directory where this user can create a file (``os.access`` believes the client's view of
+    permissions, which a server that squashes root does not share)."""
+    if not os.path.isdir(path):
+        return "does not exist or is not a directory (mount it, or create it)"
+    probe = os.path.join(path, f".cacheroot-doctor-{os.getpid()}")
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"is not writable by uid {os.getuid()} ({exc.strerror or exc})"
+    return ""
+
+
+def shared_line(environ: Mapping[str, str], timeout: float = 10.0) -> tuple[str, str]:
+    """The doctor's line about the shared tier and its problem (``""`` when none).
+
+    The probe runs on a helper thread: a hung network mount blocks ``stat`` forever, and the
+    doctor must still answer.
+    """
+    import threading  # noqa: PLC0415 - only the doctor needs it
+
+    try:
+        l2 = shared_root(environ)
+    except ValueError as exc:
+        return f"shared: (invalid) {exc}", str(exc)
+    if l2 is None:
+        return f"shared: none ({CACHEROOT_SHARED} is unset: one tier)", ""
+    found: list[str] = []
+    worker = threading.Thread(target=lambda: found.append(_probe_shared(l2)), daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not found:
+        problem = f"the shared tier {l2!r} did not answer within {timeout:.0f} s (a hung mount?)"
+        return f"shared: {l2} (not reachable)", problem
+    if found[0]:
+        return f"shared: {l2} ({found[0]})", f"the shared tier {CACHEROOT_SHARED}={l2!r} {found[0]}"
+    free = check(l2, None).free
+    return f"shared: {l2} ({fs_type(l2)}, writable, {format_size(free)} free)", ""
+
+
 def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool) -> str:
     if not pin_file:
         return f"pin:  none ({CACHEROOT_PIN_FILE} is set but blank)"
@@ -115,11 +184,13 @@ def report(
     pin = read_pin(where)
     layout = resolve(env, tag, pin)
     root = layout.root
+    tier = shared_line(env)
     source = f"{PINNED} in {where}" if layout.root_source == PINNED else layout.root_source
     out = [
         f"root: {root or '(invalid)'}  (from {source})",
         _pin_line(where, pin, used=layout.root_source == PINNED),
         f"tag:  {layout.tag or '(none: vendor JIT caches left alone)'}",
+        tier[0],
         f"hook: {'installed' if find_spec(HOOK_MODULE) else 'not installed'} in this environment",
         "",
     ]
@@ -150,7 +221,7 @@ def report(
         out += ["", "notes:"] + [f"  {s.name}: {s.reason}" for s in notes]
     out += ["", "not set on purpose:"]
     out += [f"  {v.name}: {v.purpose}" for v in TABLE if v.mode == NEVER]
-    problems = diagnose(layout)
+    problems = diagnose(layout) + ([tier[1]] if tier[1] else [])
     if problems:
         out += ["", "problems:"] + [f"  - {p}" for p in problems]
     return "\n".join(out) + "\n", 1 if problems else 0
