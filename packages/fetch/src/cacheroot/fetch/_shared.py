@@ -1,0 +1,425 @@
+"""The shared tier (L2) behind each host's own cache (L1): look there before the origin, and
+publish there what the origin sent.
+
+A fleet of CI hosts each has a fast local disk (``CACHEROOT``) and shares one slow persistent
+volume (``CACHEROOT_SHARED``: NFS, a Kubernetes PVC). An entry of cacheroot's own (a fetched
+file, a ``build_once`` directory) has the same path relative to either root. On an L1 miss:
+
+1. the L2 copy, if its record names the same URL (and digest), is copied into an L1 partial,
+   hashed as it is copied, and published in L1 only if the bytes match the record;
+2. otherwise one host takes the entry's lease on L2 (:mod:`._lease`) and downloads; hosts that
+   miss the same entry meanwhile wait for the L2 copy instead of asking the origin;
+3. the download, published in L1 as always, is then copied to L2 (write-through): a private
+   partial, fsync, a hard link that fails if the name exists (never replacing what another
+   host published), its record after it, the directory fsynced.
+
+The L2 volume may be slow, full, read-only or gone: every failure there is logged and the entry
+is fetched as a single-tier cache would, so the shared tier can only save downloads, never cost a
+test. Nothing trusts a lock or the lease: a copy is only ever published complete and verified.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from cacheroot.envs import resolve, shared_root
+
+from . import _store
+from ._lease import Lease, lease_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+__all__ = [
+    "copy_new",
+    "counterpart",
+    "fill_dir",
+    "fill_file",
+    "publish_new",
+    "pull_file",
+    "push_file",
+]
+
+log = logging.getLogger("cacheroot.fetch")
+
+#: What a fill did: served from the shared tier, or downloaded (or built) here.
+SHARED, LOCAL = "shared", "local"
+#: Record fields that describe one inode, not the bytes: never carried from one tier to another.
+_LOCAL_FIELDS = ("stat", "ctime_ns", "fetched")
+_CHUNK = 1 << 20
+#: Errors that say a file system cannot make hard links (some FUSE and object-store mounts).
+_NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV, errno.EMLINK)
+
+
+def counterpart(path: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Where ``path`` (under this host's root) lives on the shared tier; ``None`` when there
+    is no shared tier, it is unusable, or ``path`` is not under the root."""
+    env = os.environ if environ is None else environ
+    try:
+        l2 = shared_root(env)
+    except ValueError as exc:
+        log.warning("shared tier ignored: %s", exc)
+        return None
+    root = resolve(env).root
+    if l2 is None or root is None:
+        return None
+    rel = os.path.relpath(os.path.abspath(path), root)
+    if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
+        return None
+    if os.path.abspath(path) == l2 or os.path.abspath(path).startswith(l2.rstrip("/") + "/"):
+        return None  # the root is inside the shared tier: there is only one tier
+    return os.path.join(l2, rel)
+
+
+def publish_new(tmp: str, final: str, *, durable: bool = True) -> bool:
+    """Move the complete file ``tmp`` to ``final`` unless ``final`` exists; say whether it moved.
+
+    ``link`` refuses an existing name atomically, on every host at once. Where a file system has
+    no hard links, a rename after a look is used: two hosts may then both publish, each a
+    complete file, and the last one stays. ``tmp`` is gone afterwards either way. ``durable``
+    fsyncs the directory (a caller publishing many files into one may do that once instead).
+    """
+    try:
+        os.link(tmp, final, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+        if os.path.lexists(final):
+            return False
+        os.rename(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    if durable:
+        _store.fsync_dir(os.path.dirname(final))
+    return True
+
+
+def _copy(src: str, part: _store.Partial) -> None:
+    """Append the bytes of ``src`` to ``part`` (hashed as they are written)."""
+    with open(src, "rb", buffering=0) as f:
+        while True:
+            buf = part.buffer(_CHUNK)
+            n = f.readinto(buf)
+            if not n:
+                return
+            part.write(memoryview(buf)[:n], owner=buf)
+
+
+def _carried(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if k not in _LOCAL_FIELDS}
+
+
+def _wanted(meta: Mapping[str, Any] | None, key: str, digest: str | None) -> str | None:
+    """The digest a shared record promises for ``key`` (and ``digest``), else ``None``."""
+    if meta is None or meta.get("url") != key:
+        return None
+    recorded = meta.get("sha256")
+    if not isinstance(recorded, str) or (digest is not None and recorded != digest):
+        return None
+    return recorded
+
+
+def available(l2: str, key: str, digest: str | None) -> bool:
+    """Whether the shared tier holds a recorded copy of ``key`` (with ``digest``) at ``l2``."""
+    return os.path.isfile(l2) and _wanted(_store.read_meta(l2), key, digest) is not None
+
+
+def pull_file(dest: str, l2: str, key: str, digest: str | None) -> bool:
+    """Copy the shared entry ``l2`` into this host's ``dest`` if it is ``key``'s, verified.
+
+    Its record must name ``key`` (and ``digest`` when given); the bytes are hashed while they
+    are copied and published only if they match. Returns whether ``dest`` was published.
+    """
+    meta = _store.read_meta(l2)
+    expected = _wanted(meta, key, digest)
+    if expected is None or meta is None:
+        return False
+    _store.makedirs(os.path.dirname(dest))
+    part = _store.Partial(dest)
+    try:
+        try:
+            _copy(l2, part)
+        except FileNotFoundError:  # evicted from the shared tier while we looked
+            part.discard()
+            return False
+        if part.sha256 != expected:
+            log.warning(
+                "%s on the shared tier does not match its record (sha256 %s, recorded %s): "
+                "not used; fetched from the origin instead",
+                l2,
+                part.sha256,
+                expected,
+            )
+            part.discard()
+            return False
+        part.commit(_carried(meta))
+    except BaseException:
+        part.discard()
+        raise
+    return True
+
+
+def _copy_fd(src_fd: int, dst_fd: int, size: int, hasher: _store.Hasher | None) -> int:
+    """Copy ``src_fd`` to ``dst_fd``; in-kernel (``copy_file_range``) unless hashing."""
+    done = 0
+    if hasher is None and hasattr(os, "copy_file_range"):
+        try:
+            while True:
+                n = os.copy_file_range(src_fd, dst_fd, max(size - done, _CHUNK))
+                if not n:
+                    return done
+                done += n
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            if done:  # pragma: no cover - a file system that fails mid-file: start over
+                os.lseek(src_fd, 0, os.SEEK_SET)
+                os.lseek(dst_fd, 0, os.SEEK_SET)
+                os.ftruncate(dst_fd, 0)
+                done = 0
+    while True:
+        buf = hasher.buffer(_CHUNK) if hasher is not None else bytearray(_CHUNK)
+        n = os.readv(src_fd, [buf])
+        if not n:
+            return done
+        view = memoryview(buf)[:n]
+        while view:
+            view = view[os.write(dst_fd, view) :]
+        if hasher is not None:
+            hasher.update(memoryview(buf)[:n], owner=buf)
+        done += n
+
+
+def copy_new(
+    src: str, final: str, *, sha256: str | None = None, durable: bool = True
+) -> bool | None:
+    """Publish a copy of the file ``src`` at ``final`` unless ``final`` exists (see
+    :func:`publish_new`): ``True`` when this copy was published, ``False`` when something was
+    there, ``None`` when the source did not hold still.
+
+    The copy keeps the source's mode bits and mtime. With ``sha256`` the bytes are hashed as
+    they are copied and must match; without, the source's size and mtime must be the same
+    before and after the copy (it was not being written). Either way a mismatch publishes
+    nothing. The parent directory must exist.
+    """
+    tmp = _store.partial_path(final)
+    src_fd = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        before = os.fstat(src_fd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            hasher = _store.Hasher() if sha256 is not None else None
+            _copy_fd(src_fd, fd, before.st_size, hasher)
+            after = os.stat(src)
+            same = (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+            if not same or (hasher is not None and hasher.hexdigest() != sha256):
+                os.close(fd)
+                fd = -1
+                os.unlink(tmp)
+                return None
+            mode = 0o664 if _store.shared(os.path.dirname(final)) else 0o644
+            os.fchmod(fd, (before.st_mode & 0o777) | (mode & 0o664))
+            os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
+            os.fsync(fd)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    finally:
+        os.close(src_fd)
+    return publish_new(tmp, final, durable=durable)
+
+
+def push_file(dest: str, l2: str) -> bool:
+    """Publish this host's verified entry ``dest`` on the shared tier at ``l2`` (write-through).
+
+    Never replaces a complete file another host published; a copy there without a record (its
+    publisher died in between) gets ours if the bytes are the same. Returns whether ours is
+    now the shared copy.
+    """
+    meta = _store.read_meta(dest)
+    recorded = meta.get("sha256") if meta is not None else None
+    if meta is None or not isinstance(recorded, str):
+        return False
+    _store.makedirs(os.path.dirname(l2))
+    if os.path.lexists(l2) or not copy_new(dest, l2, sha256=recorded):
+        return _adopt_unrecorded(l2, meta, recorded)
+    _store.write_meta(l2, _carried(meta))
+    return True
+
+
+def _adopt_unrecorded(l2: str, meta: Mapping[str, Any], recorded: str) -> bool:
+    if _store.read_meta(l2) is not None:
+        return False
+    try:
+        digest, _size = _store.sha256_file(l2)
+    except OSError:
+        return False
+    if digest != recorded:
+        return False
+    _store.write_meta(l2, _carried(meta))
+    return True
+
+
+def fill_file(
+    dest: str,
+    key: str,
+    digest: str | None,
+    download: Callable[[], None],
+    *,
+    timeout: float | None = 1800.0,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """Make the missing entry ``dest`` present: from the shared tier, or by ``download()``.
+
+    Called with this host's lock on ``dest`` held. Returns :data:`SHARED` or :data:`LOCAL`.
+    Without a shared tier this is ``download()``. ``timeout`` bounds the wait for another
+    host's lease, after which this host downloads too.
+    """
+    l2 = counterpart(dest, environ)
+    if l2 is None:
+        download()
+        return LOCAL
+    lease: Lease | None = None
+    try:
+        if pull_file(dest, l2, key, digest):
+            return SHARED
+        _store.makedirs(os.path.dirname(l2))
+        lease = Lease(lease_path(l2))
+        outcome = lease.acquire(done=lambda: available(l2, key, digest), timeout=timeout)
+        if outcome != "held":
+            lease = None
+        if outcome == "done" and pull_file(dest, l2, key, digest):
+            return SHARED
+    except OSError as exc:
+        _unusable(l2, exc)
+        download()
+        return LOCAL
+    try:
+        # Another host may have published between our first look and the lease.
+        if lease is not None and available(l2, key, digest):
+            with contextlib.suppress(OSError):
+                if pull_file(dest, l2, key, digest):
+                    return SHARED
+        download()
+        try:
+            push_file(dest, l2)
+        except OSError as exc:
+            _unusable(l2, exc)
+        return LOCAL
+    finally:
+        if lease is not None:
+            with contextlib.suppress(OSError):
+                lease.release()
+
+
+def _unusable(l2: str, exc: OSError) -> None:
+    log.warning(
+        "shared tier at %s unusable (%s): this entry is fetched as with one tier",
+        l2,
+        exc.strerror or exc,
+    )
+
+
+# -- directories (build_once) ---------------------------------------------------------------
+
+
+def _tree(path: str) -> tuple[str, int, int]:
+    from ._archive import tree_digest  # noqa: PLC0415 - only directory entries need it
+
+    return tree_digest(path)
+
+
+def pull_dir(dest: str, l2: str) -> bool:
+    """Copy the shared directory entry ``l2`` to ``dest`` if its tree matches its record."""
+    meta = _store.read_meta(l2)
+    recorded = meta.get("tree_sha256") if meta is not None else None
+    if meta is None or not isinstance(recorded, str) or not os.path.isdir(l2):
+        return False
+    with _store.staged_dir(dest) as staging:
+        os.rmdir(staging.path)
+        try:
+            shutil.copytree(l2, staging.path, symlinks=True)
+        except (FileNotFoundError, shutil.Error):
+            os.makedirs(staging.path, exist_ok=True)
+            raise _WithdrawnError from None
+        if _tree(staging.path)[0] != recorded:
+            log.warning("%s on the shared tier does not match its record: not used", l2)
+            raise _WithdrawnError
+        _store.write_meta(dest, _carried(meta))
+    return bool(staging.published)
+
+
+class _WithdrawnError(Exception):
+    """A shared copy that vanished or did not verify while it was copied (nothing published)."""
+
+
+def push_dir(dest: str, l2: str) -> bool:
+    """Publish this host's directory entry ``dest`` on the shared tier (first one wins)."""
+    meta = _store.read_meta(dest)
+    if meta is None or os.path.isdir(l2):
+        return False
+    with _store.staged_dir(l2) as staging:
+        os.rmdir(staging.path)
+        shutil.copytree(dest, staging.path, symlinks=True)
+    if staging.published:
+        _store.write_meta(l2, _carried(meta))
+    return bool(staging.published)
+
+
+def fill_dir(
+    dest: str,
+    build: Callable[[], None],
+    *,
+    timeout: float | None = 1800.0,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """:func:`fill_file` for a directory entry (``build_once``): copy it from the shared tier,
+    or ``build()`` it under the tier's lease and publish it there."""
+    l2 = counterpart(dest, environ)
+    if l2 is None:
+        build()
+        return LOCAL
+
+    def ready() -> bool:
+        return os.path.isdir(l2) and _store.read_meta(l2) is not None
+
+    lease: Lease | None = None
+    try:
+        with contextlib.suppress(_WithdrawnError):
+            if ready() and pull_dir(dest, l2):
+                return SHARED
+        _store.makedirs(os.path.dirname(l2))
+        lease = Lease(lease_path(l2))
+        outcome = lease.acquire(done=ready, timeout=timeout)
+        if outcome != "held":
+            lease = None
+        with contextlib.suppress(_WithdrawnError):
+            if ready() and pull_dir(dest, l2):
+                return SHARED
+    except OSError as exc:
+        _unusable(l2, exc)
+        build()
+        return LOCAL
+    try:
+        build()
+        try:
+            push_dir(dest, l2)
+        except OSError as exc:
+            _unusable(l2, exc)
+        return LOCAL
+    finally:
+        if lease is not None:
+            with contextlib.suppress(OSError):
+                lease.release()
