@@ -34,6 +34,18 @@ CACHEROOT_OFFLINE = "CACHEROOT_OFFLINE"
 #: How much a hit verifies: unset (the recorded stat, ``st_ctime_ns`` included, must match) or
 #: ``first-use`` (also re-hash each entry the first time a process uses it).
 CACHEROOT_VERIFY = "CACHEROOT_VERIFY"
+#: The run-time audit (``_cacheroot_audit``): ``1`` (or ``warn``) or ``fail`` records, in every
+#: hooked process, each file written outside the root and the allowed places. Unset: the hook
+#: looks this variable up and imports nothing more.
+CACHEROOT_AUDIT = "CACHEROOT_AUDIT"
+#: More places the audit allows writes in: absolute prefixes, ``os.pathsep``-separated.
+CACHEROOT_AUDIT_ALLOW = "CACHEROOT_AUDIT_ALLOW"
+#: Where a command audited without pytest writes its JSON report (default: in its session).
+CACHEROOT_AUDIT_REPORT = "CACHEROOT_AUDIT_REPORT"
+#: The audit's session directory, set by the process that made it so that children join it.
+CACHEROOT_AUDIT_DIR = "CACHEROOT_AUDIT_DIR"
+#: pytest's "node id (phase)" of the running test, which the processes a test starts inherit.
+PYTEST_CURRENT_TEST = "PYTEST_CURRENT_TEST"
 #: What the hook derived, as ``NAME=value`` lines, so that a child process told of another root
 #: (``CACHEROOT=/b python ...`` from a hooked parent) re-derives what it inherited instead of
 #: taking its parent's derived values for explicit ones. Written by :func:`apply`; never exported.
@@ -909,11 +921,16 @@ def apply(
 def hook(environ: "MutableMapping[str, str] | None" = None) -> None:
     """The start-up hook's entry point: :func:`apply`, unless disabled; never raises.
 
-    A process without ``CACHEROOT`` takes the environment's pinned root, if any.
+    A process without ``CACHEROOT`` takes the environment's pinned root, if any. With
+    ``CACHEROOT_AUDIT`` set, the start-up process also installs the run-time audit.
     """
     env = os.environ if environ is None else environ
     try:
         if not truthy(env.get(CACHEROOT_DISABLE)):
             apply(env, pin=read_pin() if _blank(env.get(CACHEROOT)) else None)
+            if environ is None and env.get(CACHEROOT_AUDIT):
+                import _cacheroot_audit  # noqa: PLC0415 - only when the audit is asked for
+
+                _cacheroot_audit.install()
     except Exception:  # noqa: BLE001, S110 - an interpreter must always start; the doctor reports
         pass

@@ -1,0 +1,428 @@
+"""The run-time audit's in-process side: which writes land outside the cache root, and whose.
+
+Installed by the start-up hook when ``CACHEROOT_AUDIT`` is set (the off path costs the hook one
+environment lookup and imports nothing), or by the pytest plugin for ``--cacheroot-audit``. It
+adds a :func:`sys.addaudithook` hook that looks at the events through which Python creates or
+writes a file (``open`` with a write, create, truncate or append flag, ``os.mkdir``, the
+destination of ``os.rename``/``os.replace``, ``os.link``, ``os.symlink``, ``shutil.copyfile``,
+...) and at the processes a process starts. A write into an allowed place (the cache root and
+the layout's directories, the working tree, the test's temporary directory, the prefixes of
+``CACHEROOT_AUDIT_ALLOW``) costs a prefix test; any other write is appended as one JSON line to
+the session's record file, with the frames that made it: ``origin``, the first frame outside the
+standard library (often a library such as ``huggingface_hub``), and ``caller``, the first frame
+outside the standard library and ``site-packages`` (the test or project line responsible).
+
+The session is a directory named in ``CACHEROOT_AUDIT_DIR``, which every child process inherits;
+it holds ``places`` (the allowed prefixes, one a line, written once by the process that made the
+session) and ``records.jsonl`` (opened with ``O_APPEND`` and written with one ``write`` per
+record, so processes never interleave). A child started with a scrubbed environment has no
+``CACHEROOT_AUDIT_DIR`` and is not audited: the parent records that start (``spawn`` with
+``scrubbed``), and the before/after :func:`scan` of ``HOME`` and the temporary directory, taken by
+the process that made the session, finds what such children and writers that are not Python
+(compilers, ``nvcc``, JIT toolchains) left there.
+
+Like :mod:`_cacheroot_layout`, this is a top-level module (the hook imports it without a package
+to initialise) that imports only the standard library, and never raises into the program it
+watches. The report is built by :mod:`cacheroot.envs._audit_plugin` (pytest) or, for any other
+command, at the exit of the process that made the session.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from _cacheroot_layout import (
+    CACHEROOT,
+    CACHEROOT_AUDIT,
+    CACHEROOT_AUDIT_ALLOW,
+    CACHEROOT_AUDIT_DIR,
+    CACHEROOT_AUDIT_REPORT,
+    PYTEST_CURRENT_TEST,
+    resolve,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from collections.abc import Iterable
+    from types import FrameType
+
+#: The session directory's files.
+RECORDS = "records.jsonl"
+PLACES = "places"
+#: Modes of ``CACHEROOT_AUDIT`` (``1``, ``true``, ``yes`` and ``on`` mean ``warn``).
+WARN = "warn"
+FAIL = "fail"
+#: Prefixes of paths that hold no cache: device nodes, process and kernel views.
+PSEUDO = ("/dev/", "/proc/", "/sys/")
+#: How deep :func:`scan` looks below ``HOME`` and the temporary directory, and how many entries
+#: it reads at most (a developer's real home can be large; the audit's tests point it elsewhere).
+SCAN_DEPTH = 4
+SCAN_CAP = 200_000
+
+_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+#: Audit event -> index of the path written in its arguments.
+_WRITES = {
+    "open": 0,
+    "os.mkdir": 0,
+    "os.mkfifo": 0,
+    "os.mknod": 0,
+    "os.truncate": 0,
+    "os.rename": 1,
+    "os.link": 1,
+    "os.symlink": 1,
+    "shutil.copyfile": 1,
+    "shutil.copytree": 1,
+    "shutil.move": 1,
+    "sqlite3.connect": 0,
+}
+#: Audit event -> (index of the argument vector or command, index of the environment or -1).
+_SPAWNS = {
+    "subprocess.Popen": (1, 3),
+    "os.posix_spawn": (1, 2),
+    "os.exec": (1, 2),
+    "os.system": (0, -1),
+}
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+_LIBRARY_PARTS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+_THIS = __file__
+
+
+def mode_of(value: str | None) -> str:
+    """``warn``, ``fail``, or ``""`` (off) for a ``CACHEROOT_AUDIT`` value; blank means off."""
+    value = (value or "").strip().lower()
+    if not value or value in ("0", "false", "no", "off"):
+        return ""
+    return FAIL if value == FAIL else WARN
+
+
+def _text(value: object) -> str | None:
+    """A path argument as text, or ``None`` for a file descriptor or an unusable object."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        return None
+    try:
+        return os.fsdecode(os.fspath(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _prefixes(places: Iterable[str]) -> tuple[str, ...]:
+    """Each place as given and resolved, with a trailing separator, for ``startswith``."""
+    out: list[str] = []
+    for place in places:
+        if not place or not os.path.isabs(place):
+            continue
+        for spelled in (os.path.normpath(place), os.path.realpath(place)):
+            prefix = spelled.rstrip(os.sep) + os.sep
+            if prefix not in out:
+                out.append(prefix)
+    return tuple(out)
+
+
+def _kind(filename: str) -> int:
+    """0: the standard library (frozen modules too), 1: an installed library, 2: the project
+    (``<string>`` and ``<stdin>`` included: that is the code ``python -c`` was given)."""
+    if filename.startswith("<frozen") or filename == _THIS:
+        return 0
+    if any(part in filename for part in _LIBRARY_PARTS):
+        return 1
+    return 0 if filename.startswith(_STDLIB) else 2
+
+
+def frames(frame: FrameType | None) -> tuple[str, str]:
+    """``(origin, caller)`` as ``file:line``: the first frame outside the standard library, and
+    the first outside ``site-packages`` too (``""`` where there is none)."""
+    origin = caller = ""
+    depth = 0
+    while frame is not None and depth < 200:
+        code = frame.f_code
+        kind = _kind(code.co_filename)
+        if kind:
+            where = f"{code.co_filename}:{frame.f_lineno}"
+            origin = origin or where
+            if kind == 2:
+                caller = where
+                break
+        frame = frame.f_back
+        depth += 1
+    return origin, caller
+
+
+class Auditor:
+    """The audit hook of one process: allowed prefixes, the record file, what it has recorded.
+
+    ``sys.addaudithook`` cannot be undone, so :attr:`enabled` turns the hook into a return.
+    """
+
+    def __init__(self, directory: str, places: Iterable[str]) -> None:
+        self.directory = directory
+        self.records = os.path.join(directory, RECORDS)
+        self.allowed = _prefixes([directory, *places])
+        self.enabled = True
+        self.seen: set[str] = set()
+
+    def allows(self, path: str) -> bool:
+        """Whether writing ``path`` (absolute) is fine: allowed places, device and bytecode."""
+        if (path + os.sep).startswith(self.allowed) or path.startswith(PSEUDO):
+            return True
+        if f"{os.sep}__pycache__" in path:  # bytecode: Python's, moved by PYTHONPYCACHEPREFIX
+            return True
+        real = os.path.realpath(path)
+        return (real + os.sep).startswith(self.allowed)
+
+    def __call__(self, event: str, args: tuple[object, ...]) -> None:
+        index = _WRITES.get(event)
+        if index is None:
+            if event in _SPAWNS and self.enabled:
+                self._spawn(event, args)
+            return
+        if not self.enabled:
+            return
+        path = self._written(event, args, index)
+        if path is None or path in self.seen or self.allows(path):
+            return
+        if event == "os.mkdir" and os.path.isdir(path):  # makedirs(exist_ok=True): no write
+            return
+        self.seen.add(path)
+        origin, caller = frames(sys._getframe(1))  # noqa: SLF001 - the frame that wrote
+        self.note(
+            {"kind": "write", "event": event, "path": path, "origin": origin, "caller": caller}
+        )
+
+    @staticmethod
+    def _written(event: str, args: tuple[object, ...], index: int) -> str | None:
+        """The absolute path ``event`` writes, or ``None`` (a read, a descriptor, memory)."""
+        if event == "open":
+            flags = args[2]
+            if not isinstance(flags, int) or not flags & _WRITE:
+                return None
+        elif event == "sqlite3.connect" and args[0] in (":memory:", b":memory:", ""):
+            return None
+        path = _text(args[index])
+        return None if path is None else os.path.abspath(path)
+
+    def _spawn(self, event: str, args: tuple[object, ...]) -> None:
+        argv_at, env_at = _SPAWNS[event]
+        argv = args[argv_at]
+        if isinstance(argv, (list, tuple)):
+            command = " ".join(_text(a) or "?" for a in argv[:8])
+        else:
+            command = _text(argv) or "?"
+        env = args[env_at] if env_at >= 0 else None
+        scrubbed = False
+        if isinstance(env, Mapping):
+            names = {k.decode("utf-8", "replace") if isinstance(k, bytes) else k for k in env}
+            scrubbed = CACHEROOT_AUDIT_DIR not in names
+        origin, caller = frames(sys._getframe(2))  # noqa: SLF001 - skip the hook's own frame
+        self.note(
+            {
+                "kind": "spawn",
+                "event": event,
+                "command": command[:300],
+                "scrubbed": scrubbed,
+                "origin": origin,
+                "caller": caller,
+            }
+        )
+
+    def note(self, record: dict[str, object]) -> None:
+        """Append ``record`` (with pid, time and the current test) as one line, in one write."""
+        import json  # noqa: PLC0415 - only once something is recorded
+        import time  # noqa: PLC0415
+
+        record.setdefault("pid", os.getpid())
+        record.setdefault("time", time.time())
+        record.setdefault("test", os.environ.get(PYTEST_CURRENT_TEST, ""))
+        line = (json.dumps(record, ensure_ascii=True) + "\n").encode()
+        try:
+            fd = os.open(self.records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError:
+            return
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+#: This process's auditor, once installed.
+AUDITOR: Auditor | None = None
+#: Set in the process that made the session: what :func:`scan` found before anything ran, and
+#: whether this process reports at exit (the pytest plugin takes that over).
+BEFORE: dict[str, tuple[bool, int]] | None = None
+SCAN_BASES: tuple[str, ...] = ()
+REPORT_AT_EXIT = False
+
+
+def layout_places(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """The root and every directory the layout sets, in ``environ``."""
+    layout = resolve(environ)
+    places = [layout.root] if layout.root else []
+    places += [s.value for s in layout.settings.values() if s.value]
+    return places
+
+
+def allow_list(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """The prefixes of ``CACHEROOT_AUDIT_ALLOW`` (``os.pathsep``-separated; blanks skipped)."""
+    raw = environ.get(CACHEROOT_AUDIT_ALLOW) or ""
+    return [os.path.expanduser(p.strip()) for p in raw.split(os.pathsep) if p.strip()]
+
+
+def read_places(directory: str) -> list[str]:
+    """The allowed places the session's maker wrote."""
+    try:
+        with open(os.path.join(directory, PLACES), encoding="utf-8") as f:
+            return [line for line in f.read().split("\n") if line]
+    except OSError:
+        return []
+
+
+def write_places(directory: str, places: Iterable[str]) -> None:
+    """Record ``places`` for the processes that join the session (replaced whole, atomically)."""
+    path = os.path.join(directory, PLACES)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("".join(f"{p}\n" for p in dict.fromkeys(places) if p and "\n" not in p))
+    os.replace(tmp, path)
+
+
+def scan_bases() -> tuple[str, ...]:
+    """``HOME`` and the temporary directory, as this process resolves them."""
+    import tempfile  # noqa: PLC0415 - only the session's maker scans
+
+    bases = [os.path.expanduser("~"), tempfile.gettempdir()]
+    return tuple(dict.fromkeys(os.path.realpath(b) for b in bases if os.path.isabs(b)))
+
+
+def scan(
+    bases: Iterable[str], skip: Iterable[str], depth: int = SCAN_DEPTH, cap: int = SCAN_CAP
+) -> dict[str, tuple[bool, int]]:
+    """Every entry below ``bases`` to ``depth`` levels: path -> (is a directory, mtime in ns).
+
+    Symbolic links are not followed; the ``skip`` prefixes (allowed places) are not entered.
+    At most ``cap`` entries are read; the ``""`` key is set when the cap cut the scan short.
+    """
+    skipped = _prefixes(skip)
+    found: dict[str, tuple[bool, int]] = {}
+    stack = [(os.path.normpath(b), 0) for b in bases]
+    while stack:
+        folder, level = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            path = entry.path
+            if (path + os.sep).startswith(skipped):
+                continue
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+            except OSError:
+                continue
+            found[path] = (is_dir, mtime)
+            if len(found) >= cap:
+                found[""] = (False, 0)
+                return found
+            if is_dir and level + 1 < depth:
+                stack.append((path, level + 1))
+    return found
+
+
+def start(directory: str, places: Iterable[str], *, scan_home: bool = True) -> Auditor:
+    """Make ``directory`` the session of this process and its children, and install the hook.
+
+    ``places`` are the allowed prefixes (recorded for the children). With ``scan_home``, HOME
+    and the temporary directory are scanned first, for :func:`scan` to compare at the end.
+    """
+    global AUDITOR, BEFORE, SCAN_BASES  # noqa: PLW0603 - one auditor per process
+    places = list(places)
+    os.makedirs(directory, exist_ok=True)
+    write_places(directory, places)
+    os.environ[CACHEROOT_AUDIT_DIR] = directory
+    if scan_home:
+        SCAN_BASES = scan_bases()
+        BEFORE = scan(SCAN_BASES, [directory, *places])
+    if AUDITOR is None:
+        AUDITOR = Auditor(directory, places)
+        sys.addaudithook(AUDITOR)
+        _hello(AUDITOR)
+    else:
+        AUDITOR.__init__(directory, places)  # type: ignore[misc]
+    return AUDITOR
+
+
+def _hello(auditor: Auditor) -> None:
+    """Record that this process is audited (the report counts them)."""
+    argv = getattr(sys, "argv", None) or [sys.executable]
+    auditor.note({"kind": "process", "ppid": os.getppid(), "command": " ".join(argv[:4])[:300]})
+
+
+def join(directory: str) -> Auditor:
+    """Install the hook in a process whose parent made the session ``directory``.
+
+    A child whose own layout names a root (``CACHEROOT`` or a pinned root, not the default
+    fallback) may write there as well.
+    """
+    global AUDITOR  # noqa: PLW0603 - one auditor per process
+    places = read_places(directory)
+    if resolve(os.environ).root_source == CACHEROOT:
+        places += layout_places(os.environ)
+    places += allow_list(os.environ)
+    if AUDITOR is None:
+        AUDITOR = Auditor(directory, places)
+        sys.addaudithook(AUDITOR)
+        _hello(AUDITOR)
+    return AUDITOR
+
+
+def install() -> None:
+    """The start-up hook's entry point, for a process with ``CACHEROOT_AUDIT`` set.
+
+    A process that inherits a session joins it; the first process makes one in the temporary
+    directory, with the working tree allowed, and reports at its exit (``cacheroot audit: ...``
+    on stderr, the JSON report in ``CACHEROOT_AUDIT_REPORT`` or the session directory).
+    Failures say one line on stderr: the audit was asked for, so its absence must not be silent.
+    """
+    global REPORT_AT_EXIT  # noqa: PLW0603
+    try:
+        if AUDITOR is not None or not mode_of(os.environ.get(CACHEROOT_AUDIT)):
+            return
+        directory = os.environ.get(CACHEROOT_AUDIT_DIR, "").strip()
+        if directory:
+            join(directory)
+            return
+        import atexit  # noqa: PLC0415 - only the session's maker
+        import tempfile  # noqa: PLC0415
+
+        directory = tempfile.mkdtemp(prefix="cacheroot-audit-")
+        places = [*layout_places(os.environ), os.getcwd(), *allow_list(os.environ)]
+        start(directory, places)
+        REPORT_AT_EXIT = True
+        atexit.register(_report_at_exit)
+    except Exception as exc:  # noqa: BLE001 - an interpreter must always start
+        sys.stderr.write(f"cacheroot audit: not installed in pid {os.getpid()}: {exc!r}\n")
+
+
+def _report_at_exit() -> None:
+    if not REPORT_AT_EXIT or AUDITOR is None:
+        return
+    AUDITOR.enabled = False
+    try:
+        from cacheroot.envs._audit_report import (  # noqa: PLC0415 - at exit only
+            build_report,
+            summary_lines,
+            write_report,
+        )
+
+        report = build_report(AUDITOR.directory)
+        path = os.environ.get(CACHEROOT_AUDIT_REPORT, "").strip() or os.path.join(
+            AUDITOR.directory, "report.json"
+        )
+        write_report(report, path)
+        for line in summary_lines(report, path):
+            sys.stderr.write(line + "\n")
+    except Exception as exc:  # noqa: BLE001 - exit must not fail on the report
+        sys.stderr.write(f"cacheroot audit: no report: {exc!r}\n")

@@ -1,0 +1,237 @@
+"""The run-time audit's report: the session's records, grouped by directory, with the scan's finds.
+
+Every audited process appended its records to the session's ``records.jsonl``
+(:mod:`_cacheroot_audit`); the process that made the session reads them once everything has
+finished (pytest's controller at the end of the session, any other command at its exit). Writes
+are checked again against the final allowed places (pytest's temporary directory is known only
+after the first records were written), grouped by directory (a directory inside another
+group's joins it), and listed with the test that was running and the line that wrote.
+
+The scan compares ``HOME`` and the temporary directory with what they held when the session
+began. What it finds that no audited process wrote was written by something the hook cannot
+see: a process started with a scrubbed environment, or a program that is not Python. Such a
+find is attributed by time to the tests that were running when it was last modified, and to the
+processes those tests started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import _cacheroot_audit as audit
+
+__all__ = ["build_report", "escapes", "summary_lines", "write_report"]
+
+#: Paths listed per group in the summary lines (the JSON report has them all).
+SHOWN = 5
+#: Slack around a test's start and end when a scan find's mtime is matched to it, in seconds.
+SLACK = 1.0
+
+
+def _records(directory: str) -> list[dict[str, Any]]:
+    try:
+        with open(os.path.join(directory, audit.RECORDS), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a record cut short by a killed process
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def _test(record: dict[str, Any]) -> tuple[str, str]:
+    """``(node id, phase)`` from a record's ``PYTEST_CURRENT_TEST`` (``id (call)``)."""
+    raw = str(record.get("test") or "")
+    node, sep, phase = raw.rpartition(" (")
+    return (node, phase.rstrip(")")) if sep else (raw, "")
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return (path + os.sep).startswith(prefixes)
+
+
+def _group(paths: list[str]) -> dict[str, list[str]]:
+    """Paths by their directory; a directory inside another group's joins that group."""
+    keys = sorted({os.path.dirname(p) for p in paths}, key=len)
+    tops: list[str] = []
+    for key in keys:
+        if not any(key == t or key.startswith(t.rstrip(os.sep) + os.sep) for t in tops):
+            tops.append(key)
+    groups: dict[str, list[str]] = {t: [] for t in sorted(tops)}
+    for path in sorted(paths):
+        for top in tops:
+            if path.startswith(top.rstrip(os.sep) + os.sep):
+                groups[top].append(path)
+                break
+    return groups
+
+
+def _scan_finds(
+    before: dict[str, tuple[bool, int]], bases: tuple[str, ...], skip: list[str]
+) -> tuple[list[dict[str, Any]], bool]:
+    """New entries (the topmost of each new tree) and modified files since ``before``."""
+    after = audit.scan(bases, skip)
+    truncated = "" in after or "" in before
+    skipped = audit._prefixes(skip)  # noqa: SLF001 - one prefix rule for hook and report
+    # A directory that only holds an allowed place (pytest-of-USER above the base temp) is
+    # neither new content nor a write of the tests.
+    holders = {os.path.dirname(p.rstrip(os.sep)) for p in skipped}
+    finds = []
+    for path, (is_dir, mtime) in sorted(after.items()):
+        if not path or _under(path, skipped) or path in holders:
+            continue
+        old = before.get(path)
+        if old is None:
+            if os.path.dirname(path) in after and os.path.dirname(path) not in before:
+                continue  # inside a new tree: its top is listed
+            finds.append({"path": path, "change": "new", "directory": is_dir, "mtime": mtime})
+        elif not is_dir and old[1] != mtime:
+            finds.append({"path": path, "change": "modified", "directory": False, "mtime": mtime})
+    return finds, truncated
+
+
+def build_report(
+    directory: str,
+    *,
+    places: list[str] | None = None,
+    mode: str = audit.WARN,
+    before: dict[str, tuple[bool, int]] | None = None,
+    bases: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The session's report as a JSON-ready mapping (see the module docstring)."""
+    if places is None:
+        places = audit.read_places(directory)
+    if before is None:
+        before, bases = audit.BEFORE, audit.SCAN_BASES
+    allowed = audit._prefixes([directory, *places])  # noqa: SLF001 - the hook's rule
+    records = _records(directory)
+    writes: dict[str, dict[str, Any]] = {}
+    spawns: list[dict[str, Any]] = []
+    windows: list[tuple[str, float, float]] = []
+    processes = set()
+    for record in records:
+        kind = record.get("kind")
+        if kind == "process":
+            processes.add(record.get("pid"))
+        elif kind == "test":
+            windows.append((str(record["test"]), float(record["start"]), float(record["end"])))
+        elif kind == "spawn":
+            node, phase = _test(record)
+            spawns.append({**record, "test": node, "phase": phase})
+        elif kind == "write":
+            path = str(record.get("path", ""))
+            if not path or path in writes or _under(path, allowed):
+                continue
+            if _under(os.path.realpath(path), allowed):
+                continue
+            node, phase = _test(record)
+            writes[path] = {
+                "path": path,
+                "event": record.get("event", ""),
+                "test": node,
+                "phase": phase,
+                "caller": record.get("caller", ""),
+                "origin": record.get("origin", ""),
+                "pid": record.get("pid"),
+                "exists": os.path.lexists(path),
+            }
+    groups = [
+        {"directory": top, "writes": [writes[p] for p in paths]}
+        for top, paths in _group(list(writes)).items()
+    ]
+    scanned: list[dict[str, Any]] = []
+    truncated = False
+    if before is not None and bases:
+        finds, truncated = _scan_finds(before, bases, [directory, *places])
+        for find in finds:
+            path = find["path"]
+            if any(w == path or w.startswith(path + os.sep) for w in writes):
+                continue  # an audited process wrote it: listed with its line above
+            when = find["mtime"] / 1e9
+            tests = sorted({t for t, s, e in windows if s - SLACK <= when <= e + SLACK})
+            # Processes started before the find was last written: by its tests, or by anyone
+            # where no test was running (a command audited without pytest).
+            started = [
+                {k: s[k] for k in ("command", "caller", "origin", "scrubbed", "test")}
+                for s in spawns
+                if float(s.get("time", 0)) <= when + SLACK and (s["test"] in tests or not tests)
+            ]
+            scanned.append({**find, "tests": tests, "started": started})
+    return {
+        "mode": mode,
+        "session": directory,
+        "allowed": list(dict.fromkeys(places)),
+        "processes": len(processes),
+        "escapes": len(writes) + len(scanned),
+        "groups": groups,
+        "scan": {"bases": list(bases), "truncated": truncated, "finds": scanned},
+        "scrubbed": [s for s in spawns if s.get("scrubbed")],
+    }
+
+
+def escapes(report: dict[str, Any]) -> int:
+    """How many paths the report lists as written outside the allowed places."""
+    return int(report["escapes"])
+
+
+def write_report(report: dict[str, Any], path: str) -> None:
+    """Write ``report`` as JSON to ``path`` (through a temporary file, then renamed)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _who(item: dict[str, Any]) -> str:
+    where = item.get("caller") or item.get("origin") or "no Python frame"
+    test = item.get("test")
+    phase = f" ({item['phase']})" if item.get("phase") else ""
+    return f"{where}" + (f" in {test}{phase}" if test else "")
+
+
+def summary_lines(report: dict[str, Any], path: str | None = None) -> list[str]:
+    """The report as terminal lines: one summary, then each group and scan find."""
+    count = escapes(report)
+    where = f" (report: {path})" if path else ""
+    processes = f"{report['processes']} process{'es' if report['processes'] != 1 else ''}"
+    if not count:
+        line = "cacheroot audit: no writes outside the cache root and allowed places, "
+        return [line + f"{processes} audited{where}"]
+    groups = len(report["groups"]) + len(report["scan"]["finds"])
+    head = (
+        f"cacheroot audit: {count} path{'s' if count != 1 else ''} written outside the cache root "
+        f"and allowed places, in {groups} place{'s' if groups != 1 else ''}; "
+        f"{processes} audited{where}"
+    )
+    lines = [head]
+    for group in report["groups"]:
+        writes = group["writes"]
+        lines.append(f"  {group['directory']}{os.sep} ({len(writes)})")
+        for item in writes[:SHOWN]:
+            name = os.path.relpath(item["path"], group["directory"])
+            lines.append(f"    {name} ({item['event']}) by {_who(item)}")
+        if len(writes) > SHOWN:
+            lines.append(f"    ... and {len(writes) - SHOWN} more (see the JSON report)")
+    for find in report["scan"]["finds"]:
+        tests = ", ".join(find["tests"]) or "no test running"
+        lines.append(
+            f"  {find['path']} ({find['change']}; found by the scan, no audited Python wrote it) "
+            f"during {tests}"
+        )
+        for spawn in find["started"]:
+            scrubbed = ", environment without the audit" if spawn.get("scrubbed") else ""
+            lines.append(f"    started there: {spawn['command']!r} by {_who(spawn)}{scrubbed}")
+    if report["scan"]["truncated"]:
+        lines.append(f"  (the scan stopped at {audit.SCAN_CAP} entries)")
+    return lines
