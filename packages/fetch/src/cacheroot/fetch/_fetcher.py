@@ -41,7 +41,7 @@ from cacheroot.envs import (
     truthy,
 )
 
-from . import _stats, _store
+from . import _shared, _stats, _store
 from ._errors import (
     CacheMissError,
     ChecksumError,
@@ -649,8 +649,15 @@ class Fetcher:
                     )
                     return
                 _stats.add(misses=1)
-                self._download(
-                    url, dest, digest, timeout=timeout, progress=progress, nonempty=nonempty
+                # With a shared tier (CACHEROOT_SHARED): its copy first, one host downloading.
+                _shared.fill_file(
+                    dest,
+                    record_key(url),
+                    digest,
+                    lambda: self._download(
+                        url, dest, digest, timeout=timeout, progress=progress, nonempty=nonempty
+                    ),
+                    timeout=self.lock_timeout,
                 )
             finally:
                 lock.release()
