@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ._archive import tree_digest
 from ._lock import PathLock
 from ._naming import check_filename, check_namespace
+from ._shared import fill_dir
 from ._store import lock_path, staged_dir, write_meta
 from ._used import touch_used
 
@@ -152,7 +153,8 @@ def build_once(
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     with PathLock(lock_path(dest), timeout=lock_timeout):
         if not os.path.isdir(dest):
-            _build(key, builder, dest, inputs)
+            # With a shared tier (CACHEROOT_SHARED): its copy first, one host building.
+            fill_dir(dest, lambda: _build(key, builder, dest, inputs), timeout=lock_timeout)
     touch_used(dest)
     return Path(dest)
 
