@@ -664,9 +664,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ver.add_argument(
         "--manifest", default=None, help="also check the [[model]] snapshots of this manifest"
     )
-    pr = ops.add_parser("prune", help="remove least recently used entries (never busy ones)")
+    pr = ops.add_parser(
+        "prune",
+        help="remove least recently used entries of every cache under the root (never busy ones)",
+    )
     pr.add_argument("--max-size", metavar="SIZE", type=parse_size, default=None)
     pr.add_argument("--older-than", metavar="AGE", type=parse_age, default=None)
+    pr.add_argument(
+        "--min-free",
+        metavar="SIZE",
+        type=parse_size,
+        default=None,
+        help="remove least recently used entries until the root's file system has SIZE free, "
+        "e.g. 50G",
+    )
     pr.add_argument(
         "--grace",
         metavar="AGE",
@@ -717,30 +728,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if op == "verify":
         return _run_verify(args, cache)
-    report = prune(
-        cache,
-        max_size=args.max_size,
-        older_than=args.older_than,
-        grace=args.grace,
-        dry_run=args.dry_run,
-    )
-    verb = "would remove" if args.dry_run else "removed"
-    lines = [
-        f"{verb} {r['namespace']}/{r['name']} ({human(r['size'])}): {r['reason']}\n"
-        for r in report["removed"]
-    ]
-    lines += [
-        f"{'could not remove' if k['error'] else 'kept'} {k['namespace']}/{k['name']}: "
-        f"{k['reason']}\n"
-        for k in report["kept"]
-    ]
-    lines += [f"{verb} {s['path']}: {s['reason']}\n" for s in report["strays"]]
-    lines.append(
-        f"{verb} {len(report['removed'])} entries and {len(report['strays'])} stray files, "
-        f"{human(report['freed'])}; {human(report['total_after'])} left\n"
-    )
-    _emit(args, report, "".join(lines))
-    return 1 if any(k["error"] for k in report["kept"]) else 0
+    from ._budget import run_prune  # noqa: PLC0415 - only prune needs the whole root
+
+    return run_prune(args, cache)
 
 
 def _run_verify(args: argparse.Namespace, cache: str) -> int:
