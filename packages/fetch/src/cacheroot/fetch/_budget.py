@@ -433,8 +433,8 @@ def _plain_entries(cache: _Cache, claimed: list[str]) -> list[tuple[str, _Plain]
             if (full or deeper) and os.path.isdir(path) and not os.path.islink(path):
                 pending.append((sub + "/", path))
                 continue
-            if name.startswith(".") or _is_lock(name):
-                continue
+            if name.startswith(".") or _is_lock(name) or name.endswith(".lock.holder"):
+                continue  # internal files; a lock and its holder record are never entries
             here[name] = _Plain(path, cache_lock)
             found.append((sub, here[name]))
         for name in names:  # what belongs to an entry of this directory
@@ -553,9 +553,6 @@ def survey(
             f"{opened.hidden} processes could not be inspected (another user's): files they "
             "hold open are protected only by locks and the settle time"
         )
-    blind = _proc.blind_spot()
-    if blind:
-        found.notes.append(f"open files of some processes cannot be seen: {blind}")
     dirs = [c.path for c in found.caches]
     for cache in found.caches:
         claimed = [d for d in dirs if d != cache.path and _inside(d, cache.path)]
@@ -583,7 +580,7 @@ def _survey_plain(
             label=label,
             ref=entry,
         )
-        found.candidates.append(_Candidate(victim, scan.busy or entry.busy(), dev))
+        found.candidates.append(_Candidate(victim, entry.busy() or scan.busy, dev))
         found.total += scan.size
 
 
