@@ -42,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._rounds import MIN_ROUNDS, Conditions, run_rounds, table
 from cacheroot.envs import CACHEROOT_VERIFY, VLLM_TEST_CACHE
-from cacheroot.fetch import Fetcher, sha256_file
+from cacheroot.fetch import Fetcher
+from cacheroot.fetch.store import sha256_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable

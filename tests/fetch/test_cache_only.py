@@ -18,7 +18,7 @@ from cacheroot.envs import (
     VLLM_TEST_CACHE_LEGACY,
     VLLM_TEST_CACHE_ONLY,
 )
-from cacheroot.fetch import CacheMissError, Fetcher, ModelSpec, cache_dir, warm_snapshot
+from cacheroot.fetch import CacheMissError, Fetcher, Model, cache_dir, warm_snapshot
 from cacheroot.fetch import _snapshot as snapshot_module
 from cacheroot.fetch._fetcher import cache_only
 
@@ -102,7 +102,7 @@ def test_a_snapshot_warm_is_cache_only_too(switch: str, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(snapshot_module, "_download_with_retries", no_network)
     monkeypatch.setenv(switch, "1")
-    spec = ModelSpec("org/model", PINNED, hub="modelscope")  # HF_HUB_OFFLINE cannot be why
+    spec = Model("org/model", PINNED, hub="modelscope")  # HF_HUB_OFFLINE cannot be why
     with pytest.raises(CacheMissError, match="org/model"):
         warm_snapshot(spec)
 

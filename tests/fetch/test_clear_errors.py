@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch import CacheMissError, DownloadError, Fetcher, partials
+from cacheroot.fetch import CacheMissError, DownloadError, Fetcher
 from cacheroot.fetch._cli import FAILED
-from cacheroot.fetch._http import retry_after
+from cacheroot.fetch.store import partials, retry_after
 
 from .origin import Origin, body, sha256
 from .procs import cli

@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from cacheroot.fetch import Fetcher, sha256_file
+from cacheroot.fetch import Fetcher
+from cacheroot.fetch.store import sha256_file
 
 from .origin import Origin, body, sha256
 from .procs import open_gate, result, spawn, wait_ready

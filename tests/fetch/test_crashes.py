@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cacheroot.fetch import Fetcher, PathLock, lock_path, partials, sha256_file
+from cacheroot.fetch import Fetcher
+from cacheroot.fetch.store import PathLock, lock_path, partials, sha256_file
 
 from .origin import Origin, body, sha256
 from .procs import spawn, wait_ready

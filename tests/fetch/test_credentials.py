@@ -20,16 +20,8 @@ from urllib.parse import quote
 import pytest
 
 from cacheroot.envs import CACHEROOT
-from cacheroot.fetch import (
-    CacheMissError,
-    ChecksumError,
-    DownloadError,
-    Fetcher,
-    FetchError,
-    read_meta,
-    redact_url,
-    write_meta,
-)
+from cacheroot.fetch import CacheMissError, ChecksumError, DownloadError, Fetcher, FetchError
+from cacheroot.fetch.store import read_meta, redact_url, write_meta
 
 from .origin import Origin, body, sha256
 from .procs import cli

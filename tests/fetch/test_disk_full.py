@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 CHILD = """
 import json, os, sys
-from cacheroot.fetch import DownloadError, Fetcher, PathLock, lock_path, partials
+from cacheroot.fetch import DownloadError, Fetcher
+from cacheroot.fetch.store import PathLock, lock_path, partials
 url, cache = sys.argv[1], sys.argv[2]
 os.environ["_VLLM_TEST_CACHE"] = cache
 f = Fetcher(retries=1, backoff=0.01)
@@ -118,7 +119,8 @@ def test_read_only_cache_serves_hits_and_says_why_misses_fail(
 
 UNPACK = """
 import json, os, sys
-from cacheroot.fetch import DownloadError, Fetcher, PathLock, lock_path
+from cacheroot.fetch import DownloadError, Fetcher
+from cacheroot.fetch.store import PathLock, lock_path
 src, cache = sys.argv[1], sys.argv[2]
 os.environ["_VLLM_TEST_CACHE"] = cache
 f = Fetcher(allow_file=True, retries=0)

@@ -17,15 +17,11 @@ from cacheroot.fetch import (
     DownloadError,
     Fetcher,
     FetchError,
-    PathLock,
     cache_dir,
     fetch,
-    lock_path,
-    partials,
-    read_meta,
     stats,
 )
-from cacheroot.fetch._http import retry_after
+from cacheroot.fetch.store import PathLock, lock_path, partials, read_meta, retry_after
 
 from .origin import Origin, body, sha256
 
@@ -391,7 +387,7 @@ def _abandon(dest: Path, data: bytes) -> None:
     import sys
 
     code = (
-        "import sys; from cacheroot.fetch import Partial; "
+        "import sys; from cacheroot.fetch.store import Partial; "
         "p = Partial(sys.argv[1]); p.write(open(sys.argv[2], 'rb').read())"
     )
     src = dest.parent / "abandoned-bytes"

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cacheroot.envs import CACHEROOT_OFFLINE, CACHEROOT_VERIFY
-from cacheroot.fetch import ChecksumError, Fetcher, FetchError, cache_dir, read_meta
+from cacheroot.fetch import ChecksumError, Fetcher, FetchError, cache_dir
+from cacheroot.fetch.store import read_meta
 
 from .origin import Origin, body, sha256
 from .test_multiuser import UID_A, UID_B, member, run_as, said, shared_volume
@@ -133,7 +134,8 @@ def test_a_record_without_ctime_is_hashed_once_and_completed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A crash between the two sidecar writes of a publish, or a volume from before."""
-    from cacheroot.fetch import _store, write_meta
+    from cacheroot.fetch import _store
+    from cacheroot.fetch.store import write_meta
 
     url = origin.url(f"/ok/{name}")
     path = fetcher.fetch(url)
@@ -170,7 +172,8 @@ def test_a_hit_in_the_middle_of_a_publish_waits_for_the_record_instead_of_hashin
 ) -> None:
     """Between a publisher's rename and its second record, a waiter sees a record without the
     ctime; hashing then cost one of 32 waiters two seconds on a 1 GiB entry."""
-    from cacheroot.fetch import _store, write_meta
+    from cacheroot.fetch import _store
+    from cacheroot.fetch.store import write_meta
 
     url = origin.url(f"/ok/{name}")
     path = fetcher.fetch(url)

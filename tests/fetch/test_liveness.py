@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cacheroot.fetch import Fetcher, partials, read_meta
+from cacheroot.fetch import Fetcher
+from cacheroot.fetch.store import partials, read_meta
 
 from .origin import Origin, body, sha256, wait_until
 from .test_multiuser import (
@@ -67,7 +68,8 @@ DRIVER = """
 import json, os, subprocess, sys, time
 spec = json.loads(sys.argv[1])
 os.environ["_VLLM_TEST_CACHE"] = spec["cache"]
-from cacheroot.fetch import Fetcher, lock_path
+from cacheroot.fetch import Fetcher
+from cacheroot.fetch.store import lock_path
 record = lock_path(str(Fetcher().path(spec["url"]))) + ".holder"
 
 def start(who, code, args):

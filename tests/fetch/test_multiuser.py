@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cacheroot.fetch import Fetcher, lock_path, read_meta
+from cacheroot.fetch import Fetcher
 from cacheroot.fetch._store import meta_path
 from cacheroot.fetch._used import used_path
+from cacheroot.fetch.store import lock_path, read_meta
 
 from .origin import Origin, body, sha256
 
@@ -45,8 +46,9 @@ PREAMBLE = """
 import json, os, sys, time
 import cacheroot.fetch._cache, cacheroot.fetch._http, filelock
 import encodings.ascii, encodings.idna, encodings.latin_1, encodings.utf_8
-from cacheroot.fetch import ChecksumError, FetchError, Fetcher, PathLock, lock_path, stats
-from cacheroot.fetch import read_meta, sha256_file, write_meta
+from cacheroot.fetch import ChecksumError, FetchError, Fetcher, stats
+from cacheroot.fetch.store import PathLock, lock_path
+from cacheroot.fetch.store import read_meta, sha256_file, write_meta
 who = json.loads(sys.argv[1])
 if who is not None:
     os.setgroups(who["groups"])

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cacheroot.fetch import check_filename, check_namespace, entry_name, entry_path
 from cacheroot.fetch._store import MAX_NAME
+from cacheroot.fetch.store import check_filename, check_namespace, entry_name, entry_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable

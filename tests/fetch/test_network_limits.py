@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch import DownloadError, Fetcher, PathLock, lock_path, partials
+from cacheroot.fetch import DownloadError, Fetcher
+from cacheroot.fetch.store import PathLock, lock_path, partials
 
 from .origin import Origin, body, sha256
 

@@ -13,12 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch import (
-    CacheMissError,
-    ChecksumError,
-    DownloadError,
-    FetchError,
-    LockTimeout,
+from cacheroot.fetch import CacheMissError, ChecksumError, DownloadError, FetchError, LockTimeout
+from cacheroot.fetch.store import (
     Partial,
     PathLock,
     atomic_write,
@@ -94,7 +90,7 @@ def test_dead_holder_is_reclaimed(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os, subprocess, sys, time
-        from cacheroot.fetch import PathLock
+        from cacheroot.fetch.store import PathLock
         lock = PathLock({path!r}); lock.acquire()
         fd = lock._lock._context.lock_file_fd
         os.set_inheritable(fd, True)
@@ -146,7 +142,7 @@ def test_partial_commit_and_meta(tmp_path: Path) -> None:
 def test_adopt_abandoned_partial(tmp_path: Path) -> None:
     dest = str(tmp_path / "entry.bin")
     code = (
-        f"from cacheroot.fetch import Partial; p = Partial({dest!r}); p.write(b'abc'); "
+        f"from cacheroot.fetch.store import Partial; p = Partial({dest!r}); p.write(b'abc'); "
         "print(p.path)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

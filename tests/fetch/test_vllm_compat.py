@@ -18,7 +18,8 @@ import pytest
 
 from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE, VLLM_TEST_CACHE_ONLY
 from cacheroot.fetch import _store as store
-from cacheroot.fetch import cache_dir, fetch, partials, reset_stats, stats
+from cacheroot.fetch import cache_dir, fetch, reset_stats, stats
+from cacheroot.fetch.store import partials
 from cacheroot.fetch.vllm_compat import (
     download_to_vllm_test_cache,
     download_url_to_file,

@@ -18,9 +18,10 @@ from typing import Any
 
 
 def _run(op: str, spec_args: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
-    from cacheroot.fetch._snapshot import ModelSpec, offline_snapshot_path, warm_snapshot
+    from cacheroot.fetch import Model
+    from cacheroot.fetch._snapshot import offline_snapshot_path, warm_snapshot
 
-    spec = ModelSpec(**spec_args)
+    spec = Model(**spec_args)
     if op == "warm":
         return {"path": str(warm_snapshot(spec, **kw))}
     if op == "hf-offline":

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from cacheroot.fetch import Model
 from cacheroot.fetch._errors import CacheMissError
 from cacheroot.fetch._snapshot import (
-    ModelSpec,
     UnpinnedRevisionWarning,
     check_snapshot,
     offline_snapshot_path,
@@ -56,7 +56,7 @@ def test_cold_warm_fetches_each_file_once(
     assert _tree_requests(hub, tiny_repo) == 1
     assert hub.total() == 7, hub.counts()  # the README's figure: 1 listing, a HEAD and a GET each
     assert hub.unhandled == []
-    report = check_snapshot(ModelSpec(**_spec(tiny_repo)))
+    report = check_snapshot(Model(**_spec(tiny_repo)))
     assert report.complete, report.problems
     assert report.path == Path(out["path"])
     for name in FILES:
@@ -92,13 +92,13 @@ def test_eight_processes_make_one_download(
     assert _file_requests(hub, tiny_repo, "HEAD") == dict.fromkeys(FILES, 1)
     assert _tree_requests(hub, tiny_repo) == 1
     assert hub.total() == 7, hub.counts()  # the same as one process (the README's table)
-    assert check_snapshot(ModelSpec(**_spec(tiny_repo))).complete
+    assert check_snapshot(Model(**_spec(tiny_repo))).complete
 
 
 def test_a_deleted_file_makes_the_snapshot_incomplete(
     driver: Driver, hub: HubServer, tiny_repo: HubRepo
 ) -> None:
-    spec = ModelSpec(**_spec(tiny_repo))
+    spec = Model(**_spec(tiny_repo))
     driver.run("warm", _spec(tiny_repo))
     path = offline_snapshot_path(spec)
     (path / "model.safetensors").unlink()
@@ -124,7 +124,7 @@ def test_a_deleted_file_makes_the_snapshot_incomplete(
 def test_a_damaged_blob_is_found_and_downloaded_again(
     driver: Driver, hub: HubServer, tiny_repo: HubRepo
 ) -> None:
-    spec = ModelSpec(**_spec(tiny_repo))
+    spec = Model(**_spec(tiny_repo))
     driver.run("warm", _spec(tiny_repo))
     blob = Path(os.path.realpath(offline_snapshot_path(spec) / "model.safetensors"))
     data = bytearray(blob.read_bytes())
@@ -180,7 +180,7 @@ def test_a_failing_download_is_retried_with_backoff(
     out = driver.run("warm", _spec(tiny_repo), backoff=0.01)
 
     assert "error" not in out, out
-    assert check_snapshot(ModelSpec(**_spec(tiny_repo))).complete
+    assert check_snapshot(Model(**_spec(tiny_repo))).complete
 
 
 def test_retries_give_up_with_the_last_status(
@@ -195,7 +195,7 @@ def test_retries_give_up_with_the_last_status(
     assert out["error"] == "DownloadError"
     assert out["status"] == 503
     assert "after 2 attempts" in out["message"]
-    assert not check_snapshot(ModelSpec(**_spec(tiny_repo))).complete
+    assert not check_snapshot(Model(**_spec(tiny_repo))).complete
 
 
 def test_a_missing_repository_is_not_retried(driver: Driver, hub: HubServer) -> None:
@@ -209,7 +209,7 @@ def test_offline_warm_of_a_branch_uses_the_recorded_commit(
     driver: Driver, hub: HubServer, tiny_repo: HubRepo
 ) -> None:
     driver.run("warm", _spec(tiny_repo, "main"))
-    spec = ModelSpec(**_spec(tiny_repo, "main"))
+    spec = Model(**_spec(tiny_repo, "main"))
     hub.reset()
 
     with pytest.warns(UnpinnedRevisionWarning, match="pin"):
@@ -228,9 +228,9 @@ def test_patterns_select_what_is_downloaded_and_checked(
     driver.run("warm", spec)
 
     assert _file_requests(hub, tiny_repo, "GET") == {"config.json": 1, "tokenizer.json": 1}
-    assert check_snapshot(ModelSpec(**spec)).complete
+    assert check_snapshot(Model(**spec)).complete
     # The full snapshot is another entry: never warmed, so not complete.
-    assert not check_snapshot(ModelSpec(**_spec(tiny_repo))).complete
+    assert not check_snapshot(Model(**_spec(tiny_repo))).complete
 
 
 def test_a_warmer_killed_mid_download_blocks_nobody(
@@ -250,4 +250,4 @@ def test_a_warmer_killed_mid_download_blocks_nobody(
     assert "error" not in out, out
     assert out["elapsed"] < 30
     assert _file_requests(hub, tiny_repo, "GET")["model.safetensors"] == 2
-    assert check_snapshot(ModelSpec(**_spec(tiny_repo)), deep=True).complete
+    assert check_snapshot(Model(**_spec(tiny_repo)), deep=True).complete

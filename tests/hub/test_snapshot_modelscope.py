@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cacheroot.fetch._snapshot import ModelSpec, check_snapshot, offline_snapshot_path
+from cacheroot.fetch import Model
+from cacheroot.fetch._snapshot import check_snapshot, offline_snapshot_path
 
 from .conftest import FILES
 
@@ -40,7 +41,7 @@ def test_cold_warm_fetches_each_file_once(
     assert hub.counts()[ACCEL] == 1
     assert hub.total() == len(FILES) + 2
     assert hub.unhandled == []
-    path = offline_snapshot_path(ModelSpec(**_spec(tiny_repo)))
+    path = offline_snapshot_path(Model(**_spec(tiny_repo)))
     assert path == Path(out["path"])
     for name in FILES:
         assert (path / name).read_bytes() == tiny_repo.files[name]
@@ -76,7 +77,7 @@ def test_eight_processes_make_one_download(
 def test_a_deleted_file_is_reported_and_fetched_alone(
     driver: Driver, hub: HubServer, tiny_repo: HubRepo
 ) -> None:
-    spec = ModelSpec(**_spec(tiny_repo))
+    spec = Model(**_spec(tiny_repo))
     driver.run("warm", _spec(tiny_repo))
     (offline_snapshot_path(spec) / "tokenizer.json").unlink()
 
@@ -101,7 +102,7 @@ def test_a_rate_limited_download_waits_for_retry_after(
     assert "error" not in out, out
     assert out["elapsed"] >= 1.0
     assert _file_gets(hub, tiny_repo) == len(FILES) + 1
-    assert check_snapshot(ModelSpec(**_spec(tiny_repo))).complete
+    assert check_snapshot(Model(**_spec(tiny_repo))).complete
 
 
 def test_a_branch_is_cached_under_its_name(
@@ -110,7 +111,7 @@ def test_a_branch_is_cached_under_its_name(
     out = driver.run("warm", _spec(tiny_repo, "master"))
 
     assert "error" not in out, out
-    report = check_snapshot(ModelSpec(**_spec(tiny_repo, "master")))
+    report = check_snapshot(Model(**_spec(tiny_repo, "master")))
     assert report.complete
     assert report.path is not None
     assert report.path.name == "master"

@@ -1,4 +1,4 @@
-"""ModelSpec, records and errors: everything that needs no hub client."""
+"""Model, records and errors: everything that needs no hub client."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from cacheroot.fetch import Model
 from cacheroot.fetch._errors import CacheMissError, LockTimeout
 from cacheroot.fetch._lock import PathLock
 from cacheroot.fetch._snapshot import (
-    ModelSpec,
     UnpinnedRevisionWarning,
     check_snapshot,
     lock_path,
@@ -20,21 +20,22 @@ from cacheroot.fetch._snapshot import (
     record_path,
     warm_snapshot,
 )
-from cacheroot.fetch._snapshot_hubs import parse_retry_after, select
+from cacheroot.fetch._snapshot_hubs import select
+from cacheroot.fetch.store import retry_after
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def test_a_spec_normalises_patterns_and_knows_when_it_is_pinned() -> None:
-    spec = ModelSpec("acme/tiny", COMMIT, allow_patterns="*.json", ignore_patterns=["a", "b"])
+    spec = Model("acme/tiny", COMMIT, allow_patterns="*.json", ignore_patterns=["a", "b"])
 
     assert spec.allow_patterns == ("*.json",)
     assert spec.ignore_patterns == ("a", "b")
     assert spec.pinned
-    assert not ModelSpec("acme/tiny", "main").pinned
-    assert not ModelSpec("acme/tiny", COMMIT.upper()).pinned  # hub commits are lower-case hex
-    assert ModelSpec("gpt2", COMMIT).uri == f"hf://gpt2@{COMMIT}"
-    assert ModelSpec("a/b", "v1", repo_type="dataset").uri == "hf://datasets/a/b@v1"
+    assert not Model("acme/tiny", "main").pinned
+    assert not Model("acme/tiny", COMMIT.upper()).pinned  # hub commits are lower-case hex
+    assert Model("gpt2", COMMIT).uri == f"hf://gpt2@{COMMIT}"
+    assert Model("a/b", "v1", repo_type="dataset").uri == "hf://datasets/a/b@v1"
 
 
 @pytest.mark.parametrize(
@@ -52,13 +53,13 @@ def test_a_spec_normalises_patterns_and_knows_when_it_is_pinned() -> None:
 def test_a_bad_spec_says_what_was_expected(kwargs: dict[str, Any], message: str) -> None:
     args: dict[str, Any] = {"repo_id": "acme/tiny", "revision": COMMIT, **kwargs}
     with pytest.raises((ValueError, TypeError), match=message):
-        ModelSpec(**args)
+        Model(**args)
 
 
 def test_the_manifest_entry_round_trips_through_toml() -> None:
     # tomllib is 3.11+; cacheroot-fetch depends on tomli below that.
     tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
-    spec = ModelSpec(
+    spec = Model(
         "acme/tiny",
         COMMIT,
         hub="modelscope",
@@ -68,33 +69,33 @@ def test_the_manifest_entry_round_trips_through_toml() -> None:
 
     (entry,) = tomllib.loads(spec.to_toml())["model"]
 
-    assert ModelSpec.from_mapping(entry) == spec
+    assert Model.from_mapping(entry) == spec
 
 
 def test_a_manifest_entry_with_unknown_or_missing_keys_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown key"):
-        ModelSpec.from_mapping({"repo_id": "a/b", "revision": COMMIT, "revison": "x"})
+        Model.from_mapping({"repo_id": "a/b", "revision": COMMIT, "revison": "x"})
     with pytest.raises(ValueError, match="needs revision"):
-        ModelSpec.from_mapping({"repo_id": "a/b"})
+        Model.from_mapping({"repo_id": "a/b"})
 
 
 def test_records_and_locks_live_under_the_vllm_cache_root() -> None:
-    spec = ModelSpec("acme/tiny", COMMIT)
+    spec = Model("acme/tiny", COMMIT)
     root = os.environ["VLLM_CACHE_ROOT"]
 
     assert str(record_path(spec)).startswith(os.path.join(root, "snapshots") + os.sep)
     assert str(lock_path(spec)).startswith(os.path.join(root, "locks", "snapshots") + os.sep)
     # Patterns get their own record (completeness is per pattern set) but share the lock.
-    narrow = ModelSpec("acme/tiny", COMMIT, allow_patterns="*.json")
+    narrow = Model("acme/tiny", COMMIT, allow_patterns="*.json")
     assert record_path(narrow) != record_path(spec)
     assert lock_path(narrow) == lock_path(spec)
-    odd = ModelSpec("acme/tiny", "refs/pr/1" + "x" * 300)
+    odd = Model("acme/tiny", "refs/pr/1" + "x" * 300)
     assert "/" not in record_path(odd).name
     assert len(record_path(odd).name) < 255
 
 
 def test_a_never_warmed_snapshot_is_a_miss_that_names_the_manifest_entry() -> None:
-    spec = ModelSpec("acme/tiny", COMMIT, allow_patterns=["*.json"])
+    spec = Model("acme/tiny", COMMIT, allow_patterns=["*.json"])
 
     report = check_snapshot(spec)
     assert not report.complete
@@ -116,12 +117,12 @@ def test_an_offline_warm_of_a_miss_raises_without_any_request(
     monkeypatch.setenv("CACHEROOT_OFFLINE", "1")
 
     with pytest.raises(CacheMissError, match="acme/tiny"):
-        warm_snapshot(ModelSpec("acme/tiny", COMMIT))
+        warm_snapshot(Model("acme/tiny", COMMIT))
     with (
         pytest.warns(UnpinnedRevisionWarning, match="'main' is a branch or tag"),
         pytest.raises(CacheMissError),
     ):
-        warm_snapshot(ModelSpec("acme/tiny", "main", hub="modelscope"))
+        warm_snapshot(Model("acme/tiny", "main", hub="modelscope"))
 
 
 def test_hf_hub_offline_counts_as_offline_for_hugging_face_only(
@@ -130,7 +131,7 @@ def test_hf_hub_offline_counts_as_offline_for_hugging_face_only(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
     with pytest.raises(CacheMissError):
-        warm_snapshot(ModelSpec("acme/tiny", COMMIT))
+        warm_snapshot(Model("acme/tiny", COMMIT))
 
 
 @pytest.mark.parametrize(
@@ -148,7 +149,7 @@ def test_hf_hub_offline_counts_as_offline_for_hugging_face_only(
 )
 def test_retry_after_takes_seconds_or_a_date(value: object, seconds: float | None) -> None:
     now = 1445412480.0  # Wed, 21 Oct 2015 07:28:00 GMT
-    assert parse_retry_after(value, now=now) == seconds
+    assert retry_after(value, now=now) == seconds
 
 
 PATHS = ["config.json", ".gitattributes", "weights/model.bin", "tokenizer.json"]
@@ -175,12 +176,12 @@ PATHS = ["config.json", ".gitattributes", "weights/model.bin", "tokenizer.json"]
 def test_patterns_select_files_as_each_client_does(
     hub: str, allow: str | None, ignore: str | list[str] | None, expected: list[str]
 ) -> None:
-    spec = ModelSpec("acme/tiny", COMMIT, hub=hub, allow_patterns=allow, ignore_patterns=ignore)
+    spec = Model("acme/tiny", COMMIT, hub=hub, allow_patterns=allow, ignore_patterns=ignore)
     assert select(spec, PATHS) == expected
 
 
 def test_waiting_for_another_warmer_has_a_timeout() -> None:
-    spec = ModelSpec("acme/tiny", COMMIT)
+    spec = Model("acme/tiny", COMMIT)
     lock_path(spec).parent.mkdir(parents=True, exist_ok=True)
 
     with PathLock(str(lock_path(spec))), pytest.raises(LockTimeout) as caught:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch._manifest import Asset, ManifestError, Model, load_manifest, parse_manifest
+from cacheroot.fetch import Model
+from cacheroot.fetch._manifest import Asset, ManifestError, load_manifest, parse_manifest
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,13 +1,20 @@
 """Cached, single-flight, atomic, verified and resumable downloads.
 
-``fetch(url, sha256=...)`` returns a path under ``$_VLLM_TEST_CACHE/<namespace>/``; the building
-blocks (the lock, atomic publishing of files and directories, the error hierarchy) are public for
-the other cacheroot packages.
+``fetch(url, sha256=...)`` returns a path under ``$_VLLM_TEST_CACHE/<namespace>/``;
+``warm_manifest`` fills the caches with what a manifest lists, ``warm_snapshot`` and
+``offline_snapshot_path`` do it for one :class:`Model` snapshot, and ``build_once`` builds an
+artifact once per volume.
+
+**Stability.** The names in ``__all__`` here are the public API: they follow semantic versioning.
+The building blocks that cacheroot's other distributions share (the lock, atomic publishing, the
+records) live in :mod:`cacheroot.fetch.store`, which may change in a minor release;
+:mod:`cacheroot.fetch.vllm_compat` mirrors upstream vLLM's test helper. Every other module is
+private.
 """
 
 from __future__ import annotations
 
-from ._archive import ArchiveError, extract, extract_entry
+from ._archive import ArchiveError, extract
 from ._build import build_once, built_path
 from ._errors import (
     CacheMissError,
@@ -18,12 +25,9 @@ from ._errors import (
     LockTimeout,
 )
 from ._fetcher import Fetcher, cache_dir, default_fetcher, fetch
-from ._lock import PathLock, holder
-from ._manifest import Asset, Manifest, ManifestError, Model, load_manifest, parse_manifest
-from ._naming import check_filename, check_namespace, entry_name, entry_path
-from ._redact import redact_url
+from ._manifest import Asset, Manifest, ManifestError, load_manifest, parse_manifest
+from ._model import Model
 from ._snapshot import (
-    ModelSpec,
     SnapshotReport,
     UnpinnedRevisionWarning,
     check_snapshot,
@@ -31,23 +35,6 @@ from ._snapshot import (
     warm_snapshot,
 )
 from ._stats import reset_stats, stats
-from ._store import (
-    Partial,
-    Staging,
-    atomic_write,
-    current_meta,
-    fsync_dir,
-    lock_path,
-    partial_abandoned,
-    partials,
-    publish_dir,
-    read_meta,
-    remove_abandoned,
-    sha256_file,
-    staged_dir,
-    write_meta,
-)
-from ._used import touch_used
 from ._warm import warm_manifest
 
 __all__ = [
@@ -63,44 +50,20 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "Model",
-    "ModelSpec",
-    "Partial",
-    "PathLock",
     "SnapshotReport",
-    "Staging",
     "UnpinnedRevisionWarning",
-    "atomic_write",
     "build_once",
     "built_path",
     "cache_dir",
-    "check_filename",
-    "check_namespace",
     "check_snapshot",
-    "current_meta",
     "default_fetcher",
-    "entry_name",
-    "entry_path",
     "extract",
-    "extract_entry",
     "fetch",
-    "fsync_dir",
-    "holder",
     "load_manifest",
-    "lock_path",
     "offline_snapshot_path",
     "parse_manifest",
-    "partial_abandoned",
-    "partials",
-    "publish_dir",
-    "read_meta",
-    "redact_url",
-    "remove_abandoned",
     "reset_stats",
-    "sha256_file",
-    "staged_dir",
     "stats",
-    "touch_used",
     "warm_manifest",
     "warm_snapshot",
-    "write_meta",
 ]

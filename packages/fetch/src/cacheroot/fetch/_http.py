@@ -28,13 +28,11 @@ for it. What it handles, and how:
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import io
 import logging
 import os
 import random
-import re
 import stat
 import sys
 import time
@@ -49,6 +47,7 @@ from requests.adapters import HTTPAdapter
 from cacheroot.envs import VLLM_TEST_CACHE
 
 from ._errors import DownloadError
+from ._httpvalues import decimal, retry_after
 from ._redact import redact_url
 
 if TYPE_CHECKING:
@@ -94,9 +93,6 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
-#: A number in an HTTP header: ASCII digits only (``str.isdigit`` also takes ``²``, ``int`` also
-#: takes other scripts' digits, ``+``, ``_`` and spaces).
-_DIGITS = re.compile(r"[0-9]+")
 #: What a read of the body raises when the transfer broke: the above or the socket's own
 #: errors (``ssl.SSLError`` and the like, which urllib3 would have wrapped).
 _BROKEN: tuple[type[BaseException], ...] = (*_TRANSIENT, OSError)
@@ -109,35 +105,6 @@ def new_session(pool: int = 16) -> requests.Session:
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
-
-
-def decimal(value: str | None) -> int | None:
-    """The non-negative integer a header field holds, or ``None`` unless it is ASCII digits.
-
-    HTTP numbers (``Content-Length``, ``Retry-After``, ``Content-Range``) are ``1*DIGIT``; this
-    is the one parser for them. Surrounding spaces are allowed, nothing else.
-    """
-    if value is None:
-        return None
-    value = value.strip(" \t")
-    return int(value) if _DIGITS.fullmatch(value) else None
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds to wait that a ``Retry-After`` header asks for (``None`` if absent or garbled)."""
-    if not value:
-        return None
-    value = value.strip()
-    seconds = decimal(value)
-    if seconds is not None:
-        return float(seconds)
-    if value[:1].isdigit() or value[:1] in "+-":
-        return None  # a number, but not one HTTP allows
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class _Retry(Exception):  # noqa: N818 - control flow, never escapes this module

@@ -30,7 +30,11 @@ import re
 import sys
 from typing import Any
 
+from cacheroot.envs.units import parse_size
+
 from ._errors import FetchError
+from ._model import FIELDS as _MODEL_FIELDS
+from ._model import HUBS, REPO_TYPES, Model
 from ._naming import check_filename, check_namespace
 from ._redact import redact_url
 
@@ -40,10 +44,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _SCHEMES = ("http://", "https://", "file://")
-HUBS = ("hf", "modelscope")
-REPO_TYPES = ("model", "dataset")
 
 
 class ManifestError(FetchError, ValueError):
@@ -117,70 +118,6 @@ class Asset:
             "filename": self.filename,
             "extract": self.extract,
             "max_unpacked": self.max_unpacked,
-        }
-
-
-class Model:
-    """One ``[[model]]`` entry: a hub snapshot (see ``cacheroot.fetch._snapshot``)."""
-
-    __slots__ = (
-        "allow_patterns",
-        "hub",
-        "ignore_patterns",
-        "index",
-        "repo_id",
-        "repo_type",
-        "revision",
-    )
-
-    def __init__(
-        self,
-        *,
-        hub: str,
-        repo_id: str,
-        revision: str,
-        allow_patterns: tuple[str, ...] | None = None,
-        ignore_patterns: tuple[str, ...] | None = None,
-        repo_type: str = "model",
-        index: int = 0,
-    ) -> None:
-        self.hub = hub
-        self.repo_id = repo_id
-        self.revision = revision
-        self.allow_patterns = allow_patterns
-        self.ignore_patterns = ignore_patterns
-        self.repo_type = repo_type
-        self.index = index
-
-    def __repr__(self) -> str:
-        return f"Model({self.hub!r}, {self.repo_id!r}, revision={self.revision!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Model):
-            return NotImplemented
-        return self.as_dict() == other.as_dict()
-
-    __hash__ = None  # type: ignore[assignment]  # mutable value object
-
-    @property
-    def pinned(self) -> bool:
-        """Whether ``revision`` is a full commit hash (reproducible, checkable offline)."""
-        return bool(_COMMIT.match(self.revision))
-
-    @property
-    def label(self) -> str:
-        """How summaries name the entry."""
-        return f"[[model]] #{self.index} {self.hub}:{self.repo_id}@{self.revision}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """The entry as JSON-ready fields."""
-        return {
-            "hub": self.hub,
-            "repo_id": self.repo_id,
-            "revision": self.revision,
-            "allow_patterns": None if self.allow_patterns is None else list(self.allow_patterns),
-            "ignore_patterns": None if self.ignore_patterns is None else list(self.ignore_patterns),
-            "repo_type": self.repo_type,
         }
 
 
@@ -264,7 +201,6 @@ def _kind(value: object) -> str:
 
 
 _ASSET_FIELDS = ("url", "sha256", "namespace", "filename", "extract", "max_unpacked")
-_MODEL_FIELDS = ("hub", "repo_id", "revision", "allow_patterns", "ignore_patterns", "repo_type")
 
 
 def _asset(path: str, index: int, table: object) -> Asset:
@@ -313,10 +249,8 @@ def _asset(path: str, index: int, table: object) -> Asset:
 
 
 def _size(e: _Entry, field: str) -> int | None:
-    """A size field: bytes as an integer, or a string such as ``"40G"`` (``cacheroot cache``'s
-    units)."""
-    from ._cache import parse_size  # noqa: PLC0415 - one size parser for every command
-
+    """A size field: bytes as an integer, or a string such as ``"40G"`` (the units of every
+    cacheroot command, :mod:`cacheroot.envs.units`)."""
     value = e.table.get(field)
     if value is None:
         return None

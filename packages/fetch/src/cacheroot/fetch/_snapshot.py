@@ -55,12 +55,11 @@ from . import _snapshot_hubs as hubs
 from ._errors import CacheMissError, ChecksumError, DownloadError
 from ._fetcher import cache_only
 from ._lock import PathLock
+from ._model import COMMIT_HASH, Model
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Mapping
 
-#: A full git commit id: the only revision that cannot move.
-COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
 #: Version of the completeness record's format.
 RECORD_FORMAT = 1
 _CHUNK = 1 << 20
@@ -70,121 +69,11 @@ class UnpinnedRevisionWarning(UserWarning):
     """A model's revision is a branch or tag, which can move, rather than a commit hash."""
 
 
-def _patterns(value: Iterable[str] | str | None, name: str) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    items = (value,) if isinstance(value, str) else tuple(value)
-    if not all(isinstance(p, str) and p for p in items):
-        raise TypeError(f"{name} must be a string or a list of non-empty strings, got {value!r}")
-    return items
-
-
-@dataclass(frozen=True, init=False)
-class ModelSpec:
-    """One model snapshot: which hub, which repository, which revision, which files.
-
-    ``allow_patterns`` / ``ignore_patterns`` are the hub clients' glob patterns (``*`` matches
-    across ``/``); a string counts as a one-element list. Specs are immutable and hashable.
-    """
-
-    repo_id: str
-    revision: str
-    hub: str
-    repo_type: str
-    allow_patterns: tuple[str, ...] | None
-    ignore_patterns: tuple[str, ...] | None
-
-    def __init__(
-        self,
-        repo_id: str,
-        revision: str,
-        *,
-        hub: str = "hf",
-        repo_type: str = "model",
-        allow_patterns: Iterable[str] | str | None = None,
-        ignore_patterns: Iterable[str] | str | None = None,
-    ) -> None:
-        if hub not in hubs.HUBS:
-            raise ValueError(f"hub must be one of {', '.join(hubs.HUBS)}, got {hub!r}")
-        if repo_type not in hubs.REPO_TYPES:
-            raise ValueError(
-                f"repo_type must be one of {', '.join(hubs.REPO_TYPES)}, got {repo_type!r}"
-            )
-        parts = repo_id.split("/") if isinstance(repo_id, str) else []
-        need = (2,) if hub == "modelscope" else (1, 2)
-        if len(parts) not in need or not all(p and p not in (".", "..") for p in parts):
-            shape = "owner/name" if hub == "modelscope" else "name or owner/name"
-            raise ValueError(f"repo_id must look like {shape}, got {repo_id!r}")
-        if not isinstance(revision, str) or not revision.strip():
-            raise ValueError(
-                f"revision must be a commit hash (recommended) or a branch or tag name, "
-                f"got {revision!r}"
-            )
-        for name, value in (
-            ("repo_id", repo_id),
-            ("revision", revision),
-            ("hub", hub),
-            ("repo_type", repo_type),
-            ("allow_patterns", _patterns(allow_patterns, "allow_patterns")),
-            ("ignore_patterns", _patterns(ignore_patterns, "ignore_patterns")),
-        ):
-            object.__setattr__(self, name, value)
-
-    @classmethod
-    def from_mapping(cls, entry: Mapping[str, Any]) -> ModelSpec:
-        """Build a spec from a manifest's ``[[model]]`` table; unknown keys are an error."""
-        known = {"hub", "repo_id", "revision", "repo_type", "allow_patterns", "ignore_patterns"}
-        unknown = sorted(set(entry) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown key(s) {', '.join(unknown)} in a model entry; "
-                f"expected some of {', '.join(sorted(known))}"
-            )
-        missing = [k for k in ("repo_id", "revision") if k not in entry]
-        if missing:
-            raise ValueError(f"a model entry needs {' and '.join(missing)}: {dict(entry)!r}")
-        return cls(
-            repo_id=entry["repo_id"],
-            revision=entry["revision"],
-            hub=entry.get("hub", "hf"),
-            repo_type=entry.get("repo_type", "model"),
-            allow_patterns=entry.get("allow_patterns"),
-            ignore_patterns=entry.get("ignore_patterns"),
-        )
-
-    @property
-    def pinned(self) -> bool:
-        """Whether the revision is a full commit hash (which cannot move)."""
-        return COMMIT_HASH.fullmatch(self.revision) is not None
-
-    @property
-    def uri(self) -> str:
-        """A readable name for messages: ``hf://owner/name@rev``, ``hf://datasets/...``."""
-        kind = "datasets/" if self.repo_type == "dataset" else ""
-        return f"{self.hub}://{kind}{self.repo_id}@{self.revision}"
-
-    def to_toml(self) -> str:
-        """The manifest entry (a ``[[model]]`` table) that names this snapshot."""
-        lines = [
-            "[[model]]",
-            f"hub = {json.dumps(self.hub)}",
-            f"repo_id = {json.dumps(self.repo_id)}",
-            f"revision = {json.dumps(self.revision)}",
-        ]
-        if self.repo_type != "model":
-            lines.append(f"repo_type = {json.dumps(self.repo_type)}")
-        for key in ("allow_patterns", "ignore_patterns"):
-            value = getattr(self, key)
-            if value is not None:
-                lines.append(f"{key} = [{', '.join(json.dumps(p) for p in value)}]")
-        return "\n".join(lines)
-
-
 @dataclass(frozen=True)
 class SnapshotReport:
     """Whether a snapshot is complete in the cache, and what is wrong when it is not."""
 
-    spec: ModelSpec
+    spec: Model
     complete: bool
     path: Path | None = None
     commit: str | None = None
@@ -227,7 +116,7 @@ def _state_dir(environ: Mapping[str, str]) -> str:
     return base
 
 
-def _slug(spec: ModelSpec, *, with_patterns: bool) -> str:
+def _slug(spec: Model, *, with_patterns: bool) -> str:
     """A file name for ``spec``: readable, collision-free, within NAME_MAX."""
     key = [spec.hub, spec.repo_type, spec.repo_id, spec.revision]
     if with_patterns:
@@ -237,19 +126,19 @@ def _slug(spec: ModelSpec, *, with_patterns: bool) -> str:
     return f"{spec.hub}-{spec.repo_type}-{readable[:120]}-{digest}"
 
 
-def record_path(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> Path:
+def record_path(spec: Model, environ: Mapping[str, str] | None = None) -> Path:
     """Where the completeness record of ``spec`` lives."""
     base = _state_dir(os.environ if environ is None else environ)
     return Path(base, "snapshots", _slug(spec, with_patterns=True) + ".json")
 
 
-def lock_path(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> Path:
+def lock_path(spec: Model, environ: Mapping[str, str] | None = None) -> Path:
     """The lock that makes warming ``spec`` single-flight (patterns share one lock)."""
     base = _state_dir(os.environ if environ is None else environ)
     return Path(base, "locks", "snapshots", _slug(spec, with_patterns=False) + ".lock")
 
 
-def _hub_root(spec: ModelSpec, environ: Mapping[str, str]) -> str:
+def _hub_root(spec: Model, environ: Mapping[str, str]) -> str:
     root = hubs.cache_root(spec.hub, environ)
     if root is None:
         raise RuntimeError(
@@ -259,7 +148,7 @@ def _hub_root(spec: ModelSpec, environ: Mapping[str, str]) -> str:
     return root
 
 
-def _is_offline(spec: ModelSpec, environ: Mapping[str, str]) -> bool:
+def _is_offline(spec: Model, environ: Mapping[str, str]) -> bool:
     if cache_only(environ):
         return True
     return spec.hub == "hf" and truthy(environ.get(HF_HUB_OFFLINE))
@@ -312,7 +201,7 @@ def _hash_file(path: str, *, git: bool) -> tuple[str, str | None]:
 
 
 def _build_record(
-    spec: ModelSpec, snapshot_dir: str, hub_root: str, previous: dict[str, Any] | None
+    spec: Model, snapshot_dir: str, hub_root: str, previous: dict[str, Any] | None
 ) -> dict[str, Any]:
     """Describe the snapshot the client just produced, verifying each file once.
 
@@ -360,7 +249,7 @@ def _build_record(
     }
 
 
-def _commit_of(spec: ModelSpec, snapshot_dir: str) -> str | None:
+def _commit_of(spec: Model, snapshot_dir: str) -> str | None:
     if spec.pinned:
         return spec.revision
     name = os.path.basename(os.path.normpath(snapshot_dir))
@@ -372,7 +261,7 @@ def _commit_of(spec: ModelSpec, snapshot_dir: str) -> str | None:
 
 
 def check_snapshot(
-    spec: ModelSpec, *, deep: bool = False, environ: Mapping[str, str] | None = None
+    spec: Model, *, deep: bool = False, environ: Mapping[str, str] | None = None
 ) -> SnapshotReport:
     """Whether ``spec`` is complete in the cache, without any network access.
 
@@ -424,7 +313,7 @@ def check_snapshot(
     )
 
 
-def _ref_problem(spec: ModelSpec, snapshot: Path, record: Mapping[str, Any]) -> list[str]:
+def _ref_problem(spec: Model, snapshot: Path, record: Mapping[str, Any]) -> list[str]:
     """Hugging Face resolves a branch offline through ``refs/<branch>``: it must still match."""
     commit = record.get("commit")
     if spec.hub != "hf" or spec.pinned or commit is None:
@@ -439,7 +328,7 @@ def _ref_problem(spec: ModelSpec, snapshot: Path, record: Mapping[str, Any]) -> 
     return []
 
 
-def offline_snapshot_path(spec: ModelSpec, *, environ: Mapping[str, str] | None = None) -> Path:
+def offline_snapshot_path(spec: Model, *, environ: Mapping[str, str] | None = None) -> Path:
     """The local directory of a complete snapshot; :class:`CacheMissError` when incomplete.
 
     Never touches the network. The error names what is missing and the manifest entry to add.
@@ -451,7 +340,7 @@ def offline_snapshot_path(spec: ModelSpec, *, environ: Mapping[str, str] | None 
     raise _miss(spec, report)
 
 
-def _miss(spec: ModelSpec, report: SnapshotReport) -> CacheMissError:
+def _miss(spec: Model, report: SnapshotReport) -> CacheMissError:
     shown = "; ".join(report.problems[:5])
     if len(report.problems) > 5:
         shown += f"; ... ({len(report.problems) - 5} more)"
@@ -464,7 +353,7 @@ def _miss(spec: ModelSpec, report: SnapshotReport) -> CacheMissError:
 
 
 def warm_snapshot(
-    spec: ModelSpec,
+    spec: Model,
     *,
     offline: bool | None = None,
     lock_timeout: float = 3600.0,
@@ -518,7 +407,7 @@ def warm_snapshot(
     return Path(snapshot_dir)
 
 
-def _discard_wrong(spec: ModelSpec, report: SnapshotReport) -> None:
+def _discard_wrong(spec: Model, report: SnapshotReport) -> None:
     """Remove files the check found wrong, so that the client downloads them again.
 
     The ModelScope client re-verifies sha256 against its listing and replaces a bad file by
@@ -535,7 +424,7 @@ def _discard_wrong(spec: ModelSpec, report: SnapshotReport) -> None:
                 os.unlink(victim)
 
 
-def _check_client_root(spec: ModelSpec, environ: Mapping[str, str]) -> None:
+def _check_client_root(spec: Model, environ: Mapping[str, str]) -> None:
     expected = os.path.realpath(_hub_root(spec, environ))
     actual = os.path.realpath(hubs.client_cache_root(spec.hub))
     if expected != actual:
@@ -549,7 +438,7 @@ def _check_client_root(spec: ModelSpec, environ: Mapping[str, str]) -> None:
 
 
 def _download_with_retries(
-    spec: ModelSpec,
+    spec: Model,
     attempts: int,
     backoff: float,
     max_delay: float,

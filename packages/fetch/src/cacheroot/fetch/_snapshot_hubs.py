@@ -17,23 +17,19 @@ imported client actually uses and the caller compares it with the layout's.
 
 from __future__ import annotations
 
-import email.utils
 import fnmatch
 import os
-import time
 from typing import TYPE_CHECKING
 
 from cacheroot.envs import HF_HOME, HF_HUB_CACHE, MODELSCOPE_CACHE, resolve
 
+from ._httpvalues import retry_after
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
-    from ._snapshot import ModelSpec
+    from ._model import Model
 
-#: The hubs cacheroot can warm from.
-HUBS = ("hf", "modelscope")
-#: The repository types both hubs share.
-REPO_TYPES = ("model", "dataset")
 #: HTTP statuses worth another attempt: timeouts, rate limits and server-side failures.
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 #: Transport failures of huggingface_hub's HTTP stack (httpx-style names; matched by name so
@@ -97,7 +93,7 @@ def client_cache_root(hub: str) -> str:
         raise _missing_client(hub, error) from error
 
 
-def download(spec: ModelSpec) -> str:
+def download(spec: Model) -> str:
     """Run the hub's own snapshot download for ``spec``; return the snapshot directory."""
     allow = list(spec.allow_patterns) if spec.allow_patterns is not None else None
     ignore = list(spec.ignore_patterns) if spec.ignore_patterns is not None else None
@@ -145,7 +141,7 @@ def _ms_matches(path: str, patterns: list[str]) -> bool:
     )
 
 
-def select(spec: ModelSpec, paths: Iterable[str]) -> list[str]:
+def select(spec: Model, paths: Iterable[str]) -> list[str]:
     """The repo-relative ``paths`` that ``spec``'s patterns select, decided as the client does.
 
     Hugging Face: the client's own ``filter_repo_objects`` (it also reads ``dir/`` as
@@ -174,7 +170,7 @@ def select(spec: ModelSpec, paths: Iterable[str]) -> list[str]:
     ]
 
 
-def snapshot_files(spec: ModelSpec, snapshot_dir: str) -> list[str]:
+def snapshot_files(spec: Model, snapshot_dir: str) -> list[str]:
     """The repo-relative paths (``/``-separated) under ``snapshot_dir`` that ``spec`` selects.
 
     Partial files of an interrupted ModelScope download (``*.incomplete``) are skipped; the
@@ -241,32 +237,16 @@ def _status(error: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def parse_retry_after(value: object, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value (delay-seconds or an HTTP date)."""
-    if isinstance(value, (int, float)):
-        return max(0.0, float(value))
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
 def _retry_after(error: BaseException) -> float | None:
     headers = getattr(getattr(error, "response", None), "headers", None)
     if headers is not None:
         try:
-            found = parse_retry_after(headers.get("Retry-After"))
+            found = retry_after(headers.get("Retry-After"))
         except AttributeError:
             found = None
         if found is not None:
             return found
-    return parse_retry_after(getattr(error, "retry_after", None))
+    return retry_after(getattr(error, "retry_after", None))
 
 
 def transient(error: BaseException) -> tuple[bool, int | None, float | None]:

@@ -25,10 +25,11 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from cacheroot.envs.units import format_size
+
 from ._archive import MAX_SIZE, extract_entry, extracted_path
-from ._cache import human
 from ._errors import CacheMissError, FetchError
-from ._manifest import Asset, Manifest, Model, load_manifest
+from ._manifest import Asset, Manifest, load_manifest
 from ._redact import redact_url
 from ._used import touch_used
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from ._fetcher import Fetcher
+    from ._model import Model
 
 #: Exit statuses, documented in ``--help``.
 OK, FAILED, USAGE = 0, 1, 2
@@ -112,22 +114,10 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
     return row
 
 
-def _spec(model: Model) -> Any:
-    snapshot = _snapshot_module()
-    return snapshot.ModelSpec(
-        repo_id=model.repo_id,
-        revision=model.revision,
-        hub=model.hub,
-        repo_type=model.repo_type,
-        allow_patterns=model.allow_patterns,
-        ignore_patterns=model.ignore_patterns,
-    )
-
-
 def check_model(model: Model, *, deep: bool = False) -> dict[str, Any]:
     """Whether ``model``'s snapshot is complete, without the network; a summary row."""
     try:
-        report = _snapshot_module().check_snapshot(_spec(model), deep=deep)
+        report = _snapshot_module().check_snapshot(model, deep=deep)
     except (FetchError, ValueError, OSError) as exc:
         return _row(model, FAILURE, reason=str(exc))
     if report.complete:
@@ -141,7 +131,7 @@ def warm_model(model: Model, *, check: bool = False) -> dict[str, Any]:
     if check or row["status"] == FAILURE or (row["status"] == HIT and model.pinned):
         return row
     # Missing, or complete for a branch that may have moved: the client re-resolves it.
-    path = _snapshot_module().warm_snapshot(_spec(model))
+    path = _snapshot_module().warm_snapshot(model)
     return _row(model, MISS, path=str(path))
 
 
@@ -203,9 +193,11 @@ def warm_manifest(
 
 
 def _jobs(text: str) -> int:
-    value = int(text)
+    value = int(text) if text.strip().isascii() and text.strip().isdigit() else 0
     if not 1 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"expected 1 to 256 parallel downloads, found {value}")
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of parallel downloads from 1 to 256 (e.g. 8), found {text!r}"
+        )
     return value
 
 
@@ -218,15 +210,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("manifest", metavar="MANIFEST", help="a TOML file of [[asset]]/[[model]]")
-    p.add_argument("--jobs", "-j", type=_jobs, default=4, help="parallel downloads (default 4)")
+    p.add_argument(
+        "manifest",
+        metavar="MANIFEST",
+        help="a TOML file of [[asset]] and [[model]] entries, e.g. tests/manifest.toml",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        metavar="N",
+        type=_jobs,
+        default=4,
+        help="parallel downloads, 1 to 256, e.g. 8 (default 4)",
+    )
     p.add_argument(
         "--check", action="store_true", help="only report what is missing; never download"
     )
     p.add_argument(
         "--allow-file",
         action="store_true",
-        help="read file:// assets (local mirrors); without it they fail unless already cached",
+        help="read file:// assets (local mirrors, e.g. file:///srv/mirror/data.tar); without it "
+        "they fail unless already cached",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
@@ -257,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             head = (
                 f"{summary['hits']} hits, {summary['misses']} misses "
-                f"({human(summary['bytes'])} downloaded)"
+                f"({format_size(summary['bytes'])} downloaded)"
             )
         lines.append(
             f"warm {summary['manifest']}: {total} entries: {head}, "

@@ -37,7 +37,8 @@ from cacheroot.envs import (
     path_problem,
     resolve,
 )
-from cacheroot.fetch import LockTimeout, redact_url
+from cacheroot.fetch import LockTimeout
+from cacheroot.fetch.store import redact_url
 
 from . import _policy
 from ._body import read_body

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cacheroot.fetch import redact_url
+from cacheroot.fetch.store import redact_url
 
 
 class MediaCacheError(Exception):

@@ -11,9 +11,9 @@ carry credentials are not stored unless the owner of the cache says they may be.
 
 from __future__ import annotations
 
-import datetime
-import email.utils
 from typing import TYPE_CHECKING, Any
+
+from cacheroot.fetch.store import parse_http_date
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -70,19 +70,6 @@ def _seconds(value: str | None) -> int | None:
     except ValueError:
         return None
     return max(n, 0)
-
-
-def parse_http_date(value: str | None) -> float | None:
-    """An HTTP date as a POSIX timestamp, or ``None`` when missing or invalid."""
-    if not value:
-        return None
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if parsed.tzinfo is None:  # RFC 9110 dates are always GMT
-        return parsed.replace(tzinfo=datetime.timezone.utc).timestamp()
-    return parsed.timestamp()
 
 
 def carries_credentials(request_headers: Mapping[str, str]) -> bool:

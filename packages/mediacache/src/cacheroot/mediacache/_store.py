@@ -29,7 +29,7 @@ import os
 import re
 from typing import Any
 
-from cacheroot.fetch import Partial, PathLock, partial_abandoned, read_meta, write_meta
+from cacheroot.fetch.store import Partial, PathLock, partial_abandoned, read_meta, write_meta
 
 from . import _policy
 
