@@ -212,33 +212,34 @@ def copy_new(
     """
     tmp = _store.partial_path(final)
     src_fd = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = -1
     try:
         before = os.fstat(src_fd)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-        try:
-            hasher = _store.Hasher() if sha256 is not None else None
-            _copy_fd(src_fd, fd, before.st_size, hasher)
-            after = os.stat(src)
-            same = (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
-            if not same or (hasher is not None and hasher.hexdigest() != sha256):
-                os.close(fd)
-                fd = -1
-                os.unlink(tmp)
-                return None
-            mode = 0o664 if _store.shared(os.path.dirname(final)) else 0o644
-            os.fchmod(fd, (before.st_mode & 0o777) | (mode & 0o664))
-            os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
-            os.fsync(fd)
-        finally:
-            if fd >= 0:
-                os.close(fd)
+        hasher = _store.Hasher() if sha256 is not None else None
+        _copy_fd(src_fd, fd, before.st_size, hasher)
+        after = os.stat(src)
+        same = (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+        if not same or (hasher is not None and hasher.hexdigest() != sha256):
+            os.unlink(tmp)
+            return None
+        mode = 0o664 if _store.shared(os.path.dirname(final)) else 0o644
+        os.fchmod(fd, (before.st_mode & 0o777) | (mode & 0o664))
+        os.fsync(fd)
+        won = publish_new(tmp, final, durable=durable)
+        if won:
+            # Only once published: a partial with an old mtime would pass for abandoned.
+            with contextlib.suppress(OSError):
+                os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     finally:
+        if fd >= 0:
+            os.close(fd)
         os.close(src_fd)
-    return publish_new(tmp, final, durable=durable)
+    return won
 
 
 def push_file(dest: str, l2: str) -> bool:

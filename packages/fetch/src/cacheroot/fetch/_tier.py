@@ -180,7 +180,8 @@ class _Pass:
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             self.report.skipped += 1  # whiteouts (character devices), sockets, fifos
             return None
-        recent = self.now - max(st.st_mtime, st.st_ctime) < self.settle
+        # The mtime, not the ctime: a file renamed into place is complete, whatever its ctime.
+        recent = self.now - st.st_mtime < self.settle
         if recent or (st.st_dev, st.st_ino) in self.busy:
             self.report.unsettled += 1
             return None

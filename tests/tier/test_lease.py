@@ -1,0 +1,98 @@
+"""The shared tier's lease: real processes holding it, beating, dying with ``kill -9``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+from cacheroot.fetch._lease import Lease, lease_path
+
+from .fleet import wait_for
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+import pytest
+
+HOLDER = """
+import sys
+from cacheroot.fetch._lease import Lease
+lease = Lease(sys.argv[1], beat=float(sys.argv[2]))
+print(lease.acquire(), flush=True)
+sys.stdin.read()
+lease.release()
+"""
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """Another process that holds the lease, beating every 50 ms until its stdin closes."""
+    path = lease_path(str(tmp_path / "entry.bin"))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, path, "0.05"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "held"
+    yield path, proc
+    if proc.stdin is not None and not proc.stdin.closed:
+        proc.stdin.close()
+    proc.wait()
+    proc.stdout.close()
+
+
+def test_a_live_holder_is_waited_for(holder: tuple[str, subprocess.Popen[str]]) -> None:
+    path, _proc = holder
+    waiter = Lease(path, stale_after=0.5)
+    assert waiter.acquire(timeout=1.5) == "timeout"  # three times the staleness: still beating
+    assert waiter.taken_over == 0
+
+
+def test_a_waiter_stops_when_the_work_is_done(holder: tuple[str, subprocess.Popen[str]]) -> None:
+    path, _proc = holder
+    done = threading.Event()
+    threading.Timer(0.2, done.set).start()
+    assert Lease(path, stale_after=30.0).acquire(done=done.is_set, timeout=30.0) == "done"
+
+
+def test_a_released_lease_is_taken_at_once(holder: tuple[str, subprocess.Popen[str]]) -> None:
+    path, proc = holder
+    waiter = Lease(path, stale_after=30.0)
+    threading.Timer(0.2, lambda: proc.stdin.close() if proc.stdin else None).start()
+    assert waiter.acquire(timeout=10.0) == "held"
+    assert waiter.taken_over == 0
+    waiter.release()
+
+
+def test_a_killed_holder_is_taken_over(holder: tuple[str, subprocess.Popen[str]]) -> None:
+    path, proc = holder
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    waiter = Lease(path, stale_after=0.3, beat=0.05)
+    assert waiter.acquire(timeout=10.0) == "held"
+    assert waiter.taken_over == 1
+    with open(path, encoding="utf-8") as f:
+        assert json.load(f)["token"] == waiter.token
+    waiter.release()
+    assert not os.path.lexists(path)  # released: gone
+
+
+def test_a_holder_taken_over_knows_it_and_leaves_the_new_lease(tmp_path: Path) -> None:
+    path = lease_path(str(tmp_path / "entry.bin"))
+    first = Lease(path, beat=0.05)
+    assert first.acquire() == "held"
+    other = {"token": "another-host", "beat": 1}
+    with open(path, "w", encoding="utf-8") as f:  # what a takeover leaves there
+        json.dump(other, f)
+    wait_for(lambda: first.lost, what="the holder's next beat to notice")
+    first.release()
+    with open(path, encoding="utf-8") as f:
+        assert json.load(f) == other
