@@ -23,7 +23,7 @@ from cacheroot.fetch import _budget
 from cacheroot.fetch._budget import apply, plan, prune_root
 from cacheroot.fetch._used import used_path
 
-from .conftest import cli_json
+from .conftest import cli, cli_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -92,7 +92,8 @@ class Root:
         for sub in (old, two):
             for part in ("refs", "snapshots"):
                 age(sub / part, 1000, now)
-            os.utime(sub / "blobs", (now - 1000, now - 1000))
+            for part in ("blobs", "."):
+                os.utime(sub / part, (now - 1000, now - 1000))
         self.k1 = sized(self.triton / "k1" / "kernel.cubin", 20 * M).parent
         self.k2 = sized(self.triton / "k2" / "kernel.cubin", 3 * M).parent
         self.g1 = sized(self.inductor / "fxgraph" / "g1" / "entry", 5 * M).parent
@@ -333,3 +334,83 @@ def test_a_concurrent_reader_keeps_its_entry_while_it_reads(
     assert [r["label"] for r in report["removed"]] == ["k1"]
     assert report["kept"] == []
     assert not populated.k1.exists()
+
+
+def test_the_command_lists_per_cache_and_a_dry_run_removes_nothing(populated: Root) -> None:
+    before = sorted(str(p) for p in populated.root.rglob("*"))
+    report = cli_json("cache", "prune", "--max-size", "100M", "--dry-run")
+    assert sorted(report) == [
+        "caches",
+        "criteria",
+        "dry_run",
+        "free",
+        "freed",
+        "kept",
+        "notes",
+        "removed",
+        "root",
+        "strays",
+        "total_after",
+        "total_before",
+    ]
+    assert report["dry_run"] is True
+    assert report["criteria"] == {"max_size": 100 * M, "min_free": None, "older_than": None}
+    assert [(r["cache"], r["label"], r["size"], r["kind"]) for r in report["removed"]] == [
+        ("HF_HOME", f"model/acme/old@{OLD}", 10 * M, "hf-revision"),
+        ("TRITON_CACHE_DIR", "k1", 20 * M, "entry"),
+        ("HF_HOME", f"model/acme/two@{R1}", 40 * M, "hf-revision"),
+    ]
+    assert report["removed"][1]["path"] == str(populated.k1)
+    assert report["removed"][1]["reason"] == "over the size budget (least recently used)"
+    assert report["removed"][1]["last_used"] == pytest.approx(populated.now - 800, abs=1)
+    assert report["total_before"] == TOTAL
+    assert report["total_after"] == TOTAL - 70 * M
+    assert report["freed"] == 70 * M
+    assert report["caches"]["HF_HOME"] == {
+        "path": str(populated.hub),
+        "removed": 2,
+        "freed": 50 * M,
+    }
+    assert report["caches"]["TRITON_CACHE_DIR"]["freed"] == 20 * M
+    assert report["caches"]["_VLLM_TEST_CACHE"]["removed"] == 0
+    assert report["kept"] == []
+    assert sorted(str(p) for p in populated.root.rglob("*")) == before
+
+    text = cli("cache", "prune", "--max-size", "100M", "--older-than", "450s", "--dry-run")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0] == f"HF_HOME ({populated.hub}):"
+    assert f"  would remove model/acme/old@{OLD} (10.0 MiB): unused for longer than the limit" in (
+        lines
+    )
+    assert "  2 entries, 50.0 MiB" in lines
+    assert f"TRITON_CACHE_DIR ({populated.triton}):" in lines
+    assert "  would remove ns/e1.bin (15.0 MiB): unused for longer than the limit" in lines
+    assert lines[-1].startswith("would remove 5 entries and 0 stray files, 90.0 MiB; 47.0 MiB left")
+    assert sorted(str(p) for p in populated.root.rglob("*")) == before
+
+    done = cli_json("cache", "prune", "--min-free", "1", "--older-than", "850s")
+    assert [r["label"] for r in done["removed"]] == [f"model/acme/old@{OLD}"]
+    assert not (populated.hub / "models--acme--old").exists()
+
+
+def test_without_huggingface_hub_a_repository_is_one_plain_entry(
+    populated: Root, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails: not installed
+    found = _budget.survey(str(populated.root))
+    assert found.notes == [
+        (
+            f"huggingface_hub is not installed: {populated.hub} is treated as a plain tree "
+            "(each repository one entry, all its revisions at once)"
+        )
+    ]
+    victims = plan(str(populated.root), older_than=650)
+    assert rows(victims) == [
+        # The blob, the ref (40 bytes) and the link "../../blobs/b-old" (17 bytes).
+        ("HF_HOME", "models--acme--old", 10 * M + 57),
+        ("TRITON_CACHE_DIR", "k1", 20 * M),
+    ]
+    assert apply(victims).removed_count == 2
+    assert not (populated.hub / "models--acme--old").exists()
+    assert (populated.hub / "models--acme--two").exists()

@@ -351,19 +351,29 @@ class _Scan:
 
 
 def _walk(top: str) -> Iterable[tuple[str, os.stat_result]]:
-    """``top`` and everything under it, with ``lstat`` results (links not followed)."""
+    """``top`` and everything under it, with ``lstat`` results.
+
+    Links are never followed, not even to classify them (``os.walk`` stats through them):
+    following a link sets its access time, which is how a use through it is seen.
+    """
     try:
         st = os.lstat(top)
     except OSError:
         return
     yield top, st
-    if not stat.S_ISDIR(st.st_mode):
-        return
-    for here, dirs, files in os.walk(top):
-        for name in dirs + files:
-            path = os.path.join(here, name)
+    pending = [top] if stat.S_ISDIR(st.st_mode) else []
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as listing:
+                items = list(listing)
+        except OSError:
+            continue
+        for item in items:
             with contextlib.suppress(OSError):
-                yield path, os.lstat(path)
+                st = item.stat(follow_symlinks=False)
+                yield item.path, st
+                if stat.S_ISDIR(st.st_mode):
+                    pending.append(item.path)
 
 
 class _Plain:
@@ -430,7 +440,7 @@ def _plain_entries(cache: _Cache, claimed: list[str]) -> list[tuple[str, _Plain]
             if any(_inside(c, path) for c in claimed):
                 continue  # another cache's directory, or holds one
             full, deeper = _matches(sub, cache.containers)
-            if (full or deeper) and os.path.isdir(path) and not os.path.islink(path):
+            if (full or deeper) and not os.path.islink(path) and os.path.isdir(path):
                 pending.append((sub + "/", path))
                 continue
             if name.startswith(".") or _is_lock(name) or name.endswith(".lock.holder"):
@@ -788,7 +798,7 @@ def _remove_plain(v: Victim, opened: _Open, now: float) -> str:
     why = entry.busy() or _Scan([entry.path, *entry.sidecars], opened, now, SETTLE).busy
     if why:
         return why
-    if entry.path == v.path and os.path.isdir(v.path) and v.label == WHOLE_LABEL:
+    if v.label == WHOLE_LABEL:
         return _empty_whole(v.path, opened)
     head, name = os.path.split(v.path)
     aside = os.path.join(head, f".{name}.{_proc.machine_tag()}-{os.getpid()}.pruned")
@@ -823,7 +833,7 @@ def _empty_whole(path: str, opened: _Open) -> str:
 
 
 def _rmtree(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
+    if not os.path.islink(path) and os.path.isdir(path):
         shutil.rmtree(path)
     else:
         os.unlink(path)
