@@ -62,6 +62,7 @@ SCAN_DEPTH = 4
 SCAN_CAP = 200_000
 
 _WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_TMPFILE = getattr(os, "O_TMPFILE", -1)  # Linux: a file without a name, gone when closed
 #: Audit event -> index of the path written in its arguments.
 _WRITES = {
     "open": 0,
@@ -182,7 +183,9 @@ class Auditor:
         path = self._written(event, args, index)
         if path is None or path in self.seen or self.allows(path):
             return
-        if event == "os.mkdir" and os.path.isdir(path):  # makedirs(exist_ok=True): no write
+        if event in ("os.mkdir", "open") and os.path.isdir(path):
+            # makedirs(exist_ok=True) on a directory that exists, or io.open of a directory with
+            # an opener that adds O_TMPFILE (tempfile.TemporaryFile): no named file is written.
             return
         self.seen.add(path)
         origin, caller = frames(sys._getframe(1))  # noqa: SLF001 - the frame that wrote
@@ -195,8 +198,8 @@ class Auditor:
         """The absolute path ``event`` writes, or ``None`` (a read, a descriptor, memory)."""
         if event == "open":
             flags = args[2]
-            if not isinstance(flags, int) or not flags & _WRITE:
-                return None
+            if not isinstance(flags, int) or not flags & _WRITE or flags & _TMPFILE == _TMPFILE:
+                return None  # a read, or an unnamed temporary file (O_TMPFILE)
         elif event == "sqlite3.connect" and args[0] in (":memory:", b":memory:", ""):
             return None
         path = _text(args[index])

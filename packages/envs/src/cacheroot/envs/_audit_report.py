@@ -75,26 +75,36 @@ def _group(paths: list[str]) -> dict[str, list[str]]:
 
 
 def _scan_finds(
-    before: dict[str, tuple[bool, int]], bases: tuple[str, ...], skip: list[str]
+    before: dict[str, tuple[bool, int]],
+    bases: tuple[str, ...],
+    skip: list[str],
+    written: dict[str, Any],
 ) -> tuple[list[dict[str, Any]], bool]:
-    """New entries (the topmost of each new tree) and modified files since ``before``."""
+    """What changed since ``before`` that no audited process wrote: the topmost entry of each
+    new tree, and modified files. A new directory an audited process made does not hide what
+    another writer put inside it (a scrubbed child's ``~/.cache/vllm`` in the ``~/.cache`` a
+    test made)."""
     after = audit.scan(bases, skip)
     truncated = "" in after or "" in before
     skipped = audit._prefixes(skip)  # noqa: SLF001 - one prefix rule for hook and report
     # A directory that only holds an allowed place (pytest-of-USER above the base temp) is
     # neither new content nor a write of the tests.
     holders = {os.path.dirname(p.rstrip(os.sep)) for p in skipped}
-    finds = []
+    changed: dict[str, dict[str, Any]] = {}
     for path, (is_dir, mtime) in sorted(after.items()):
-        if not path or _under(path, skipped) or path in holders:
+        if not path or path in written or _under(path, skipped) or path in holders:
             continue
         old = before.get(path)
         if old is None:
-            if os.path.dirname(path) in after and os.path.dirname(path) not in before:
-                continue  # inside a new tree: its top is listed
-            finds.append({"path": path, "change": "new", "directory": is_dir, "mtime": mtime})
+            changed[path] = {"path": path, "change": "new", "directory": is_dir, "mtime": mtime}
         elif not is_dir and old[1] != mtime:
-            finds.append({"path": path, "change": "modified", "directory": False, "mtime": mtime})
+            changed[path] = {"path": path, "change": "modified", "directory": False}
+            changed[path]["mtime"] = mtime
+    finds = [
+        find
+        for path, find in changed.items()
+        if not (find["change"] == "new" and changed.get(os.path.dirname(path), {}).get("change"))
+    ]
     return finds, truncated
 
 
@@ -143,6 +153,11 @@ def build_report(
                 "pid": record.get("pid"),
                 "exists": os.path.lexists(path),
             }
+    written = writes
+    # Written and removed again before the end (a library's temporary file, pytest's capture
+    # files): listed, not counted.
+    transient = [w for w in written.values() if not w["exists"]]
+    writes = {p: w for p, w in written.items() if w["exists"]}
     groups = [
         {"directory": top, "writes": [writes[p] for p in paths]}
         for top, paths in _group(list(writes)).items()
@@ -150,11 +165,8 @@ def build_report(
     scanned: list[dict[str, Any]] = []
     truncated = False
     if before is not None and bases:
-        finds, truncated = _scan_finds(before, bases, [directory, *places])
+        finds, truncated = _scan_finds(before, bases, [directory, *places], written)
         for find in finds:
-            path = find["path"]
-            if any(w == path or w.startswith(path + os.sep) for w in writes):
-                continue  # an audited process wrote it: listed with its line above
             when = find["mtime"] / 1e9
             tests = sorted({t for t, s, e in windows if s - SLACK <= when <= e + SLACK})
             # Processes started before the find was last written: by its tests, or by anyone
@@ -172,6 +184,7 @@ def build_report(
         "processes": len(processes),
         "escapes": len(writes) + len(scanned),
         "groups": groups,
+        "transient": transient,
         "scan": {"bases": list(bases), "truncated": truncated, "finds": scanned},
         "scrubbed": [s for s in spawns if s.get("scrubbed")],
     }
@@ -232,6 +245,9 @@ def summary_lines(report: dict[str, Any], path: str | None = None) -> list[str]:
         for spawn in find["started"]:
             scrubbed = ", environment without the audit" if spawn.get("scrubbed") else ""
             lines.append(f"    started there: {spawn['command']!r} by {_who(spawn)}{scrubbed}")
+    if report["transient"]:
+        count = len(report["transient"])
+        lines.append(f"  and {count} written outside and removed again (transient; not counted)")
     if report["scan"]["truncated"]:
         lines.append(f"  (the scan stopped at {audit.SCAN_CAP} entries)")
     return lines
