@@ -421,7 +421,7 @@ def _mount_overlay(l1: str, l2: str, merged: str, work: str) -> str:
         check=False,
     )
     if done.returncode != 0:
-        return (done.stderr or done.stdout).strip() or f"mount exited {done.returncode}"
+        return " ".join((done.stderr or done.stdout).split()) or f"mount exited {done.returncode}"
     return ""
 
 
