@@ -9,6 +9,8 @@ import pytest
 from cacheroot.envs import (
     CACHEROOT,
     CACHEROOT_APPLIED,
+    CACHEROOT_AUDIT_ALLOW,
+    CACHEROOT_AUDIT_REPORT,
     CACHEROOT_DISABLE,
     CACHEROOT_OFFLINE,
     CACHEROOT_OPT_IN,
@@ -26,9 +28,13 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 #: Every variable the layout knows, plus its switches: none may leak in from the outer shell.
+#: ``CACHEROOT_AUDIT`` and ``CACHEROOT_AUDIT_DIR`` are kept: a suite run under
+#: ``--cacheroot-audit`` passes them to the processes its tests start, which join the audit.
 ISOLATED = (
     CACHEROOT,
     CACHEROOT_APPLIED,
+    CACHEROOT_AUDIT_ALLOW,
+    CACHEROOT_AUDIT_REPORT,
     CACHEROOT_DISABLE,
     CACHEROOT_OFFLINE,
     CACHEROOT_OPT_IN,
