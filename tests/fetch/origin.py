@@ -3,7 +3,8 @@
 The first path segment picks the behaviour, the last names the file; ``?size=N`` sets its
 length (default 64 KiB). Bodies are deterministic per name and size (:func:`body`), so any
 process can compute the expected digest. Faults that are "transient" happen on the first GET of
-a path only, then the path behaves; every GET is counted per path, with its ``Range`` header.
+a path only, then the path behaves; every GET is recorded (``tests/origin``), and ``gets``,
+``ranges``, ``if_ranges`` and ``auths`` read the record per path.
 
   /ok/NAME              200 with Content-Length, ETag, Range support (206)
   /slow/NAME?rate=B     as ok, but sends about B bytes per second in 16 KiB pieces
@@ -37,17 +38,22 @@ from __future__ import annotations
 import gzip
 import hashlib
 import random
-import socket
-import ssl
-import struct
-import threading
 import time
 from collections import Counter, defaultdict
 from functools import lru_cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ssl
+
+    from tests.origin import Exchange, Handler, Server, cut, paced, redirect, static, status
+else:
+    # pytest puts tests/ on sys.path (its conftest.py has no package); mypy names it tests.
+    from origin import Server, cut, paced, redirect, static, status
 
 DEFAULT_SIZE = 64 * 1024
+#: The piece a ``/slow/`` body is sent in.
+SLOW_PIECE = 16 * 1024
 
 
 @lru_cache(maxsize=64)
@@ -61,227 +67,143 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-class Origin(ThreadingHTTPServer):
+def _ok(data: bytes, *, ranges: bool = True, headers: dict[str, str] | None = None) -> Handler:
+    """``data`` with its ETag, Range honoured (``If-Range`` must match the ETag)."""
+    etag = '"' + sha256(data)[:16] + '"'
+    return static(data, etag=etag, headers=headers, ranges=ranges, conditional=False)
+
+
+class Origin(Server):
     """The server; ``gets[path]`` counts GETs, ``ranges[path]`` lists their Range headers."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        if tls is not None:
-            self.socket = tls.wrap_socket(self.socket, server_side=True)
-        self.scheme = "https" if tls is not None else "http"
-        self.gets: Counter[str] = Counter()
-        self.ranges: defaultdict[str, list[str | None]] = defaultdict(list)
-        #: Per path, the If-Range and Authorization headers of each GET (None when absent).
-        self.if_ranges: defaultdict[str, list[str | None]] = defaultdict(list)
-        self.auths: defaultdict[str, list[str | None]] = defaultdict(list)
-        self.stop = threading.Event()
-        self._count_lock = threading.Lock()
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        super().__init__(self._answer, tls=tls, methods=("GET",))
 
     @property
-    def base(self) -> str:
-        """``http://127.0.0.1:PORT`` (``https://`` for a TLS origin)."""
-        return f"{self.scheme}://127.0.0.1:{self.server_address[1]}"
+    def gets(self) -> Counter[str]:
+        """GETs per path."""
+        return Counter(r.path for r in self.requests())
 
-    def url(self, path: str) -> str:
-        """Absolute URL of ``path`` on this server."""
-        return self.base + path
+    def _headers(self, name: str) -> defaultdict[str, list[str | None]]:
+        seen: defaultdict[str, list[str | None]] = defaultdict(list)
+        for r in self.requests():
+            seen[r.path].append(r.header(name))
+        return seen
 
-    def count(
-        self,
-        path: str,
-        range_header: str | None,
-        if_range: str | None = None,
-        auth: str | None = None,
-    ) -> int:
-        """Record one GET of ``path``; return how many there were, this one included."""
-        with self._count_lock:
-            self.gets[path] += 1
-            self.ranges[path].append(range_header)
-            self.if_ranges[path].append(if_range)
-            self.auths[path].append(auth)
-            return self.gets[path]
+    @property
+    def ranges(self) -> defaultdict[str, list[str | None]]:
+        """Per path, the Range header of each GET (None when absent)."""
+        return self._headers("Range")
 
-    def start(self) -> Origin:
-        """Serve in a daemon thread."""
-        self._thread.start()
-        return self
+    @property
+    def if_ranges(self) -> defaultdict[str, list[str | None]]:
+        """Per path, the If-Range header of each GET (None when absent)."""
+        return self._headers("If-Range")
 
-    def close(self) -> None:
-        """Stop serving and release stalled handlers."""
-        self.stop.set()
-        self.shutdown()
-        self.server_close()
+    @property
+    def auths(self) -> defaultdict[str, list[str | None]]:
+        """Per path, the Authorization header of each GET (None when absent)."""
+        return self._headers("Authorization")
 
-    def handle_error(self, request: object, client_address: object) -> None:
-        """Faults break connections on purpose; do not print tracebacks for them."""
+    @staticmethod
+    def _answer(ex: Exchange) -> None:
+        _behaviour(ex)(ex)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: Origin
+def _behaviour(ex: Exchange) -> Handler:  # noqa: PLR0911, PLR0912 - one branch per row of the table
+    """The handler of this GET, from the table in the module docstring."""
+    info = ex.info
+    segments = info.path.strip("/").split("/")
+    kind, name = segments[0], segments[-1]
+    size = int(info.query.get("size", DEFAULT_SIZE))
+    data = body(name, size)
+    first = info.n == 1
+    if kind == "status":
+        code, times = int(segments[1]), int(segments[2])
+        if info.n <= times:
+            return status(code, retry_after=info.query.get("retry_after"))
+        kind = "ok"
+    half = len(data) // 2
+    if kind == "missing":
+        return status(404)
+    if kind == "goto":
+        return redirect(f"{info.query['to']}/ok/{name}")
+    if kind == "redirect":
+        return redirect(f"/ok/{name}?{info.target.partition('?')[2]}")
+    if kind == "loop":
+        return redirect(info.target)
+    if kind == "scheme":
+        return redirect(f"ftp://127.0.0.1/{name}")
+    if kind == "changing":
+        version = body(f"{name}:v{1 if first else 2}", size)
+        return cut(_ok(version), _half_of_rest(ex, version)) if first else _ok(version)
+    if kind == "trickle":
+        return paced(_closing(data), chunk=1, every=float(info.query.get("every", 0.5)))
+    if kind == "bigheader":
+        return status(200, headers={"X-Padding": "x" * (100 << 10)})
+    if kind == "manyheaders":
+        return status(200, headers={f"X-Header-{i}": str(i) for i in range(200)})
+    if kind == "badlength":
+        return _raw_length(data, "\u00b2")
+    if kind == "gzip":
+        return _ok(gzip.compress(data, mtime=0), headers={"Content-Encoding": "gzip"})
+    if kind == "wrongcl":
+        return _length(data, len(data) + 100)
+    if kind == "nolength":
+        return _length(data, None)
+    if kind == "norange":
+        return cut(_ok(data, ranges=False), half) if first else _ok(data, ranges=False)
+    if kind == "reset":
+        return cut(_ok(data), _half_of_rest(ex, data)) if first else _ok(data)
+    if kind == "flaky":
+        return cut(_ok(data), 100_000)
+    if kind == "short":
+        return cut(_ok(data), _half_of_rest(ex, data), then="close") if first else _ok(data)
+    if kind == "stall":
+        return cut(_ok(data), _half_of_rest(ex, data), then="stall") if first else _ok(data)
+    if kind == "slow":
+        rate = float(info.query.get("rate", 4 << 20))
+        return paced(_ok(data), chunk=SLOW_PIECE, every=SLOW_PIECE / rate)
+    return _ok(data)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
-        """Quiet."""
 
-    def do_GET(self) -> None:  # noqa: PLR0912, PLR0915 - one branch per behaviour (the table)
-        parts = urlsplit(self.path)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        segments = parts.path.strip("/").split("/")
-        n = self.server.count(
-            parts.path,
-            self.headers.get("Range"),
-            self.headers.get("If-Range"),
-            self.headers.get("Authorization"),
-        )
-        kind, name = segments[0], segments[-1]
-        size = int(query.get("size", DEFAULT_SIZE))
-        data = body(name, size)
-        first = n == 1
-        if kind == "status":
-            code, times = int(segments[1]), int(segments[2])
-            if n <= times:
-                extra = {"Retry-After": query["retry_after"]} if "retry_after" in query else {}
-                self._simple(code, extra)
-                return
-            kind = "ok"
-        if kind == "missing":
-            self._simple(404)
-        elif kind == "goto":
-            self._simple(302, {"Location": f"{query['to']}/ok/{name}"})
-        elif kind == "changing":
-            version = body(f"{name}:v{1 if first else 2}", size)
-            self._send(version, cut=0.5 if first else None, reset=first)
-        elif kind == "trickle":
-            self._trickle(data, float(query.get("every", 0.5)))
-        elif kind == "bigheader":
-            self._simple(200, {"X-Padding": "x" * (100 << 10)})
-        elif kind == "manyheaders":
-            self._simple(200, {f"X-Header-{i}": str(i) for i in range(200)})
-        elif kind == "badlength":
-            self._raw_length(data, "\u00b2")
-        elif kind in ("redirect", "loop", "scheme"):
-            target = {
-                "redirect": f"/ok/{name}?{parts.query}",
-                "loop": self.path,
-                "scheme": f"ftp://127.0.0.1/{name}",
-            }[kind]
-            self._simple(302, {"Location": target})
-        elif kind == "gzip":
-            self._send(gzip.compress(data, mtime=0), encoding="gzip")
-        elif kind == "wrongcl":
-            self._send(data, length=len(data) + 100, close=True)
-        elif kind == "nolength":
-            self._send(data, length=None, close=True)
-        elif kind == "norange":
-            self._send(data, honour_range=False, cut=0.5 if first else None, reset=True)
-        elif kind == "reset":
-            self._send(data, cut=0.5 if first else None, reset=True)
-        elif kind == "flaky":
-            self._send(data, cut_bytes=100_000, reset=True)
-        elif kind == "short":
-            self._send(data, cut=0.5 if first else None)
-        elif kind == "stall":
-            self._send(data, cut=0.5 if first else None, stall=first)
-        elif kind == "slow":
-            self._send(data, rate=float(query.get("rate", 4 << 20)))
-        else:
-            self._send(data)
+def _half_of_rest(ex: Exchange, data: bytes) -> int:
+    """Half of what this GET asks for (a first GET may already resume a partial)."""
+    rng = ex.info.header("Range")
+    start = int(rng.removeprefix("bytes=").split("-")[0]) if rng else 0
+    return (len(data) - start) // 2
 
-    def _trickle(self, data: bytes, every: float) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Connection", "close")
-        self.close_connection = True
-        self.end_headers()
-        for i in range(len(data)):
-            try:
-                self.wfile.write(data[i : i + 1])
-                self.wfile.flush()
-            except OSError:  # the client gave up
-                return
-            if self.server.stop.wait(every):
-                return
 
-    def _raw_length(self, data: bytes, length: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", length)  # encoded as latin-1 by http.server
-        self.send_header("Connection", "close")
-        self.close_connection = True
-        self.end_headers()
-        self.wfile.write(data)
+def _closing(data: bytes) -> Handler:
+    """``data`` with its length, and ``Connection: close`` (the trickle)."""
 
-    def _simple(self, code: int, headers: dict[str, str] | None = None) -> None:
-        payload = f"{code}\n".encode()
-        self.send_response(code)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+    def answer(ex: Exchange) -> None:
+        ex.respond(200, data, {"Connection": "close"})
+        ex.close_connection = True
 
-    def _send(  # noqa: PLR0912 - each fault is one branch
-        self,
-        data: bytes,
-        *,
-        encoding: str | None = None,
-        length: int | None = -1,
-        close: bool = False,
-        honour_range: bool = True,
-        cut: float | None = None,
-        cut_bytes: int | None = None,
-        reset: bool = False,
-        stall: bool = False,
-        rate: float | None = None,
-    ) -> None:
-        etag = '"' + sha256(data)[:16] + '"'
-        start = 0
-        rng = self.headers.get("Range")
-        if_range = self.headers.get("If-Range")
-        if rng and honour_range and (if_range is None or if_range == etag):
-            start = int(rng.removeprefix("bytes=").split("-")[0])
-        part = data[start:]
-        self.send_response(206 if start else 200)
-        if start:
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        if length == -1:
-            length = len(part)
-        if length is not None:
-            self.send_header("Content-Length", str(length))
-        if encoding:
-            self.send_header("Content-Encoding", encoding)
-        self.send_header("ETag", etag)
-        if close or length is None or cut is not None or cut_bytes is not None:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        if cut is not None:
-            part = part[: int(len(part) * cut)]
-        if cut_bytes is not None and len(part) > cut_bytes:
-            part = part[:cut_bytes]
-        else:
-            reset = reset and cut is not None
-        if rate:
-            piece = 16 * 1024
-            for i in range(0, len(part), piece):
-                self.wfile.write(part[i : i + piece])
-                self.wfile.flush()
-                if self.server.stop.wait(piece / rate):
-                    return
-        else:
-            self.wfile.write(part)
-        self.wfile.flush()
-        if stall:
-            self.server.stop.wait(30)
-        if reset:
-            # Let the client read what was sent (a reset discards data not yet read), then
-            # reset: SO_LINGER with a zero timeout turns close() into a TCP reset.
-            self.server.stop.wait(0.2)
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.connection.close()
+    return answer
+
+
+def _length(data: bytes, length: int | None) -> Handler:
+    """``data`` announced as ``length`` bytes (``None``: no length), then a close."""
+
+    def answer(ex: Exchange) -> None:
+        headers = {"ETag": '"' + sha256(data)[:16] + '"'}
+        if length is not None:  # without a length, respond() says the connection closes
+            headers["Connection"] = "close"
+        ex.respond(200, data, headers, length=length)
+        ex.close_connection = True
+
+    return answer
+
+
+def _raw_length(data: bytes, length: str) -> Handler:
+    """A Content-Length that is not a number (http.server encodes it as latin-1)."""
+
+    def answer(ex: Exchange) -> None:
+        ex.respond(200, data, {"Content-Length": length}, length=None)  # and it closes
+
+    return answer
 
 
 def wait_until(predicate: object, timeout: float = 10.0) -> bool:
