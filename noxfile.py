@@ -131,7 +131,7 @@ def warm(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def e2e(session: nox.Session) -> None:
-    """The CI volume on isolated runs (bubblewrap): cold, warm offline, two runs at once."""
+    """The CI volume on isolated runs (bubblewrap); a fleet on a shared tier over sshfs."""
     install_suite(session)
     session.run(
         "pytest",
@@ -139,6 +139,7 @@ def e2e(session: nox.Session) -> None:
         "tests/ci/test_ci_isolation.py",
         "tests/ci/test_ci_volume_e2e.py",
         "tests/ci/test_ci_scenarios_e2e.py",
+        "tests/tier/test_fleet_e2e.py",
         *session.posargs,
     )
 

@@ -116,6 +116,10 @@ def main() -> None:
         got = str(fetcher.fetch(url))
         report["files"][url] = _sha(got)
         report.setdefault("paths", []).append(got)
+    if job.get("l1_from"):
+        import shutil
+
+        shutil.copytree(job["l1_from"], job["l1"], dirs_exist_ok=True)
     if job.get("cli"):
         from cacheroot.envs._cli import main as cli
 
