@@ -65,7 +65,7 @@ def test_help_documents_exit_statuses() -> None:
 
 HOLDER = """
 import sys
-from cacheroot.fetch import PathLock
+from cacheroot.fetch.store import PathLock
 with PathLock(sys.argv[1]):
     print("locked", flush=True)
     sys.stdin.readline()
@@ -73,7 +73,7 @@ with PathLock(sys.argv[1]):
 
 
 def test_exit_status_5_when_another_process_holds_the_entry(origin: Origin, name: str) -> None:
-    from cacheroot.fetch import lock_path
+    from cacheroot.fetch.store import lock_path
 
     url = origin.url(f"/ok/{name}")
     dest = Fetcher().path(url)

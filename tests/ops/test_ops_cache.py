@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch import Fetcher, _proc, _used, lock_path, sha256_file
+from cacheroot.envs.units import parse_age, parse_size
+from cacheroot.fetch import Fetcher, _proc, _used
 from cacheroot.fetch._build import build_once
-from cacheroot.fetch._cache import parse_age, parse_size
 from cacheroot.fetch._fetcher import cache_dir
 from cacheroot.fetch._store import partials, read_meta
 from cacheroot.fetch._used import touch_used, used_path
+from cacheroot.fetch.store import lock_path, sha256_file
 
 from .conftest import OtherUser, cli, cli_json
 
@@ -160,7 +161,7 @@ def test_prune_to_a_budget_removes_least_recently_used_first(
 HOLDER = textwrap.dedent(
     """
     import sys
-    from cacheroot.fetch import PathLock
+    from cacheroot.fetch.store import PathLock
     with PathLock(sys.argv[1]):
         print("locked", flush=True)
         sys.stdin.readline()
@@ -388,7 +389,7 @@ def test_prune_and_verify_by_a_user_who_cannot_open_an_entry_or_its_lock(
 DIES_HOLDING = textwrap.dedent(
     """
     import os, signal, sys
-    from cacheroot.fetch import PathLock
+    from cacheroot.fetch.store import PathLock
     PathLock(sys.argv[1]).acquire()
     os.kill(os.getpid(), signal.SIGKILL)
     """

@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import shutil
 import stat
 import sys
@@ -34,10 +33,13 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from cacheroot.envs import VLLM_TEST_CACHE
+from cacheroot.envs.units import format_age, format_size
 
 from . import _proc, _store
+from ._cli import age_arg, size_arg
 from ._errors import FetchError, LockTimeout
 from ._lock import PathLock, holder
+from ._manifest import load_manifest
 from ._redact import redact_url
 from ._store import (
     lock_path,
@@ -51,6 +53,7 @@ from ._store import (
     write_meta,
 )
 from ._used import forget, last_used, used_path
+from ._warm import check_model
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -592,39 +595,7 @@ def prune(
     }
 
 
-# -- units ---------------------------------------------------------------------------------------
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(I?B?)\s*$", re.IGNORECASE)
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
-_AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_size(text: str) -> int:
-    """``"500M"``, ``"10GiB"``, ``"2G"``, ``"1024"`` -> bytes (K, M, G, T: powers of 1024;
-    ``KB``, ``MB``, ... with a B and no i: powers of 1000)."""
-    m = _SIZE.match(text)
-    if m is None:
-        raise ValueError(f"size {text!r}: expected a number with K, M, G or T (e.g. 500M, 10G)")
-    number, prefix, tail = float(m[1]), m[2].upper(), m[3].upper()
-    base = 1000 if tail == "B" and prefix else 1024
-    return int(number * base ** "_KMGTP".index(prefix)) if prefix else int(number)
-
-
-def parse_age(text: str) -> float:
-    """``"30s"``, ``"15m"``, ``"2h"``, ``"7d"``, ``"2w"`` -> seconds (a bare number: seconds)."""
-    m = _AGE.match(text)
-    if m is None:
-        raise ValueError(f"age {text!r}: expected a number with s, m, h, d or w (e.g. 7d)")
-    return float(m[1]) * _AGE_UNITS[m[2].lower()]
-
-
-def human(size: float) -> str:
-    """``1536`` -> ``1.5 KiB``."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError  # pragma: no cover
+# -- the command ---------------------------------------------------------------------------------
 
 
 def _when(t: float) -> str:
@@ -633,7 +604,8 @@ def _when(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-# -- the command ---------------------------------------------------------------------------------
+#: The options of ``cacheroot cache prune`` that say what to remove (one at least).
+PRUNE_CRITERIA = ("--max-size SIZE", "--min-free SIZE", "--older-than AGE", "--strays")
 
 EPILOG = """\
 exit status:
@@ -641,7 +613,8 @@ exit status:
   1  verify found corrupt entries (they were quarantined unless --no-quarantine), or entries
      this user cannot read; prune could not remove entries it should have (permissions:
      each is listed with what to do; entries kept because they are busy do not count)
-  2  bad arguments, or the cache directory is unusable
+  2  bad arguments (prune: none of --max-size, --min-free, --older-than, --strays), or the
+     cache directory is unusable
 """
 
 
@@ -655,25 +628,57 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ops = p.add_subparsers(dest="cache_command", metavar="OPERATION", required=True)
+    namespace = f"only this namespace (a directory under ${VLLM_TEST_CACHE}), e.g. gsm8k"
     ls = ops.add_parser("ls", help="entries: name, size, last used, source URL")
-    ls.add_argument("--namespace", metavar="NS", default=None)
+    ls.add_argument("--namespace", metavar="NS", default=None, help=namespace)
     du = ops.add_parser("du", help="bytes per namespace and per top-level cache of the layout")
     ver = ops.add_parser("verify", help="re-hash entries; quarantine the corrupt ones")
-    ver.add_argument("--namespace", metavar="NS", default=None)
+    ver.add_argument("--namespace", metavar="NS", default=None, help=namespace)
     ver.add_argument("--no-quarantine", action="store_true", help="report only, move nothing")
     ver.add_argument(
-        "--manifest", default=None, help="also check the [[model]] snapshots of this manifest"
+        "--manifest",
+        metavar="FILE",
+        default=None,
+        help="also check the [[model]] snapshots of this manifest, e.g. tests/manifest.toml",
     )
     pr = ops.add_parser(
         "prune",
         help="remove least recently used entries of every cache under the root (never busy ones)",
+        description="Remove entries of every cache under the root (Hugging Face hub, Triton, "
+        "Inductor, the JIT caches, the test cache, ...) by size budget, free space or age (one "
+        f"of {', '.join(PRUNE_CRITERIA)} at least), in one least-recently-used order across all "
+        "of them: quarantined test entries first, then the least recently used anywhere. Nothing "
+        "locked, being written, changed in the last 30 s or open in a process visible here is "
+        "removed. Abandoned partials, records of missing entries and unneeded locks of the test "
+        "cache go too.",
     )
-    pr.add_argument("--max-size", metavar="SIZE", type=parse_size, default=None)
-    pr.add_argument("--older-than", metavar="AGE", type=parse_age, default=None)
+    pr.add_argument(
+        "--max-size",
+        metavar="SIZE",
+        type=size_arg,
+        default=None,
+        help="remove least recently used entries until the caches of the root hold at most SIZE: "
+        "bytes, or "
+        "a number with K, M, G, T (1024-based; KB, MB, GB: 1000-based), e.g. 20G, 500M",
+    )
+    pr.add_argument(
+        "--older-than",
+        metavar="AGE",
+        type=age_arg,
+        default=None,
+        help="remove entries not used for AGE: seconds, or numbers with w, d, h, m, s, "
+        "e.g. 14d, 12h, 1h30m",
+    )
+    pr.add_argument(
+        "--strays",
+        action="store_true",
+        help="remove only what no entry needs: abandoned partials, records of missing entries, "
+        "locks of dead holders (the other criteria remove these too)",
+    )
     pr.add_argument(
         "--min-free",
         metavar="SIZE",
-        type=parse_size,
+        type=size_arg,
         default=None,
         help="remove least recently used entries until the root's file system has SIZE free, "
         "e.g. 50G",
@@ -681,9 +686,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pr.add_argument(
         "--grace",
         metavar="AGE",
-        type=parse_age,
+        type=age_arg,
         default=GRACE,
-        help="keep a dead writer's partial this long (default 1h: a next fetch may resume it)",
+        help=f"keep a dead writer's partial this long, e.g. 30m, 2h (default {format_age(GRACE)}: "
+        "a next fetch may resume it)",
     )
     pr.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
     for q in (ls, du, ver, pr):
@@ -700,27 +706,36 @@ def _emit(args: argparse.Namespace, data: object, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run one ``cacheroot cache`` operation."""
+    op = args.cache_command
+    criteria = (args.max_size, args.min_free, args.older_than) if op == "prune" else ()
+    if op == "prune" and all(c is None for c in criteria) and not args.strays:
+        sys.stderr.write(
+            "cacheroot cache prune: say what to remove: --max-size SIZE (e.g. 20G), "
+            "--min-free SIZE (e.g. 50G), "
+            "--older-than AGE (e.g. 14d), or --strays (only abandoned partials and stale records "
+            "and locks, which the others remove too); nothing was removed\n"
+        )
+        return 2
     try:
         cache = _cache_dir()
     except FetchError as exc:
         sys.stderr.write(f"cacheroot cache: {exc}\n")
         return 2
-    op = args.cache_command
     if op == "ls":
         rows = entries(cache, args.namespace)
-        lines = ["ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE\n"] if rows else []
+        lines = ["ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE\n"]
         lines += [
-            f"{e.namespace}/{e.name}\t{human(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
+            f"{e.namespace}/{e.name}\t{format_size(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
             for e in rows
-        ]
+        ] or ["(empty)\n"]
         _emit(args, [e.as_dict() for e in rows], "".join(lines))
         return 0
     if op == "du":
         usage = disk_usage(cache)
-        lines = [f"{human(v)}\t{k}\n" for k, v in usage["namespaces"].items()]
-        lines.append(f"{human(usage['total'])}\ttotal ({cache})\n\n")
+        lines = [f"{format_size(v)}\t{k}\n" for k, v in usage["namespaces"].items()]
+        lines.append(f"{format_size(usage['total'])}\ttotal ({cache})\n\n")
         lines += [
-            f"{human(c['size'])}\t{c['variable']}\t{c['path']}\n"
+            f"{format_size(c['size'])}\t{c['variable']}\t{c['path']}\n"
             for c in usage["caches"]
             if c["exists"]
         ]
@@ -737,9 +752,6 @@ def _run_verify(args: argparse.Namespace, cache: str) -> int:
     rows = verify(cache, args.namespace, move=not args.no_quarantine)
     models: list[dict[str, Any]] = []
     if args.manifest:
-        from ._manifest import load_manifest  # noqa: PLC0415
-        from ._warm import check_model  # noqa: PLC0415
-
         try:
             manifest = load_manifest(args.manifest)
         except FetchError as exc:

@@ -1,12 +1,26 @@
-"""``cacheroot fetch URL``: warm one entry from a shell (CI set-up steps, debugging)."""
+"""``cacheroot fetch URL``: warm one entry from a shell (CI set-up steps, debugging).
+
+Also the argument types that every command of this distribution shares (``cacheroot cache``
+takes sizes and ages): each raises :class:`argparse.ArgumentTypeError` saying what it expected,
+with examples, so argparse prints ``argument --max-size: size 'abc': expected ...`` rather than
+``invalid parse_size value``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE, VLLM_TEST_CACHE_ONLY
+from cacheroot.envs.units import parse_age, parse_size
+
+from ._naming import check_filename, check_namespace
+from ._redact import redact_url
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: Exit statuses, documented in ``--help``.
 OK, FAILED, USAGE, CHECKSUM, MISS, LOCKED = 0, 1, 2, 3, 4, 5
@@ -25,6 +39,61 @@ exit status:
 """
 
 
+def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` as an argparse type: its :class:`ValueError` becomes the usage error."""
+
+    def arg(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return arg
+
+
+#: ``--max-size 20G``: bytes (see :func:`cacheroot.envs.units.parse_size`).
+size_arg: Callable[[str], int] = _checked(parse_size)
+#: ``--older-than 1h30m``: seconds (see :func:`cacheroot.envs.units.parse_age`).
+age_arg: Callable[[str], float] = _checked(parse_age)
+_namespace_arg: Callable[[str], str] = _checked(check_namespace)
+_filename_arg: Callable[[str], str] = _checked(check_filename)
+
+
+def seconds_arg(text: str) -> float:
+    """A number of seconds, 0 or more (``--deadline 600``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds, 0 or more (e.g. 600 or 1.5), found {text!r}"
+        )
+    return value
+
+
+def _timeout_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):  # also NaN
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0 (e.g. 30 or 2.5), found {text!r}"
+        )
+    return value
+
+
+def _sha256_arg(text: str) -> str:
+    digest = text.strip().lower().removeprefix("sha256:")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise argparse.ArgumentTypeError(
+            "expected 64 hexadecimal digits (what `sha256sum FILE` prints), optionally after "
+            f"'sha256:', found {text!r}"
+        )
+    return text
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``fetch`` subcommand."""
     p = sub.add_parser(
@@ -36,45 +105,83 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("url", metavar="URL")
-    p.add_argument("--sha256", metavar="HEX", default=None, help="expected digest (verified)")
-    p.add_argument("--namespace", metavar="NS", default="downloads", help="default: downloads")
     p.add_argument(
-        "--filename", default=None, help="store under this name instead of a derived one"
+        "url",
+        metavar="URL",
+        help="an http:// or https:// URL (file:// with --allow-file), "
+        "e.g. https://example.org/data/test.jsonl",
+    )
+    p.add_argument(
+        "--sha256",
+        metavar="HEX",
+        type=_sha256_arg,
+        default=None,
+        help="the file's expected sha256: 64 hex digits, e.g. the first word `sha256sum FILE` "
+        "prints ('sha256:' before them is allowed); checked before anything is cached",
+    )
+    p.add_argument(
+        "--namespace",
+        metavar="NS",
+        type=_namespace_arg,
+        default="downloads",
+        help=f"the directory under ${VLLM_TEST_CACHE}, e.g. gsm8k (default: downloads)",
+    )
+    p.add_argument(
+        "--filename",
+        metavar="NAME",
+        type=_filename_arg,
+        default=None,
+        help="store under this name instead of one derived from the URL, e.g. test.jsonl",
     )
     p.add_argument(
         "--offline", action="store_true", default=None, help="never use the network (a miss fails)"
     )
-    p.add_argument("--timeout", type=float, default=None, help="read timeout in seconds")
+    p.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_timeout_arg,
+        default=None,
+        help="read timeout of each attempt in seconds, e.g. 30 (default 60)",
+    )
     p.add_argument(
         "--deadline",
-        type=_seconds,
+        type=seconds_arg,
         default=None,
         metavar="SECONDS",
-        help="give the whole download at most this long, retries included (default 1800; 0: none)",
+        help="give the whole download at most this long, retries included, e.g. 600 "
+        "(default 1800; 0: none)",
     )
     p.add_argument(
         "--lock-timeout",
-        type=_seconds,
+        type=seconds_arg,
         default=None,
         metavar="SECONDS",
-        help="wait at most this long for another process downloading the same file "
+        help="wait at most this long for another process downloading the same file, e.g. 3600 "
         f"(default 1800; exit status {LOCKED} after)",
     )
-    p.add_argument("--allow-file", action="store_true", help="accept file:// URLs (local mirrors)")
+    p.add_argument(
+        "--allow-file",
+        action="store_true",
+        help="accept file:// URLs (local mirrors), e.g. file:///srv/mirror/test.jsonl",
+    )
     p.set_defaults(func=run)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:  # also NaN
-        raise argparse.ArgumentTypeError(
-            f"expected a number of seconds (0 or more), found {text!r}"
+def _refused_scheme(url: str, *, allow_file: bool) -> str:
+    """The command line's words for a URL whose scheme ``cacheroot fetch`` will not download
+    (the library's message names its Python API), or ``""`` when it would download it."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme in ("http", "https") or (scheme == "file" and allow_file):
+        return ""
+    if scheme == "file":
+        return (
+            f"{redact_url(url)}: file:// URLs are read only with --allow-file (they are meant "
+            "for local mirrors)"
         )
-    return value
+    return (
+        f"{redact_url(url)}: scheme {scheme!r} is not supported: give an http:// or https:// "
+        "URL, or a file:// URL with --allow-file"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +217,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"cacheroot fetch: {exc}\n")
         return LOCKED
     except FetchError as exc:
-        sys.stderr.write(f"cacheroot fetch: {exc}\n")
+        # A refused scheme fails only on a miss (a cached file:// entry is served without the
+        # flag), and the library's message names its Python API: say it in the CLI's words.
+        refused = _refused_scheme(args.url, allow_file=args.allow_file)
+        sys.stderr.write(f"cacheroot fetch: {refused or exc}\n")
         return FAILED
     sys.stdout.write(f"{path}\n")
     return OK

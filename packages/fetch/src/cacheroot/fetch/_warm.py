@@ -193,10 +193,12 @@ def warm_manifest(
 
 
 def _jobs(text: str) -> int:
-    value = int(text) if text.strip().isascii() and text.strip().isdigit() else 0
-    if not 1 <= value <= 256:
+    digits = text.strip()
+    value = int(digits) if digits.isascii() and digits.isdigit() else None
+    if value is None or not 1 <= value <= 256:
+        found = text if value is None else value
         raise argparse.ArgumentTypeError(
-            f"expected a whole number of parallel downloads from 1 to 256 (e.g. 8), found {text!r}"
+            f"expected 1 to 256 parallel downloads, found {found!r}; e.g. --jobs 8"
         )
     return value
 

@@ -1,0 +1,315 @@
+"""The shape of the code: no import circles, and public APIs that change only on purpose.
+
+The import graph is read from the sources with :mod:`ast` (nothing is imported): every
+``cacheroot.*`` module and every ``_cacheroot_*`` module of ``packages/*/src`` and
+``sitecustomize/src``. An import counts wherever it is, at the top or inside a function, except
+under ``if TYPE_CHECKING:``: a function-local import that closes a circle only postpones it to
+the first call, so it is a circle too.
+
+The ``__all__`` lists are written out here, so that a change to a public API shows up in review
+as a change to this file.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sources(roots: list[Path]) -> dict[str, Path]:
+    """Module name -> file, for the project's own modules under ``roots``."""
+    found: dict[str, Path] = {}
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join(parts)
+            if parts and (parts[0] == "cacheroot" or parts[0].startswith("_cacheroot_")):
+                found[name] = path
+    return found
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of ``tree`` that runs (``if TYPE_CHECKING:`` bodies skipped)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def import_graph(roots: list[Path]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports at run time."""
+    sources = _sources(roots)
+    graph: dict[str, set[str]] = {}
+    for name, path in sources.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    module = node.module or ""
+                subs = [f"{module}.{alias.name}" for alias in node.names]
+                targets = [s for s in subs if s in sources]
+                if len(targets) < len(subs):  # some names are attributes of ``module`` itself
+                    targets.append(module)
+            for target in targets:
+                # ``import a.b.c`` runs a.b.c: the deepest module of ours that it names.
+                found = target
+                while found and found not in sources:
+                    found = found.rpartition(".")[0]
+                if found and found != name:
+                    edges.add(found)
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (``[a, b, ..., a]``), or ``None``."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle is not None:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle is not None:
+                return cycle
+    return None
+
+
+def _roots() -> list[Path]:
+    return [*sorted(ROOT.glob("packages/*/src")), ROOT / "sitecustomize" / "src"]
+
+
+def test_no_import_circles() -> None:
+    graph = import_graph(_roots())
+    # The graph is the real one: these modules and edges exist.
+    assert {"cacheroot.fetch", "cacheroot.fetch._cache", "_cacheroot_layout"} <= set(graph)
+    assert "cacheroot.fetch._warm" in graph["cacheroot.fetch._cache"]
+    assert "cacheroot.fetch.store" in graph["cacheroot.mediacache._store"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle or ())
+
+
+def test_the_circle_finder_sees_local_imports_and_skips_type_checking(tmp_path: Path) -> None:
+    pkg = tmp_path / "cacheroot" / "demo"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_a.py").write_text("from ._b import thing\n")
+    (pkg / "_b.py").write_text("def thing():\n    from . import _c\n")
+    (pkg / "_c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._a import x\n"
+    )
+    graph = import_graph([tmp_path])
+    assert graph["cacheroot.demo._a"] == {"cacheroot.demo._b"}
+    assert graph["cacheroot.demo._b"] == {"cacheroot.demo._c"}
+    assert graph["cacheroot.demo._c"] == set()
+    assert find_cycle(graph) is None
+    (pkg / "_c.py").write_text("import cacheroot.demo._a\n")
+    cycle = find_cycle(import_graph([tmp_path]))
+    assert cycle == [
+        "cacheroot.demo._a",
+        "cacheroot.demo._b",
+        "cacheroot.demo._c",
+        "cacheroot.demo._a",
+    ]
+
+
+PUBLIC = {
+    "cacheroot.fetch": [
+        "ArchiveError",
+        "Asset",
+        "CacheMissError",
+        "ChecksumError",
+        "DownloadError",
+        "EmptyDownloadError",
+        "FetchError",
+        "Fetcher",
+        "LockTimeout",
+        "Manifest",
+        "ManifestError",
+        "Model",
+        "SnapshotReport",
+        "UnpinnedRevisionWarning",
+        "build_once",
+        "built_path",
+        "cache_dir",
+        "check_snapshot",
+        "default_fetcher",
+        "extract",
+        "fetch",
+        "load_manifest",
+        "offline_snapshot_path",
+        "parse_manifest",
+        "reset_stats",
+        "stats",
+        "warm_manifest",
+        "warm_snapshot",
+    ],
+    "cacheroot.fetch.store": [
+        "Partial",
+        "PathLock",
+        "Staging",
+        "atomic_write",
+        "check_filename",
+        "check_namespace",
+        "current_meta",
+        "entry_name",
+        "entry_path",
+        "extract_entry",
+        "fsync_dir",
+        "holder",
+        "lock_path",
+        "parse_http_date",
+        "partial_abandoned",
+        "partials",
+        "publish_dir",
+        "read_meta",
+        "redact_url",
+        "remove_abandoned",
+        "retry_after",
+        "sha256_file",
+        "staged_dir",
+        "touch_used",
+        "write_meta",
+    ],
+    "cacheroot.mediacache": [
+        "MediaCache",
+        "MediaCacheError",
+        "ResponseTooLarge",
+        "URLRefused",
+        "acached_or",
+        "cached_or",
+        "entry_name",
+        "freshness_lifetime",
+        "normalise_url",
+        "not_storable",
+        "parse_cache_control",
+        "reset_stats",
+        "stats",
+        "url_key",
+    ],
+    "cacheroot.envs": [
+        "BUILDKITE_PARALLEL_JOB",
+        "BUILDKITE_PARALLEL_JOB_COUNT",
+        "CACHEROOT",
+        "CACHEROOT_APPLIED",
+        "CACHEROOT_AUDIT",
+        "CACHEROOT_AUDIT_ALLOW",
+        "CACHEROOT_AUDIT_DIR",
+        "CACHEROOT_AUDIT_REPORT",
+        "CACHEROOT_DISABLE",
+        "CACHEROOT_MEDIA_CACHE",
+        "CACHEROOT_OFFLINE",
+        "CACHEROOT_OPT_IN",
+        "CACHEROOT_PIN_FILE",
+        "CACHEROOT_SCENARIO_ORIGIN",
+        "CACHEROOT_SCENARIO_ROOT",
+        "CACHEROOT_SHARED",
+        "CACHEROOT_TAG",
+        "CACHEROOT_VERIFY",
+        "DEFAULT_SOURCE",
+        "DERIVED",
+        "EXPLICIT",
+        "FORMATS",
+        "HF_ENDPOINT",
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HF_HUB_OFFLINE",
+        "INVALID",
+        "LEGACY",
+        "MODELSCOPE_CACHE",
+        "MODELSCOPE_ENDPOINT",
+        "OPT_IN_OFF",
+        "PINNED",
+        "PIN_FILE",
+        "PYTEST_CURRENT_TEST",
+        "TABLE",
+        "TAGS",
+        "VLLM_CACHE_ROOT",
+        "VLLM_MEDIA_CACHE",
+        "VLLM_MEDIA_CACHE_MAX_SIZE_MB",
+        "VLLM_MEDIA_CACHE_TTL_HOURS",
+        "VLLM_TEST_CACHE",
+        "VLLM_TEST_CACHE_LEGACY",
+        "VLLM_TEST_CACHE_ONLY",
+        "XDG_CACHE_HOME",
+        "Layout",
+        "Setting",
+        "Variable",
+        "apply",
+        "docker_args",
+        "export",
+        "hook",
+        "path_problem",
+        "pin_path",
+        "read_pin",
+        "resolve",
+        "shared_root",
+        "truthy",
+    ],
+    "cacheroot.envs.units": ["format_age", "format_size", "parse_age", "parse_size"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_public_api_is_what_this_file_says(module: str) -> None:
+    mod = importlib.import_module(module)
+    names = list(mod.__all__)
+    assert names == PUBLIC[module]
+    # Sorted as ruff's RUF022 sorts: CONSTANTS, then Classes, then functions.
+    assert names == sorted(
+        names, key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n)
+    )
+    missing = [n for n in names if not hasattr(mod, n)]
+    assert not missing, f"{module}.__all__ names what it does not define: {missing}"
+
+
+def test_the_top_level_of_fetch_hides_the_building_blocks() -> None:
+    fetch = importlib.import_module("cacheroot.fetch")
+    store = importlib.import_module("cacheroot.fetch.store")
+    assert not set(fetch.__all__) & set(store.__all__)
+    leaked = sorted(n for n in store.__all__ if n in vars(fetch))
+    assert not leaked, f"building blocks reachable from cacheroot.fetch: {leaked}"
+    assert sys.modules["cacheroot.fetch.store"] is store
