@@ -1,30 +1,131 @@
 #!/usr/bin/env bash
-# Install what a fresh machine lacks to run the nox sessions, and change nothing that is there:
-#   - nox and uv from PyPI (with the Python that runs this script: $PYTHON or python3);
+# Install what a fresh machine lacks to run the nox sessions, and change nothing that is there.
+#
+# Usage: ci/bootstrap.sh [--no-system-packages]
+#
+#   - nox and uv, when they are not on PATH: into a virtual environment of their own (TOOLS_DIR),
+#     never into the system's Python, with links to their commands in BIN_DIR. With uv already on
+#     PATH, uv builds that environment and installs nox (fast; it uses uv's cache); without it,
+#     `python3 -m venv` and that environment's pip install both from PyPI.
 #   - shellcheck (the lint session) and bubblewrap (the isolated e2e runs) from Debian's packages,
-#     when running as root on a machine with apt-get.
+#     when running as root on a machine with apt-get; --no-system-packages leaves them out.
+#
+# Running it again changes nothing: a tool found on PATH, or already in TOOLS_DIR, is kept (its
+# link is made again if it went missing). Each line of output says what was installed or found,
+# and where.
+#
+# Environment:
+#   PYTHON      the interpreter of the tool environment (default python3)
+#   TOOLS_DIR   the tool environment (default $XDG_DATA_HOME/cacheroot/tools, where XDG_DATA_HOME
+#               defaults to ~/.local/share and a value that is not an absolute path is ignored)
+#   BIN_DIR     where the commands are linked (default ~/.local/bin)
+#
+# Exit status: 0 when everything is there; 1 when something could not be installed (the message
+# says what to do); 2 for usage errors.
 set -euo pipefail
 
+say() {
+    printf 'bootstrap: %s\n' "$1"
+}
+
+die() {
+    printf 'bootstrap: %s\n' "$1" >&2
+    exit "${2:-1}"
+}
+
+system_packages=1
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --no-system-packages) system_packages=0; shift ;;
+        -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) die "unknown argument $1 (see --help)" 2 ;;
+    esac
+done
+
+[[ -n "${HOME:-}" ]] || die "HOME is not set; set TOOLS_DIR and BIN_DIR, or HOME" 2
+data_home=${XDG_DATA_HOME:-}
+[[ "$data_home" == /* ]] || data_home=$HOME/.local/share
+tools=${TOOLS_DIR:-$data_home/cacheroot/tools}
+bin=${BIN_DIR:-$HOME/.local/bin}
+[[ "$tools" == /* ]] || die "TOOLS_DIR=$tools is not an absolute path" 2
+[[ "$bin" == /* ]] || die "BIN_DIR=$bin is not an absolute path" 2
 python=${PYTHON:-python3}
-missing=()
-command -v nox >/dev/null 2>&1 || missing+=(nox)
-command -v uv >/dev/null 2>&1 || missing+=(uv)
-if ((${#missing[@]})); then
-  echo "bootstrap: installing ${missing[*]} from PyPI" >&2
-  "$python" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+
+# The version a tool reports, on one line (nox writes it to stderr).
+version() {
+    "$1" --version 2>&1 | head -n 1
+}
+
+# Link TOOL from the tool environment into BIN_DIR, unless that link is already there.
+link() {
+    local tool=$1
+    mkdir -p -- "$bin" || die "cannot create BIN_DIR=$bin; set BIN_DIR to a writable directory"
+    if [[ "$(readlink -- "$bin/$tool" 2>/dev/null)" != "$tools/bin/$tool" ]]; then
+        [[ ! -e "$bin/$tool" || -L "$bin/$tool" ]] ||
+            die "$bin/$tool exists and is not a link; move it, or set BIN_DIR to another directory"
+        ln -sfn -- "$tools/bin/$tool" "$bin/$tool"
+    fi
+}
+
+wanted=()
+for tool in nox uv; do
+    if [[ -x "$tools/bin/$tool" ]]; then
+        link "$tool"
+        say "$tool: already installed in $tools ($(version "$tools/bin/$tool")), linked as $bin/$tool"
+    elif found=$(command -v "$tool"); then
+        say "$tool: found at $found ($(version "$found")), left as it is"
+    else
+        wanted+=("$tool")
+    fi
+done
+
+if ((${#wanted[@]})); then
+    requirements=()
+    for tool in "${wanted[@]}"; do
+        case "$tool" in
+            nox) requirements+=("nox>=2024.10.9") ;;
+            uv) requirements+=(uv) ;;
+        esac
+    done
+    uv=$tools/bin/uv
+    [[ -x "$uv" ]] || uv=$(command -v uv) || uv=
+    if [[ -n "$uv" ]]; then
+        if [[ ! -f "$tools/pyvenv.cfg" ]]; then
+            "$uv" venv --quiet --python "$python" -- "$tools" ||
+                die "'uv venv --python $python $tools' failed (see above); set PYTHON or TOOLS_DIR"
+        fi
+        "$uv" pip install --quiet --python "$tools/bin/python" -- "${requirements[@]}" ||
+            die "'uv pip install ${requirements[*]}' into $tools failed (see above)"
+    else
+        if [[ ! -x "$tools/bin/pip" ]]; then
+            "$python" -m venv -- "$tools" ||
+                die "'$python -m venv $tools' failed (see above): on Debian, apt-get install -y python3-venv; or set PYTHON to a Python with venv"
+        fi
+        "$tools/bin/pip" install --quiet --disable-pip-version-check -- "${requirements[@]}" ||
+            die "'pip install ${requirements[*]}' into $tools failed (see above): it needs PyPI (or a pip configuration that names a mirror)"
+    fi
+    for tool in "${wanted[@]}"; do
+        link "$tool"
+        say "$tool: installed $(version "$tools/bin/$tool") in $tools, linked as $bin/$tool"
+    done
 fi
 
+case ":$PATH:" in
+    *":$bin:"*) ;;
+    *) say "$bin is not on PATH: add it (export PATH=\"$bin:\$PATH\") to run the linked commands" ;;
+esac
+
+((system_packages)) || exit 0
 packages=()
 command -v shellcheck >/dev/null 2>&1 || packages+=(shellcheck)
 command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
-if ((${#packages[@]})); then
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    echo "bootstrap: installing ${packages[*]} with apt-get" >&2
+if ((${#packages[@]} == 0)); then
+    say "shellcheck and bubblewrap: found, left as they are"
+elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    say "installing ${packages[*]} with apt-get"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
-  else
-    echo "bootstrap: ${packages[*]} missing and cannot be installed here (need root and apt-get);" \
-      "install them with your package manager" >&2
-    exit 1
-  fi
+    say "installed ${packages[*]} (Debian packages)"
+else
+    die "${packages[*]} missing and cannot be installed here (need root and apt-get): install them with your package manager, or pass --no-system-packages"
 fi

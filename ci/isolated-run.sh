@@ -72,7 +72,8 @@ done
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 repo=$(cd -- "${ISOLATED_REPO:-$here/..}" && pwd -P) || cr_die "ISOLATED_REPO=$ISOLATED_REPO is not a directory"
 venv=${ISOLATED_VENV:-$repo/.venv}
-[[ -f "$venv/pyvenv.cfg" ]] || cr_die "$venv is not a virtual environment (no pyvenv.cfg); set ISOLATED_VENV"
+[[ -f "$venv/pyvenv.cfg" ]] ||
+    cr_die "$venv is not a virtual environment (no pyvenv.cfg): create it in the clone with 'uv sync' (or 'python3 -m venv .venv && .venv/bin/pip install .'), or set ISOLATED_VENV to one that has cacheroot installed"
 venv=$(cd -- "$venv" && pwd -P)
 home=${ISOLATED_HOME:-/home/isolated}
 container_root=${CACHEROOT_CONTAINER:-/cacheroot}

@@ -24,7 +24,7 @@ cr_find_cli() {
     elif CR_CLI=$(command -v cacheroot); then
         :
     else
-        cr_die "the cacheroot command is not on PATH; from a clone of cacheroot run 'pip install ./packages/envs' (or activate the venv that has it), or set CACHEROOT_CLI to its path"
+        cr_die "the cacheroot command is not on PATH: run 'pip install .' (or 'uv pip install .') in the root of a cacheroot clone, or activate the virtual environment that has it, or set CACHEROOT_CLI to its path"
     fi
 }
 
@@ -47,7 +47,7 @@ cr_layout_args() {
         fi
     done
     [[ -n "$CR_HOST_ROOT" ]] ||
-        cr_die "'${cmd[*]}' printed no --volume=HOST:$container_root line; is cacheroot-envs up to date?"
+        cr_die "'${cmd[*]}' printed no --volume=HOST:$container_root line; is that cacheroot up to date? ('pip install .' in the root of a current cacheroot clone updates it)"
 }
 
 # `--env=NAME` (the value stays out of the printed command) for each named variable that is set.
@@ -121,7 +121,7 @@ cr_main() {
     if [[ -z "$image" ]]; then
         [[ "${DRY_RUN:-0}" == 1 ]] || cr_die "no image: set IMAGE or pass --image IMAGE as the first argument"
         image='<IMAGE>'
-        cr_warn "no image given (IMAGE or --image): the dry run shows $image in its place"
+        cr_warn "no image given (IMAGE or --image): $image in the printed command is a placeholder, not an image; set IMAGE or pass --image IMAGE to run it"
     fi
 
     cr_runtime

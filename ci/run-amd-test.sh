@@ -24,7 +24,8 @@
 #   CI_CONTAINER_NAME      the container's name (default cacheroot-rocm-$BUILDKITE_JOB_ID)
 #   HF_TOKEN, BUILDKITE_PARALLEL_JOB, BUILDKITE_PARALLEL_JOB_COUNT
 #                          passed through as `--env=NAME` when set (values are never printed)
-#   DRY_RUN=1              print the exact command, shell-quoted on one line, and run nothing
+#   DRY_RUN=1              print the exact command, shell-quoted on one line, and run nothing;
+#                          without an image it prints the placeholder <IMAGE> and says so
 #   ALLOW_NO_TESTS=1       accept exit status 5, see below
 #
 # Exit status: the container's. Status 5 is pytest's "no tests collected": that hides a broken

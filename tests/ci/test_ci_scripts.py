@@ -185,10 +185,12 @@ def test_the_image_comes_from_the_argument_or_the_environment(run_script: Run) -
     assert out.returncode == 2
     assert "no image: set IMAGE or pass --image IMAGE" in out.stderr
     # A dry run without an image shows a placeholder, and says so.
-    out = run_script(RUNNERS["rocm"], DRY_RUN="1", IMAGE=None)
-    assert out.returncode == 0, out.stderr
-    assert shlex.split(out.stdout)[-4:] == ["<IMAGE>", "nox", "-s", "tests-rocm"]
-    assert "the dry run shows <IMAGE> in its place" in out.stderr
+    for tag in sorted(RUNNERS):
+        out = run_script(RUNNERS[tag], DRY_RUN="1", IMAGE=None)
+        assert out.returncode == 0, out.stderr
+        assert shlex.split(out.stdout)[-4:] == ["<IMAGE>", "nox", "-s", f"tests-{tag}"]
+        assert "<IMAGE> in the printed command is a placeholder, not an image" in out.stderr
+        assert "set IMAGE or pass --image IMAGE" in out.stderr
     assert dry(run_script, "rocm", "--image", "a/b:2", "-x")[-5:] == [
         "a/b:2",
         "nox",
@@ -217,6 +219,10 @@ def test_a_missing_cli_is_named_and_cacheroot_cli_overrides_path(
     out = run_script(RUNNERS["cuda"], DRY_RUN="1", PATH=bare)
     assert out.returncode == 2
     assert "CACHEROOT_CLI" in out.stderr
+    # The hint names a command that works in a clone: no index has the cacheroot distributions.
+    assert "run 'pip install .' (or 'uv pip install .') in the root of a cacheroot clone" in (
+        out.stderr
+    )
     cli = str(cli_dir / "cacheroot")
     words = dry(run_script, "cuda", PATH=bare, CACHEROOT_CLI=cli)
     assert env_assignments(words)[CACHEROOT] == "/cacheroot"
@@ -351,3 +357,205 @@ def test_the_pipeline_example_warms_then_runs_both_tags_in_parallel() -> None:
         for word in shlex.split(step["command"].replace(";;", " ")):
             if word.startswith("ci/"):
                 assert (CI.parent / word).is_file(), word
+
+
+def test_every_install_hint_names_a_command_that_works_in_a_clone() -> None:
+    # No package index has the cacheroot distributions: a hint must install from the tree.
+    # Hints quote their commands: 'pip install TARGET'.
+    targets = {
+        (path.name, target)
+        for path in sorted(CI.glob("*.sh"))
+        for target in re.findall(r"pip install ([^\s']+)'", path.read_text())
+        if not target.startswith("$")
+    }
+    assert {("lib.sh", "."), ("isolated-run.sh", ".")} <= targets
+    for name, target in targets:
+        assert target == "." or (CI.parent / target).exists(), f"{name}: pip install {target}"
+
+
+def test_isolated_run_without_a_venv_says_how_to_make_one(run_script: Run, tmp_path: Path) -> None:
+    out = run_script("isolated-run.sh", "true", ISOLATED_VENV=str(tmp_path))
+    assert out.returncode == 2
+    assert f"{tmp_path} is not a virtual environment (no pyvenv.cfg)" in out.stderr
+    assert "'uv sync'" in out.stderr
+    assert "pip install .'" in out.stderr
+
+
+#: The system directories the bootstrap tests put on PATH after their own.
+SYSTEM_PATH = ("/usr/bin", "/bin")
+
+
+@pytest.fixture
+def bootstrap_env(tmp_path: Path, fake_bin: Path) -> dict[str, str]:
+    """A HOME in ``tmp_path``; PATH: ``fake_bin`` and the system's directories, no nox nor uv."""
+    for tool in ("nox", "uv"):
+        if shutil.which(tool, path=os.pathsep.join(SYSTEM_PATH)):
+            pytest.skip(f"{tool} is installed system-wide: the bootstrap would keep that one")
+    knobs = ("PYTHON", "TOOLS_DIR", "BIN_DIR", "XDG_DATA_HOME", "VIRTUAL_ENV")
+    env = {k: v for k, v in os.environ.items() if k not in knobs}
+    env["HOME"] = str(tmp_path / "home")
+    env["PATH"] = os.pathsep.join([str(fake_bin), *SYSTEM_PATH])
+    return env
+
+
+def bootstrap(
+    bash: str, env: dict[str, str], *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``ci/bootstrap.sh ARGS`` with ``env``."""
+    return subprocess.run(
+        [bash, str(CI / "bootstrap.sh"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def fake_tool(path: Path, version: str) -> None:
+    """An executable that prints ``version`` as ``--version`` would (on stderr, as nox does)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho '{version}' >&2\n")
+    path.chmod(0o755)
+
+
+def test_bootstrap_links_what_its_environment_holds_and_a_rerun_changes_nothing(
+    bash: str, bootstrap_env: dict[str, str], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    tools = home / ".local/share/cacheroot/tools"  # XDG_DATA_HOME that is not absolute: ignored
+    fake_tool(tools / "bin" / "nox", "2024.10.9")
+    fake_tool(tools / "bin" / "uv", "uv 0.9.0")
+    env = {**bootstrap_env, "XDG_DATA_HOME": "relative/data"}
+    first = bootstrap(bash, env, "--no-system-packages")
+    assert first.returncode == 0, first.stderr
+    bin_dir = home / ".local" / "bin"
+    assert first.stdout.splitlines() == [
+        f"bootstrap: nox: already installed in {tools} (2024.10.9), linked as {bin_dir}/nox",
+        f"bootstrap: uv: already installed in {tools} (uv 0.9.0), linked as {bin_dir}/uv",
+        (
+            f"bootstrap: {bin_dir} is not on PATH: add it "
+            f'(export PATH="{bin_dir}:$PATH") to run the linked commands'
+        ),
+    ]
+    links = {tool: os.lstat(bin_dir / tool) for tool in ("nox", "uv")}
+    for tool in links:
+        assert os.readlink(bin_dir / tool) == str(tools / "bin" / tool)
+    again = bootstrap(bash, {**env, "PATH": f"{bin_dir}:{env['PATH']}"}, "--no-system-packages")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == first.stdout.splitlines()[:2]
+    for tool, before in links.items():
+        after = os.lstat(bin_dir / tool)
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_bootstrap_follows_xdg_data_home_and_its_own_knobs(
+    bash: str, bootstrap_env: dict[str, str], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    fake_tool(data / "cacheroot/tools/bin/nox", "2024.10.9")
+    fake_tool(data / "cacheroot/tools/bin/uv", "uv 0.9.0")
+    out = bootstrap(bash, {**bootstrap_env, "XDG_DATA_HOME": str(data)}, "--no-system-packages")
+    assert out.returncode == 0, out.stderr
+    assert os.readlink(tmp_path / "home/.local/bin/uv") == str(data / "cacheroot/tools/bin/uv")
+    elsewhere = {"TOOLS_DIR": str(data / "cacheroot/tools"), "BIN_DIR": str(tmp_path / "b")}
+    out = bootstrap(bash, {**bootstrap_env, **elsewhere}, "--no-system-packages")
+    assert out.returncode == 0, out.stderr
+    assert os.readlink(tmp_path / "b" / "nox") == str(data / "cacheroot/tools/bin/nox")
+
+
+def test_bootstrap_never_replaces_a_file_that_is_not_its_link(
+    bash: str, bootstrap_env: dict[str, str], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    fake_tool(home / ".local/share/cacheroot/tools/bin/nox", "2024.10.9")
+    mine = home / ".local/bin/nox"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("a user's own script\n")
+    out = bootstrap(bash, bootstrap_env, "--no-system-packages")
+    assert out.returncode == 1
+    assert f"{mine} exists and is not a link; move it, or set BIN_DIR" in out.stderr
+    assert mine.read_text() == "a user's own script\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--frobnicate"], {}, "unknown argument --frobnicate"),
+        ([], {"TOOLS_DIR": "tools"}, "TOOLS_DIR=tools is not an absolute path"),
+        ([], {"BIN_DIR": "bin"}, "BIN_DIR=bin is not an absolute path"),
+    ],
+)
+def test_bootstrap_usage_errors(
+    bash: str,
+    bootstrap_env: dict[str, str],
+    args: list[str],
+    env: dict[str, str],
+    message: str,
+) -> None:
+    out = bootstrap(bash, {**bootstrap_env, **env}, *args)
+    assert out.returncode == 2
+    assert message in out.stderr
+
+
+@pytest.fixture(scope="session")
+def uv_cache() -> str:
+    """uv's cache directory as the runner names it (read before HOME moves into tmp_path)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not on PATH")
+    out = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_bootstrap_installs_nox_with_uv_into_its_own_environment(
+    bash: str, bootstrap_env: dict[str, str], fake_bin: Path, tmp_path: Path, uv_cache: str
+) -> None:
+    uv = shutil.which("uv")
+    assert uv is not None
+    (fake_bin / "uv").symlink_to(uv)
+    # Offline, from the runner's uv cache (every nox session installs nox's peers there).
+    env = {**bootstrap_env, "PYTHON": sys.executable, "UV_CACHE_DIR": uv_cache, "UV_OFFLINE": "1"}
+    out = bootstrap(bash, env, "--no-system-packages")
+    if out.returncode != 0 and "network" in out.stderr.lower():
+        pytest.skip(f"uv's cache ({uv_cache}) lacks nox: {out.stderr.strip()[-300:]}")
+    assert out.returncode == 0, out.stderr
+    tools = tmp_path / "home/.local/share/cacheroot/tools"
+    bin_dir = tmp_path / "home/.local/bin"
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"bootstrap: uv: found at {fake_bin}/uv ({version(uv)}), left as it is"
+    assert lines[1].startswith("bootstrap: nox: installed 20")
+    assert lines[1].endswith(f" in {tools}, linked as {bin_dir}/nox")
+    assert (tools / "pyvenv.cfg").is_file()  # a virtual environment: no system Python touched
+    assert not (bin_dir / "uv").exists()
+    nox = subprocess.run(
+        [str(bin_dir / "nox"), "--version"], capture_output=True, text=True, check=True
+    )
+    assert nox.stderr.strip() in lines[1]
+    again = bootstrap(bash, env, "--no-system-packages")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[0].startswith(f"bootstrap: nox: already installed in {tools}")
+
+
+def version(tool: str) -> str:
+    """The first line of ``TOOL --version``."""
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True)
+    return (out.stdout or out.stderr).splitlines()[0]
+
+
+@pytest.mark.slow
+def test_bootstrap_without_uv_installs_nox_and_uv_from_pypi(
+    bash: str, bootstrap_env: dict[str, str], tmp_path: Path
+) -> None:
+    # Needs PyPI (or the pip configuration's mirror): about 40 s on a loaded 2-core machine.
+    out = bootstrap(bash, {**bootstrap_env, "PYTHON": sys.executable}, "--no-system-packages")
+    assert out.returncode == 0, out.stderr
+    bin_dir = tmp_path / "home/.local/bin"
+    for tool in ("nox", "uv"):
+        assert os.readlink(bin_dir / tool).endswith(f"cacheroot/tools/bin/{tool}")
+        subprocess.run([str(bin_dir / tool), "--version"], capture_output=True, check=True)
+    again = bootstrap(bash, bootstrap_env, "--no-system-packages")
+    assert [line.split(" (")[0] for line in again.stdout.splitlines()[:2]] == [
+        f"bootstrap: nox: already installed in {tmp_path}/home/.local/share/cacheroot/tools",
+        f"bootstrap: uv: already installed in {tmp_path}/home/.local/share/cacheroot/tools",
+    ]
