@@ -28,6 +28,11 @@ from .conftest import cli, cli_json
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from tests.hub.hubserver import HubRepo, HubServer, git_blob_sha1
+else:
+    # pytest puts tests/ on sys.path (its conftest.py has no package); mypy names it tests.
+    from hub.hubserver import HubRepo, HubServer, git_blob_sha1
+
 M = 1 << 20
 #: Commits of the hub repositories.
 OLD = "a" * 40
@@ -414,3 +419,31 @@ def test_without_huggingface_hub_a_repository_is_one_plain_entry(
     assert apply(victims).removed_count == 2
     assert not (populated.hub / "models--acme--old").exists()
     assert (populated.hub / "models--acme--two").exists()
+
+
+def test_revisions_downloaded_by_huggingface_hub_go_oldest_first(isolated_cache: Path) -> None:
+    """Two revisions of one repository fetched by huggingface_hub from a local hub."""
+    from huggingface_hub import snapshot_download
+
+    hub = isolated_cache / "huggingface" / "hub"
+    first = HubRepo("acme/real", {"config.json": b"{}", "model.safetensors": bytes(3000)})
+    second = HubRepo("acme/real", {"config.json": b"{}", "model.safetensors": bytes(5000)})
+    with HubServer() as server:
+        for repo in (first, second):
+            server.add_hf(repo)
+            snapshot_download("acme/real", revision=repo.commit, cache_dir=hub, endpoint=server.url)
+    info = scan_cache_dir(hub)
+    assert sorted(r.commit_hash for r in next(iter(info.repos)).revisions) == sorted(
+        [first.commit, second.commit]
+    )
+    now = time.time()
+    for repo, ago in ((first, 600), (second, 60)):
+        for path in (hub / "models--acme--real" / "snapshots" / repo.commit).iterdir():
+            os.utime(path.resolve(), (now - ago, now - ago))
+    age(hub / "models--acme--real" / "blobs" / git_blob_sha1(b"{}"), 600, now)
+    victims = plan(str(isolated_cache), older_than=300)
+    # The config both revisions share stays; the first revision's weights go.
+    assert rows(victims) == [("HF_HOME", f"model/acme/real@{first.commit}", 3000)]
+    assert apply(victims).removed_bytes == 3000
+    info = scan_cache_dir(hub)
+    assert [r.commit_hash for r in next(iter(info.repos)).revisions] == [second.commit]
