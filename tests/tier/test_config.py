@@ -57,10 +57,8 @@ def test_the_doctor_names_the_shared_tier_and_its_file_system(tmp_path: Path) ->
 
 def test_the_doctor_reports_a_missing_or_unset_shared_tier(tmp_path: Path) -> None:
     line, problem = shared_line({CACHEROOT_SHARED: str(tmp_path / "gone")})
-    assert (
-        line
-        == f"shared: {tmp_path / 'gone'} (does not exist or is not a directory (mount it, or create it))"
-    )
+    gone = "does not exist or is not a directory (mount it, or create it)"
+    assert line == f"shared: {tmp_path / 'gone'} ({gone})"
     assert problem == (
         f"the shared tier CACHEROOT_SHARED='{tmp_path / 'gone'}' does not exist or is not a "
         "directory (mount it, or create it)"
