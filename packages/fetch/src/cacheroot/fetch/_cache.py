@@ -1,4 +1,6 @@
-"""Looking after the test cache: ``cacheroot cache ls | du | verify | prune``, and "last used".
+"""Looking after the test cache: list, measure, verify and prune entries, and "last used".
+
+The operations behind ``cacheroot cache`` (the command itself is :mod:`._cache_cli`).
 
 An entry is a file or directory ``<_VLLM_TEST_CACHE>/<namespace>/<name>`` whose name does not
 start with a dot; its dot-files beside it belong to it (``.<name>.meta.json``, the record;
@@ -21,25 +23,17 @@ or not checked) with what to do, and the command exits 1: it could not do all it
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import shutil
 import stat
-import sys
 import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from cacheroot.envs import VLLM_TEST_CACHE
-from cacheroot.envs.units import format_age, format_size
-
 from . import _proc, _store
-from ._cli import age_arg, size_arg
-from ._errors import FetchError, LockTimeout
+from ._errors import LockTimeout
 from ._lock import PathLock, holder
-from ._manifest import load_manifest
 from ._redact import redact_url
 from ._store import (
     lock_path,
@@ -53,7 +47,6 @@ from ._store import (
     write_meta,
 )
 from ._used import forget, last_used, used_path
-from ._warm import check_model
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -208,12 +201,6 @@ def quarantined(cache: str) -> list[Entry]:
                 )
             )
     return found
-
-
-def _cache_dir() -> str:
-    from ._fetcher import cache_dir  # noqa: PLC0415 - keeps `requests` & co. off the hit path
-
-    return cache_dir()
 
 
 # -- du ------------------------------------------------------------------------------------------
@@ -593,185 +580,3 @@ def prune(
         "freed": sum(r["size"] for r in removed) + sum(s["size"] for s in strays),
         "total_after": total,
     }
-
-
-# -- the command ---------------------------------------------------------------------------------
-
-
-def _when(t: float) -> str:
-    if not t:
-        return "never"
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-#: The options of ``cacheroot cache prune`` that say what to remove (one at least).
-PRUNE_CRITERIA = ("--max-size SIZE", "--min-free SIZE", "--older-than AGE", "--strays")
-
-EPILOG = """\
-exit status:
-  0  done (verify: nothing corrupt)
-  1  verify found corrupt entries (they were quarantined unless --no-quarantine), or entries
-     this user cannot read; prune could not remove entries it should have (permissions:
-     each is listed with what to do; entries kept because they are busy do not count)
-  2  bad arguments (prune: none of --max-size, --min-free, --older-than, --strays), or the
-     cache directory is unusable
-"""
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``cache`` subcommand (``ls``, ``du``, ``verify``, ``prune``)."""
-    p = sub.add_parser(
-        "cache",
-        help="list, measure, verify and prune the test cache",
-        description=f"Inspect and maintain ${VLLM_TEST_CACHE} (and measure the whole layout).",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ops = p.add_subparsers(dest="cache_command", metavar="OPERATION", required=True)
-    namespace = f"only this namespace (a directory under ${VLLM_TEST_CACHE}), e.g. gsm8k"
-    ls = ops.add_parser("ls", help="entries: name, size, last used, source URL")
-    ls.add_argument("--namespace", metavar="NS", default=None, help=namespace)
-    du = ops.add_parser("du", help="bytes per namespace and per top-level cache of the layout")
-    ver = ops.add_parser("verify", help="re-hash entries; quarantine the corrupt ones")
-    ver.add_argument("--namespace", metavar="NS", default=None, help=namespace)
-    ver.add_argument("--no-quarantine", action="store_true", help="report only, move nothing")
-    ver.add_argument(
-        "--manifest",
-        metavar="FILE",
-        default=None,
-        help="also check the [[model]] snapshots of this manifest, e.g. tests/manifest.toml",
-    )
-    pr = ops.add_parser(
-        "prune",
-        help="remove least recently used entries of every cache under the root (never busy ones)",
-        description="Remove entries of every cache under the root (Hugging Face hub, Triton, "
-        "Inductor, the JIT caches, the test cache, ...) by size budget, free space or age (one "
-        f"of {', '.join(PRUNE_CRITERIA)} at least), in one least-recently-used order across all "
-        "of them: quarantined test entries first, then the least recently used anywhere. Nothing "
-        "locked, being written, changed in the last 30 s or open in a process visible here is "
-        "removed. Abandoned partials, records of missing entries and unneeded locks of the test "
-        "cache go too.",
-    )
-    pr.add_argument(
-        "--max-size",
-        metavar="SIZE",
-        type=size_arg,
-        default=None,
-        help="remove least recently used entries until the caches of the root hold at most SIZE: "
-        "bytes, or "
-        "a number with K, M, G, T (1024-based; KB, MB, GB: 1000-based), e.g. 20G, 500M",
-    )
-    pr.add_argument(
-        "--older-than",
-        metavar="AGE",
-        type=age_arg,
-        default=None,
-        help="remove entries not used for AGE: seconds, or numbers with w, d, h, m, s, "
-        "e.g. 14d, 12h, 1h30m",
-    )
-    pr.add_argument(
-        "--strays",
-        action="store_true",
-        help="remove only what no entry needs: abandoned partials, records of missing entries, "
-        "locks of dead holders (the other criteria remove these too)",
-    )
-    pr.add_argument(
-        "--min-free",
-        metavar="SIZE",
-        type=size_arg,
-        default=None,
-        help="remove least recently used entries until the root's file system has SIZE free, "
-        "e.g. 50G",
-    )
-    pr.add_argument(
-        "--grace",
-        metavar="AGE",
-        type=age_arg,
-        default=GRACE,
-        help=f"keep a dead writer's partial this long, e.g. 30m, 2h (default {format_age(GRACE)}: "
-        "a next fetch may resume it)",
-    )
-    pr.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
-    for q in (ls, du, ver, pr):
-        q.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=run)
-
-
-def _emit(args: argparse.Namespace, data: object, text: str) -> None:
-    if args.json:
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    else:
-        sys.stdout.write(text)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run one ``cacheroot cache`` operation."""
-    op = args.cache_command
-    criteria = (args.max_size, args.min_free, args.older_than) if op == "prune" else ()
-    if op == "prune" and all(c is None for c in criteria) and not args.strays:
-        sys.stderr.write(
-            "cacheroot cache prune: say what to remove: --max-size SIZE (e.g. 20G), "
-            "--min-free SIZE (e.g. 50G), "
-            "--older-than AGE (e.g. 14d), or --strays (only abandoned partials and stale records "
-            "and locks, which the others remove too); nothing was removed\n"
-        )
-        return 2
-    try:
-        cache = _cache_dir()
-    except FetchError as exc:
-        sys.stderr.write(f"cacheroot cache: {exc}\n")
-        return 2
-    if op == "ls":
-        rows = entries(cache, args.namespace)
-        lines = ["ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE\n"]
-        lines += [
-            f"{e.namespace}/{e.name}\t{format_size(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
-            for e in rows
-        ] or ["(empty)\n"]
-        _emit(args, [e.as_dict() for e in rows], "".join(lines))
-        return 0
-    if op == "du":
-        usage = disk_usage(cache)
-        lines = [f"{format_size(v)}\t{k}\n" for k, v in usage["namespaces"].items()]
-        lines.append(f"{format_size(usage['total'])}\ttotal ({cache})\n\n")
-        lines += [
-            f"{format_size(c['size'])}\t{c['variable']}\t{c['path']}\n"
-            for c in usage["caches"]
-            if c["exists"]
-        ]
-        _emit(args, usage, "".join(lines))
-        return 0
-    if op == "verify":
-        return _run_verify(args, cache)
-    from ._budget import run_prune  # noqa: PLC0415 - only prune needs the whole root
-
-    return run_prune(args, cache)
-
-
-def _run_verify(args: argparse.Namespace, cache: str) -> int:
-    rows = verify(cache, args.namespace, move=not args.no_quarantine)
-    models: list[dict[str, Any]] = []
-    if args.manifest:
-        try:
-            manifest = load_manifest(args.manifest)
-        except FetchError as exc:
-            sys.stderr.write(f"cacheroot cache verify: {exc}\n")
-            return 2
-        models = [check_model(m, deep=True) for m in manifest.models]
-    bad = [r for r in rows if r["status"] in ("corrupt", "unreadable")]
-    bad_models = [m for m in models if m["status"] != "hit"]
-    lines = []
-    for r in rows:
-        if r["status"] != "ok":
-            where = f" -> {r['quarantined']}" if r.get("quarantined") else ""
-            lines.append(f"{r['status']}: {r['namespace']}/{r['name']}: {r['detail']}{where}\n")
-    lines += [f"incomplete: {m['entry']}: {m['reason']}\n" for m in bad_models]
-    lines.append(
-        f"verified {len(rows)} entries: {sum(r['status'] == 'corrupt' for r in rows)} corrupt, "
-        f"{sum(r['status'] == 'unreadable' for r in rows)} unreadable, "
-        f"{sum(r['status'] == 'unverified' for r in rows)} without a record"
-        + (f"; {len(models)} models, {len(bad_models)} incomplete" if args.manifest else "")
-        + "\n"
-    )
-    _emit(args, {"entries": rows, "models": models}, "".join(lines))
-    return 1 if bad or bad_models else 0
