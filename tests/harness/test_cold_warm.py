@@ -17,7 +17,7 @@ from .runner import (
     SCENARIO_ROOT,
     TESTS,
     ServedOrigin,
-    clean_env,
+    layout_env,
     media_cache_available,
     plugin_args,
     report_lines,
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 def _run(root: Path, origin: ServedOrigin, work: Path, name: str) -> tuple[dict[str, Any], str]:
     report = work / f"{name}.json"
-    env = clean_env(**{SCENARIO_ROOT: str(root), SCENARIO_ORIGIN: origin.url})
+    # The volume is the session's CACHEROOT, as `nox -s tests-*` sets it.
+    env = layout_env(root, **{SCENARIO_ROOT: str(root), SCENARIO_ORIGIN: origin.url})
     args = ["tests/scenarios", "-n", "2", "-q", *plugin_args()]
     args += ["--cacheroot-report", str(report), f"--basetemp={work / name}"]
     out = run_pytest(args, env=env)
@@ -86,7 +87,7 @@ def test_second_run_on_one_volume_is_warm(tmp_path: Path) -> None:
 def test_warm_command_makes_the_first_run_warm(tmp_path: Path) -> None:
     """``nox -s warm`` (``python -m scenarios.warm``), then an offline run: nothing is missing."""
     root = tmp_path / "volume"
-    env = clean_env(**{SCENARIO_ROOT: str(root)})
+    env = layout_env(root, **{SCENARIO_ROOT: str(root)})
     warmed = subprocess.run(
         [sys.executable, "-m", "scenarios.warm"],
         cwd=TESTS,

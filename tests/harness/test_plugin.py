@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY
-from cacheroot.fetch._report import Figures, human_bytes
+from cacheroot.fetch._plugin.figures import Figures, Summary
 
 from .runner import (
     ServedOrigin,
@@ -145,6 +145,12 @@ def test_offline_run_fails_misses_and_foreign_connections(
     figures = json.loads(report.read_text())
     assert (figures["offline"], figures["offline_misses"], figures["misses"]) == (True, 2, 2)
     assert figures["downloads"] == 0
+    lines = report_lines(out.stdout)
+    assert lines == [figures["line"]]
+    assert lines[0].startswith(
+        "cacheroot: offline run; 0 hits, 2 misses (2 offline), 0 B downloaded, "
+        "0 B served from cache, 0.00 s waiting on locks"
+    )
 
 
 def test_offline_miss_report_names_the_namespace_and_never_the_password(
@@ -235,31 +241,36 @@ def test_upstream_cache_only_switch_forces_offline_first_runs(
     assert origin.stats()["total"] == before  # forced offline: nothing was warmed
 
 
-def _figures(hits: int, misses: int, media: dict[str, float] | None = None) -> Figures:
+def _figures(
+    hits: int, misses: int, media: dict[str, float] | None = None, processes: int = 1
+) -> Figures:
     fetch = {"hits": hits, "misses": misses, "bytes_downloaded": 3 * misses << 20}
-    return Figures(fetch={k: float(v) for k, v in fetch.items()}, media=media, processes=1)
+    return Figures(fetch={k: float(v) for k, v in fetch.items()}, media=media, processes=processes)
 
 
 def test_figures_add_up_and_survive_the_trip_to_the_controller() -> None:
-    total = Figures()
-    for part in (_figures(3, 1), _figures(0, 2, {"hits": 4.0, "misses": 1.0})):
-        total.add(Figures.from_dict(json.loads(json.dumps(part.as_dict()))))
+    total = Summary(offline=True)  # the controller's view; a worker's flag does not change it
+    parts = (
+        Summary(_figures(3, 1), _figures(1, 0, processes=0)),
+        Summary(_figures(0, 2, {"hits": 4.0, "misses": 1.0}), _figures(0, 2, processes=0)),
+    )
+    for part in parts:
+        total.add(Summary.from_dict(json.loads(json.dumps(part.as_dict()))))
     data: dict[str, Any] = total.as_dict()
-    assert (data["hits"], data["misses"], data["processes"]) == (3, 3, 2)
+    assert (data["hits"], data["misses"], data["processes"], data["offline"]) == (3, 3, 2, True)
     assert data["bytes_downloaded"] == 9 << 20
     assert data["media"]["hits"] == 4
-    assert Figures.from_dict(data).as_dict() == data
+    own = data["tests_own_roots"]
+    assert (own["hits"], own["misses"], own["bytes_downloaded"]) == (1, 2, 6 << 20)
+    assert "processes" not in own
+    assert Summary.from_dict(data).as_dict() == data
     assert total.line() == (
-        "cacheroot: 3 hits, 3 misses, 9.0 MiB downloaded, 0 B served from cache, "
-        "0.00 s waiting on locks; media: 4 hits, 1 misses, 0 revalidated, 0 B saved (2 processes)"
+        "cacheroot: offline run; 3 hits, 3 misses, 9.0 MiB downloaded, 0 B served from cache, "
+        "0.00 s waiting on locks; media: 4 hits, 1 misses, 0 revalidated, 0 B saved; "
+        "tests' own roots: 1 hits, 2 misses, 6.0 MiB downloaded (2 processes)"
     )
-    assert Figures().line().endswith("(0 processes)")
-    assert "media" not in _figures(1, 0).line()
-
-
-@pytest.mark.parametrize(
-    ("n", "text"),
-    [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (5 << 30, "5.0 GiB")],
-)
-def test_human_bytes(n: int, text: str) -> None:
-    assert human_bytes(n) == text
+    assert Summary().line() == (
+        "cacheroot: 0 hits, 0 misses, 0 B downloaded, 0 B served from cache, "
+        "0.00 s waiting on locks (0 processes)"
+    )
+    assert Summary(_figures(1, 0)).line().endswith("waiting on locks (1 process)")

@@ -1,0 +1,37 @@
+"""The pytest plugin: cached test data as fixtures, an offline mode, and one report line.
+
+Enabled by the ``pytest11`` entry point of ``cacheroot-fetch`` (named ``cacheroot``; ``-p
+no:cacheroot`` turns all of it off), or ``-p cacheroot.fetch._plugin``. This package registers
+one plugin module per concept through ``pytest_plugins``, so pytest (and every xdist worker)
+loads them with it and never without it:
+
+- :mod:`.options`: the options, and the session state they settle into (``pytest_configure``);
+- :mod:`.shard`: ``--shard-id``/``--num-shards`` (or Buildkite's parallel-job variables) mapped
+  to pytest-split, balanced by recorded durations;
+- :mod:`.offline`: offline-first runs: ``--cacheroot-manifest`` checked before the tests, warmed
+  when incomplete, then every process is offline;
+- :mod:`.guard`: loopback-only connections on offline runs (pytest-socket), and what a failed
+  test is told about a miss;
+- :mod:`.fixtures`: ``cached_file``, ``model_snapshot``, ``test_cache_dir``, ``build_once``,
+  ``media_cache``;
+- :mod:`.report`: the closing line and ``--cacheroot-report`` JSON (:mod:`.figures`), counting
+  the session's volume apart from the caches tests make for themselves.
+
+``--cacheroot-offline`` (or ``CACHEROOT_OFFLINE=1``, or upstream vLLM's
+``_VLLM_TEST_CACHE_ONLY=1``): every cache miss fails its test, naming the URL and the command
+that warms it, and (where pytest-socket is installed) only loopback connections are allowed;
+``--cacheroot-no-network`` asks for that guard alone. An offline run sets both variables for
+every process it starts, so unchanged vLLM tests using upstream's helper are cache-only too.
+"""
+
+from __future__ import annotations
+
+from .fixtures import BuildOnce, CachedFile, ModelSnapshot
+
+__all__ = ["BuildOnce", "CachedFile", "ModelSnapshot"]
+
+#: The plugin modules pytest registers with this one (in this order: ``--help`` lists the
+#: options as :mod:`.options` declares them).
+pytest_plugins = [
+    f"{__name__}.{part}" for part in ("options", "shard", "offline", "guard", "fixtures", "report")
+]

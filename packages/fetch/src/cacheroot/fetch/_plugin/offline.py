@@ -1,0 +1,160 @@
+"""Offline-first runs: the manifest step before the tests, and the switch every process inherits.
+
+``--cacheroot-manifest PATH`` (or the ``cacheroot_manifest`` ini option) names the warm
+manifest(s) the tests need. Before any test runs, the controller checks them without the network;
+when every entry is complete, the run is offline (``CACHEROOT_OFFLINE=1``,
+``_VLLM_TEST_CACHE_ONLY=1`` and ``HF_HUB_OFFLINE=1`` in the environment every test process
+inherits), so the hubs' rate limits and outages cannot fail it. When something is missing it says
+what, warms it (``cacheroot warm``) and then goes offline; when offline is forced, it stops the
+session with the list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from cacheroot.envs import CACHEROOT_OFFLINE, HF_HUB_OFFLINE, VLLM_TEST_CACHE_ONLY
+
+from .._errors import FetchError
+from .._warm import HIT, warm_manifest
+from .figures import Figures
+
+__all__ = ["INCOMPLETE_MANIFEST", "WARM_HINT", "go_offline", "manifests", "offline_first"]
+
+#: The command that fills a volume before an offline run.
+WARM_HINT = "`cacheroot warm MANIFEST` (the test suite's manifest: `nox -s warm`)"
+#: The exit status of a forced-offline session whose manifest is incomplete: like a usage error,
+#: the run was started in a state in which its tests cannot work (nothing ran).
+INCOMPLETE_MANIFEST = pytest.ExitCode.USAGE_ERROR
+#: ``cacheroot warm`` in a fresh interpreter (see :func:`_warm_manifests`).
+_CLI = ("-m", "cacheroot.envs._cli")
+
+
+def go_offline() -> None:
+    """Make this process and every process it starts cache-only (ours and upstream's switch)."""
+    os.environ[CACHEROOT_OFFLINE] = "1"
+    os.environ[VLLM_TEST_CACHE_ONLY] = "1"
+
+
+def manifests(config: pytest.Config) -> list[str]:
+    """The manifests the session names: the options (from the invocation directory), else ini."""
+    given = config.getoption("cacheroot_manifest", default=None)
+    if given:
+        return [os.path.abspath(config.invocation_params.dir / p) for p in given]
+    return [os.path.abspath(p) for p in config.getini("cacheroot_manifest")]
+
+
+def _say(config: pytest.Config, text: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(text)
+    else:
+        sys.stderr.write(text + "\n")
+
+
+def _check(paths: list[str]) -> list[dict[str, Any]]:
+    """Every entry of ``paths`` that is not complete (``cacheroot warm --check``), no network."""
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            summary = warm_manifest(path, check=True)
+        except FetchError as exc:  # unreadable or invalid: the message names file and field
+            raise pytest.UsageError(f"--cacheroot-manifest: {exc}") from None
+        rows += [dict(row, manifest=path) for row in summary["entries"] if row["status"] != HIT]
+    return rows
+
+
+def _warm_manifests(paths: list[str]) -> tuple[Figures, dict[tuple[str, str], str]]:
+    """``cacheroot warm`` on each manifest, in a fresh interpreter.
+
+    Returns what it downloaded, and why each entry that failed did (by manifest and entry).
+
+    A fresh interpreter, because the hub clients read their environment once, at import: warming
+    here would import them into the controller before the run is offline, and a test run in the
+    controller would then see them online.
+    """
+    warmed = Figures()
+    reasons: dict[tuple[str, str], str] = {}
+    for path in paths:
+        done = subprocess.run(
+            [sys.executable, *_CLI, "warm", path, "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        try:
+            summary = json.loads(done.stdout)
+        except ValueError:
+            sys.stderr.write(done.stdout + done.stderr)
+            continue
+        for row in summary["entries"]:
+            if row["status"] != "miss":
+                if row["reason"]:  # one line per entry, whatever the client's message
+                    reasons[path, row["entry"]] = " ".join(row["reason"].split())
+                continue
+            if row["kind"] == "model":
+                warmed.model_misses += 1
+            else:
+                warmed.fetch["misses"] += 1
+                warmed.fetch["downloads"] += 1
+        warmed.fetch["bytes_downloaded"] += summary["bytes"]
+    return warmed, reasons
+
+
+def _listing(rows: list[dict[str, Any]]) -> list[str]:
+    return [
+        f"  {row['status']}: {row['entry']} ({row['manifest']}): {row['reason']}" for row in rows
+    ]
+
+
+def offline_first(
+    config: pytest.Config, paths: list[str], *, forced: bool
+) -> tuple[dict[str, Any], Figures]:
+    """Check the manifests; warm what is missing (unless offline is forced); go offline.
+
+    Returns the JSON-ready account for the report and the figures of what was warmed.
+    """
+    missing = _check(paths)
+    warmed = Figures()
+    account: dict[str, Any] = {"paths": paths, "missing": [r["entry"] for r in missing]}
+    if missing and forced:
+        warm = " && ".join(f"cacheroot warm {p}" for p in sorted({r["manifest"] for r in missing}))
+        head = (
+            f"cacheroot: offline run, but {len(missing)} manifest entries are not complete "
+            "in the cache:"
+        )
+        hint = (
+            f"warm them with network access first: `{warm}` (or run without "
+            f"--cacheroot-offline / {CACHEROOT_OFFLINE}=1 / {VLLM_TEST_CACHE_ONLY}=1, which "
+            "warms them)"
+        )
+        pytest.exit("\n".join([head, *_listing(missing), hint]), returncode=INCOMPLETE_MANIFEST)
+    if missing:
+        _say(config, f"cacheroot manifest: {len(missing)} entries missing; warming them:")
+        for line in _listing(missing):
+            _say(config, line)
+        warmed, reasons = _warm_manifests(sorted({r["manifest"] for r in missing}))
+        still = _check(paths)
+        for row in still:
+            reason = reasons.get((row["manifest"], row["entry"]))
+            if reason is not None:
+                row.update(status="failed", reason=reason)
+        if still:
+            _say(
+                config,
+                f"cacheroot manifest: {len(still)} entries could not be warmed; running online:",
+            )
+            for line in _listing(still):
+                _say(config, line)
+            return account | {"offline": False, "failed": [r["entry"] for r in still]}, warmed
+    go_offline()
+    os.environ[HF_HUB_OFFLINE] = "1"
+    if missing:
+        _say(config, "cacheroot manifest: complete; running offline")
+    return account | {"offline": True, "failed": []}, warmed
