@@ -1,0 +1,289 @@
+"""``cacheroot audit``: which cache locations the layout table does not cover.
+
+The table is kept by hand, and the ecosystem moves under it: a new release of vLLM brings new
+JIT libraries with caches of their own, and test code keeps writing to ``/tmp``. The audit reads
+the source of what is installed (or of the wheels, sdists and directories named), finds every
+place that decides a cache location (:mod:`._audit_scan`), and says for each whether a row of
+the table moves it into the root, and which. Its exit status makes it a CI gate: 1 while
+anything is not covered and not explicitly allowed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from _cacheroot_layout import BY_NAME, NEVER, TABLE, TAGS
+
+from ._audit_scan import Finding, Stats, scan
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterable, Sequence
+
+#: Which row covers a name: the row's own name, or a legacy name of it.
+ROW_OF: dict[str, str] = {v.name: v.name for v in TABLE} | {
+    old: v.name for v in TABLE for old in v.legacy
+}
+_FIRST_VARIABLE = re.compile(r"\$\{?([A-Z][A-Z0-9_]*)")
+#: Name endings left off a variable to make its directory under the root.
+_SUFFIXES = (
+    "_CACHE_DIR",
+    "_CACHE_PATH",
+    "_CACHE_ROOT",
+    "_DIR",
+    "_PATH",
+    "_ROOT",
+    "_HOME",
+    "_CACHE",
+)
+
+#: What the audit cannot see, said in every report.
+BLIND_SPOTS = (
+    "compiled code (.so, .pyd) and C/C++/CUDA/Rust sources",
+    "names and paths built at run time (shown as {...} where a part of one is)",
+    "configuration files, and test, benchmark and example code inside distributions",
+)
+
+
+@dataclass
+class Item:
+    """A finding with its verdict."""
+
+    finding: Finding
+    covered_by: str | None
+    how: str
+    allowed: bool
+    suggestion: str
+
+    @property
+    def failing(self) -> bool:
+        return self.covered_by is None and not self.allowed
+
+    def as_json(self) -> dict[str, Any]:
+        f = self.finding
+        return {
+            "dist": f.dist,
+            "version": f.version,
+            "file": f.file,
+            "line": f.line,
+            "variable": f.variable,
+            "expression": f.expression,
+            "default": f.default,
+            "style": list(f.style),
+            "fallback_of": f.fallback_of[0] if f.fallback_of else None,
+            "covered_by": self.covered_by,
+            "coverage": self.how,
+            "allowed": self.allowed,
+            "suggestion": self.suggestion or None,
+        }
+
+
+@dataclass
+class Report:
+    """Everything one audit found, with what it read and how long it took."""
+
+    items: list[Item]
+    stats: Stats
+    seconds: float
+
+    @property
+    def status(self) -> int:
+        """The exit status: 1 when something is neither covered nor allowed."""
+        return 1 if any(i.failing for i in self.items) else 0
+
+
+def _row_note(name: str) -> str:
+    row = BY_NAME[name]
+    notes = []
+    if row.mode == NEVER:
+        notes.append("deliberately never set")
+    if row.tags != TAGS:
+        notes.append(f"{'/'.join(row.tags)} only")
+    return f" ({', '.join(notes)})" if notes else ""
+
+
+def _cover(
+    finding: Finding, by_variable: dict[tuple[str, str, str], Finding], depth: int = 0
+) -> tuple[str | None, str]:
+    """The row that moves ``finding`` into the root, and how; ``(None, "")`` when none does."""
+    if finding.variable and finding.variable in ROW_OF:
+        row = ROW_OF[finding.variable]
+        how = "its row" if row == finding.variable else f"legacy name of {row}"
+        return row, how + _row_note(row)
+    if finding.fallback_of is not None and depth < 4:
+        name, line = finding.fallback_of
+        if name in ROW_OF:
+            return ROW_OF[name], f"fallback when {name} (line {line}) is unset"
+        earlier = by_variable.get((finding.dist, finding.file, name))
+        if earlier is not None:
+            chained, how = _cover(earlier, by_variable, depth + 1)
+            if chained is not None:
+                return chained, f"fallback when {name} (line {line}) is unset; {name}: {how}"
+    match = _FIRST_VARIABLE.match(finding.default)
+    if match is not None and match[1] in ROW_OF:
+        base: str = match[1]
+        return ROW_OF[base], f"its default lies under ${base}"
+    return None, ""
+
+
+def _directory(name: str) -> str:
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)].lower()
+    return name.lower()
+
+
+def suggest(finding: Finding) -> str:
+    """A layout row for an uncovered variable; for a fixed place, what can be done instead."""
+    if finding.variable is None:
+        return (
+            "no variable moves it: ask upstream for one, patch the code to read one, or "
+            f"--allow '{finding.expression}'"
+        )
+    replaces = finding.default or "unknown (decided outside this expression)"
+    return (
+        f"Variable({finding.variable!r}, {_directory(finding.variable)!r}, "
+        f"purpose='<what it caches>', replaces={replaces!r}, "
+        f"upstream=({finding.upstream!r},)),"
+    )
+
+
+def allowed(finding: Finding, allow: Iterable[str]) -> bool:
+    """Whether ``--allow`` names the finding's variable, or a pattern its place matches."""
+    for pattern in allow:
+        if pattern == finding.variable:
+            return True
+        if fnmatch.fnmatchcase(finding.expression, pattern) or (
+            finding.default and fnmatch.fnmatchcase(finding.default, pattern)
+        ):
+            return True
+    return False
+
+
+def judge(findings: Iterable[Finding], allow: Sequence[str] = ()) -> list[Item]:
+    """Each finding with the row that covers it, or a suggested one."""
+    found = list(findings)
+    by_variable = {(f.dist, f.file, f.variable): f for f in found if f.variable}
+    items = []
+    for f in found:
+        row, how = _cover(f, by_variable)
+        items.append(Item(f, row, how, allowed(f, allow), "" if row is not None else suggest(f)))
+    return items
+
+
+def audit(paths: Iterable[str] = (), allow: Sequence[str] = ()) -> Report:
+    """Scan ``paths`` (the installed distributions when empty) and judge what was found."""
+    stats = Stats()
+    start = time.perf_counter()
+    findings = list(scan(paths, stats))
+    return Report(judge(findings, allow), stats, time.perf_counter() - start)
+
+
+def _where(f: Finding) -> str:
+    label = f"{f.dist}=={f.version}" if f.version else f.dist
+    return f"{label} {f.file}:{f.line}"
+
+
+def _what(f: Finding) -> str:
+    text = f"{f.variable} = {f.expression}" if f.variable else f.expression
+    return f"{text}  [{', '.join(f.style)}]" if f.style else text
+
+
+def text(report: Report) -> str:
+    """The human-readable report."""
+    s = report.stats
+    failing = [i for i in report.items if i.failing]
+    ok = [i for i in report.items if i.covered_by is not None]
+    allowed_items = [i for i in report.items if i.covered_by is None and i.allowed]
+    lines = [
+        (
+            f"cacheroot audit: {s.sources} sources, {s.python_files} Python files ({s.parsed} "
+            f"parsed), {len(report.items)} cache locations, {len(failing)} not covered "
+            f"({report.seconds:.1f} s)"
+        ),
+    ]
+    if failing:
+        lines += ["", f"Not covered by the layout ({len(failing)}):"]
+        for item in failing:
+            f = item.finding
+            lines.append(f"  {_where(f)}")
+            lines.append(f"    {_what(f)}")
+            if f.fallback_of:
+                lines.append(f"    fallback when {f.fallback_of[0]} is unset")
+            prefix = "suggested row: " if f.variable else ""
+            lines.append(f"    {prefix}{item.suggestion}")
+    if allowed_items:
+        lines += ["", f"Allowed (--allow) ({len(allowed_items)}):"]
+        lines += [f"  {_where(i.finding)}  {_what(i.finding)}" for i in allowed_items]
+    if ok:
+        lines += ["", f"Covered ({len(ok)}):"]
+        for i in ok:
+            lines.append(f"  {_where(i.finding)}  {_what(i.finding)}")
+            lines.append(f"    covered by {i.covered_by}: {i.how}")
+    lines += ["", "Not seen: " + _blind(s)]
+    return "\n".join(lines) + "\n"
+
+
+def _blind(s: Stats) -> str:
+    counted = (
+        f"{s.compiled} compiled modules, {s.native} C/C++/CUDA/Rust sources, "
+        f"{s.shipped_tests} test/benchmark/example files of distributions, "
+        f"{len(s.unparsable)} files that do not parse, {len(s.unreadable)} unreadable"
+    )
+    return f"{counted}; and in general: {'; '.join(BLIND_SPOTS)}."
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``cacheroot audit``: cache locations the layout does not cover; exit 1 when any."""
+    p = sub.add_parser(
+        "audit",
+        help="find cache locations in installed code (or wheels, sdists, directories) that "
+        "the layout does not cover",
+        description=(
+            "Read the Python source of the installed distributions (or of the wheels, sdists "
+            "and directories given) and report every cache location found: the variable that "
+            "moves it, its default, the file and line, and the layout row that covers it (or a "
+            "suggested one). Exit status 1 when something is not covered. Not seen: "
+            + "; ".join(BLIND_SPOTS)
+            + "."
+        ),
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="a wheel (.whl), an sdist (.tar.gz) or a directory; default: every distribution "
+        "installed in this environment",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print a JSON list of findings instead of text"
+    )
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="accept a variable name, or a location pattern (fnmatch, e.g. '/tmp/*'), as known "
+        "to be fine; repeat for more",
+    )
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        report = audit(args.paths, args.allow)
+    except (ValueError, OSError) as exc:
+        sys.stderr.write(f"cacheroot audit: {exc}\n")
+        return 2
+    if args.json:
+        sys.stdout.write(json.dumps([i.as_json() for i in report.items], indent=2) + "\n")
+        sys.stderr.write(f"cacheroot audit: not seen: {_blind(report.stats)}\n")
+    else:
+        sys.stdout.write(text(report))
+    return report.status
