@@ -7,7 +7,8 @@
 #     never into the system's Python, with links to their commands in BIN_DIR. With uv already on
 #     PATH, uv builds that environment and installs nox (fast; it uses uv's cache); without it,
 #     `python3 -m venv` and that environment's pip install both from PyPI.
-#   - shellcheck (the lint session) and bubblewrap (the isolated e2e runs) from Debian's packages,
+#   - shellcheck (the lint session), bubblewrap (the isolated e2e runs), openssh-server and sshfs
+#     (the shared-tier e2e runs) from Debian's packages,
 #     when running as root on a machine with apt-get; --no-system-packages leaves them out.
 #
 # Running it again changes nothing: a tool found on PATH, or already in TOOLS_DIR, is kept (its
@@ -119,8 +120,11 @@ esac
 packages=()
 command -v shellcheck >/dev/null 2>&1 || packages+=(shellcheck)
 command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
+# The shared-tier e2e runs: a local sshd and one sshfs client per simulated host.
+[[ -x /usr/sbin/sshd ]] || packages+=(openssh-server)
+command -v sshfs >/dev/null 2>&1 || packages+=(sshfs)
 if ((${#packages[@]} == 0)); then
-    say "shellcheck and bubblewrap: found, left as they are"
+    say "shellcheck, bubblewrap, sshd and sshfs: found, left as they are"
 elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     say "installing ${packages[*]} with apt-get"
     apt-get update -qq

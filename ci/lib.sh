@@ -103,7 +103,47 @@ cr_cancel() {
         kill -TERM "$CR_CHILD" 2>/dev/null || true
         wait "$CR_CHILD" 2>/dev/null || true
     fi
+    cr_tier_end
     exit "$1"
+}
+
+# The shared tier (CACHEROOT_SHARED set): the container mounts the merged view of this host's
+# cache (L1) over the fleet's (L2) at CR_TIER_MERGED (CACHEROOT_MERGED, default "<L1>.merged"),
+# made by `cacheroot tier up` (OverlayFS, else L1 seeded from L2). During the run a watchdog,
+# `cacheroot tier sync --watch $TIER_SYNC_EVERY` (default 300 s), pushes complete new files to L2,
+# so other hosts see new models early; after it, a final sync and `cacheroot tier down`.
+cr_tier_wanted() {
+    [[ -n "${CACHEROOT_SHARED:-}" ]]
+}
+
+# The commands around the run, one a line, for a dry run.
+cr_tier_print() {
+    local when=$1
+    if [[ "$when" == before ]]; then
+        cr_print_command "$CR_CLI" tier up --merged "$CR_TIER_MERGED"
+        printf '%s &\n' "$(cr_print_command "$CR_CLI" tier sync --watch "${TIER_SYNC_EVERY:-300}")"
+    else
+        cr_print_command "$CR_CLI" tier sync
+        cr_print_command "$CR_CLI" tier down --merged "$CR_TIER_MERGED"
+    fi
+}
+
+cr_tier_begin() {
+    "$CR_CLI" tier up --merged "$CR_TIER_MERGED" ||
+        cr_die "'$CR_CLI tier up --merged $CR_TIER_MERGED' failed (see above); run 'cacheroot doctor' to check CACHEROOT_SHARED, or unset it to run on one tier"
+    "$CR_CLI" tier sync --watch "${TIER_SYNC_EVERY:-300}" &
+    CR_TIER_WATCHER=$!
+}
+
+# Stop the watchdog, push what the run left, take the merged view down. Never fails the job: the
+# tests' status is what counts, and what was not pushed now is pushed by the next run's sync.
+cr_tier_end() {
+    [[ -n "${CR_TIER_WATCHER:-}" ]] || return 0
+    kill -TERM "$CR_TIER_WATCHER" 2>/dev/null || true
+    wait "$CR_TIER_WATCHER" 2>/dev/null || true
+    CR_TIER_WATCHER=
+    "$CR_CLI" tier sync || cr_warn "the final 'tier sync' failed; the next run's sync pushes what is left"
+    "$CR_CLI" tier down --merged "$CR_TIER_MERGED" || cr_warn "'tier down --merged $CR_TIER_MERGED' failed"
 }
 
 # The shared body of the two test runners. TAG is cuda or rocm; the caller has filled the array
@@ -129,6 +169,13 @@ cr_main() {
     local container_root=${CACHEROOT_CONTAINER:-/cacheroot}
     [[ "$container_root" == /* ]] || cr_die "CACHEROOT_CONTAINER=$container_root is not an absolute path"
     cr_layout_args "$tag" "$container_root"
+    CR_TIER_WATCHER=
+    if cr_tier_wanted; then
+        CR_TIER_MERGED=${CACHEROOT_MERGED:-$CR_HOST_ROOT.merged}
+        [[ "$CR_TIER_MERGED" == /* ]] || cr_die "CACHEROOT_MERGED=$CR_TIER_MERGED is not an absolute path"
+        # The container's root is the merged view: render the layout for it instead.
+        CACHEROOT=$CR_TIER_MERGED cr_layout_args "$tag" "$container_root"
+    fi
 
     CR_PASS=()
     local -a extra_names=() extra_args=()
@@ -159,7 +206,9 @@ cr_main() {
     )
 
     if [[ "${DRY_RUN:-0}" == 1 ]]; then
+        if cr_tier_wanted; then cr_tier_print before; fi
         cr_print_command "${cmd[@]}"
+        if cr_tier_wanted; then cr_tier_print after; fi
         return 0
     fi
 
@@ -167,8 +216,10 @@ cr_main() {
     if [[ -n "$artifacts_dir" ]]; then
         mkdir -p -- "$artifacts_dir" || cr_die "cannot create ARTIFACTS_DIR=$artifacts_dir"
     fi
+    if cr_tier_wanted; then cr_tier_begin; fi
     printf -- '--- Running %s in %s (%s)\n' "$session" "$image" "$CR_RUNTIME"
     cr_run_and_wait "$name" "${cmd[@]}"
+    cr_tier_end
     cr_exit_status "$CR_STATUS"
 }
 

@@ -15,6 +15,11 @@
 #   CACHEROOT              the host directory of the cache volume
 #   CACHEROOT_CONTAINER    where it is mounted inside (default /cacheroot)
 #   CACHEROOT_CLI          the cacheroot command (default: the one on PATH)
+#   CACHEROOT_SHARED       the fleet's shared cache (NFS, a PVC): the container then mounts the
+#                          merged view of CACHEROOT over it (`cacheroot tier up`), which a
+#                          watchdog `cacheroot tier sync --watch` and a final sync push back
+#   CACHEROOT_MERGED       where that merged view goes (default <CACHEROOT>.merged)
+#   TIER_SYNC_EVERY        seconds between the watchdog's syncs (default 300)
 #   RENDER_DEVICES         render nodes to pass, space-separated (default: every /dev/dri/renderD*)
 #   SHM_SIZE               --shm-size (default 16g)
 #   NOX_SESSION            session to run (default tests-rocm; `warm` pre-populates the volume)

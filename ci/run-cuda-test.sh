@@ -15,6 +15,11 @@
 #   CACHEROOT              the host directory of the cache volume
 #   CACHEROOT_CONTAINER    where it is mounted inside (default /cacheroot)
 #   CACHEROOT_CLI          the cacheroot command (default: the one on PATH)
+#   CACHEROOT_SHARED       the fleet's shared cache (NFS, a PVC): the container then mounts the
+#                          merged view of CACHEROOT over it (`cacheroot tier up`), which a
+#                          watchdog `cacheroot tier sync --watch` and a final sync push back
+#   CACHEROOT_MERGED       where that merged view goes (default <CACHEROOT>.merged)
+#   TIER_SYNC_EVERY        seconds between the watchdog's syncs (default 300)
 #   GPUS                   which GPUs (default all): docker `--gpus=$GPUS` (e.g. '"device=0,1"');
 #                          podman `--device=nvidia.com/gpu=$GPUS` (CDI, e.g. 0)
 #   SHM_SIZE               --shm-size (default 16g)
