@@ -1,0 +1,108 @@
+"""A real JIT under the run-time audit: ``torch.compile`` on CPU writes only under the root.
+
+Inductor's CPU path generates C++ and builds it with the system compiler, in its own worker
+processes; every cache it keeps (FX graphs, compiled kernels, autotuning, Triton's, where it is
+imported) must land under ``TORCHINDUCTOR_CACHE_DIR``/``TRITON_CACHE_DIR`` as the layout sets
+them. A hooked child process runs the compile with ``CACHEROOT_AUDIT=fail`` and writes the
+audit's report at its exit; the test reads it, with HOME and the temporary directory pointed
+into ``tmp_path`` so that the scan sees every file a compiler or a worker left there.
+
+torch is not among the wheels the ``upstream`` session installs (its Linux wheel is the CUDA
+build, which imports only beside its nvidia-* wheels); where torch is missing, or no C++
+compiler is on PATH, the test says so and skips.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cacheroot.envs import CACHEROOT, CACHEROOT_AUDIT, CACHEROOT_AUDIT_REPORT, CACHEROOT_PIN_FILE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+#: The compiled function and a check of its result against literals; prints where Inductor and
+#: Triton keep their caches, as the child resolved them.
+COMPILE = """
+import torch
+import torch._inductor.config
+from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+def f(x, y):
+    return torch.sin(x) * 2 + y.relu()
+
+x = torch.tensor([0.0, 1.5707963267948966, -1.0])
+y = torch.tensor([-1.0, 0.5, 3.0])
+out = torch.compile(f, backend="inductor")(x, y)
+expected = torch.tensor([0.0, 2.5, 1.3170580])
+assert torch.allclose(out, expected, atol=1e-5), out.tolist()
+print("inductor", cache_dir())
+print("triton", "triton" in __import__("sys").modules)
+"""
+
+
+def _missing() -> str:
+    if importlib.util.find_spec("torch") is None:
+        return (
+            "torch is not installed in this environment: the upstream session downloads its "
+            "wheel (tests/upstream/wheels.toml) but does not install it; install torch (a CPU "
+            "build, or the CUDA build with its nvidia-* wheels) to run this check"
+        )
+    if shutil.which("g++") is None and shutil.which("c++") is None:
+        return "no C++ compiler (g++ or c++) on PATH: Inductor's CPU path builds C++ with it"
+    return ""
+
+
+@pytest.mark.skipif(bool(_missing()), reason=_missing() or "runs")
+def test_torch_compile_on_cpu_writes_only_under_the_root(
+    tmp_path: Path, clean_env: dict[str, str], report: Callable[[str], None]
+) -> None:
+    root, tmp, home = tmp_path / "root", tmp_path / "tmp", tmp_path / "home"
+    tmp.mkdir()
+    home.mkdir()
+    audit_report = tmp_path / "audit.json"
+    env = {
+        **clean_env,
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        CACHEROOT: str(root),
+        CACHEROOT_PIN_FILE: "",
+        CACHEROOT_AUDIT: "fail",
+        CACHEROOT_AUDIT_REPORT: str(audit_report),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", COMPILE],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+    assert lines["inductor"] == str(root / "torchinductor")
+    audit = json.loads(audit_report.read_text(encoding="utf-8"))
+    assert (audit["escapes"], audit["groups"], audit["scan"]["finds"]) == (0, [], []), (
+        json.dumps(audit, indent=1),
+        proc.stderr,
+    )
+    # The compile really cached something, under the root.
+    inductor = root / "torchinductor"
+    assert any(p.is_file() for p in inductor.rglob("*")), sorted(inductor.rglob("*"))
+    triton = lines["triton"] == "True"
+    if triton:
+        assert not (home / ".triton").exists()
+    report(
+        f"torch.compile on CPU: {audit['processes']} audited process(es), 0 escapes, "
+        f"{sum(1 for p in inductor.rglob('*') if p.is_file())} files under TORCHINDUCTOR_CACHE_DIR"
+        f"; triton imported: {triton}; transient files outside: {len(audit['transient'])}"
+    )
