@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cacheroot.envs import (
     CACHEROOT,
+    CACHEROOT_TAG,
     HF_HOME,
     HF_HUB_CACHE,
     MODELSCOPE_CACHE,
@@ -40,7 +41,7 @@ from ._redact import redact_url
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["KEY_VERSION", "cache_key"]
+__all__ = ["KEY_VERSION", "cache_key", "environ_tag"]
 
 #: The key's format, and the on-disk format of what it names: bump it when either changes, so
 #: that no job restores a volume written in the old format (``restore-keys`` prefixes hold it).
@@ -74,6 +75,12 @@ def _entries(manifests: Iterable[Manifest]) -> list[dict[str, Any]]:
     return [found[text] for text in sorted(found)]
 
 
+def environ_tag() -> str | None:
+    """The tag named by ``CACHEROOT_TAG`` now (blank counts as unset), as given: unchecked."""
+    value = os.environ.get(CACHEROOT_TAG, "").strip().lower()
+    return value or None
+
+
 def cache_key(
     manifests: Iterable[Manifest | str | os.PathLike[str]], *, tag: str | None = None
 ) -> str:
@@ -85,7 +92,10 @@ def cache_key(
     read, and ``ValueError`` for an unknown tag.
     """
     if tag is not None and tag not in TAGS:
-        raise ValueError(f"unknown tag {tag!r}: expected one of {', '.join(TAGS)} or none")
+        raise ValueError(
+            f"unknown tag {tag!r} ({CACHEROOT_TAG}): expected one of {', '.join(TAGS)}, or "
+            "leave it unset"
+        )
     parsed = [m if isinstance(m, Manifest) else load_manifest(m) for m in manifests]
     document = {
         "key_version": KEY_VERSION,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cacheroot.envs.units import format_size
 
 from ._archive import MAX_SIZE, extract_entry, extracted_path
+from ._cachekey import cache_key, environ_tag
 from ._errors import CacheMissError, FetchError
 from ._manifest import Asset, Manifest, load_manifest
 from ._redact import redact_url
@@ -215,7 +216,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "manifest",
         metavar="MANIFEST",
-        help="a TOML file of [[asset]] and [[model]] entries, e.g. tests/manifest.toml",
+        nargs="+",
+        help="a TOML file of [[asset]] and [[model]] entries, e.g. tests/manifest.toml "
+        "(several only with --key)",
     )
     p.add_argument(
         "--jobs",
@@ -235,14 +238,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "they fail unless already cached",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument(
+        "--key",
+        action="store_true",
+        help="print the CI cache key of what warming the MANIFESTs fills (their entries, the "
+        "layout, CACHEROOT_TAG), e.g. cacheroot-v1-cuda-<32 hex>, and download nothing; "
+        "reformatting a manifest keeps it, changing an entry changes it",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Warm ``args.manifest``; print the summary; the exit status says whether all is there."""
+    if args.key:
+        try:
+            sys.stdout.write(cache_key(args.manifest, tag=environ_tag()) + "\n")
+        except (FetchError, ValueError) as exc:
+            sys.stderr.write(f"cacheroot warm --key: {exc}\n")
+            return USAGE
+        return OK
+    if len(args.manifest) > 1:
+        sys.stderr.write("cacheroot warm: one MANIFEST at a time (several only with --key)\n")
+        return USAGE
     try:
         summary = warm_manifest(
-            args.manifest, jobs=args.jobs, check=args.check, allow_file=args.allow_file
+            args.manifest[0], jobs=args.jobs, check=args.check, allow_file=args.allow_file
         )
     except FetchError as exc:
         sys.stderr.write(f"cacheroot warm: {exc}\n")
