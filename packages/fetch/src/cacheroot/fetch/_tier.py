@@ -30,6 +30,7 @@ import re
 import stat
 import subprocess
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from . import _store
@@ -69,6 +70,8 @@ _SKIP_NAMES = re.compile(
     )$""",
     re.VERBOSE,
 )
+#: Files copied at once by one sync.
+WORKERS = 8
 #: The directory ``up`` makes for the overlay's work directory, beside the root (same disk).
 WORK_SUFFIX = ".overlay-work"
 
@@ -187,22 +190,56 @@ class _Pass:
             return None
         return st
 
+    def count(self, outcome: str, size: int) -> None:
+        """Count what one copy did."""
+        if outcome == _COPIED:
+            self.report.copied += 1
+            self.report.copied_bytes += size
+        elif outcome == _PRESENT:
+            self.report.present += 1
+        else:
+            self.report.unsettled += 1
 
-def sync(l1: str, l2: str, *, settle: float = SETTLE) -> SyncReport:
-    """Copy every complete file of ``l1`` that ``l2`` lacks to ``l2`` (see the module docs)."""
+
+def sync(l1: str, l2: str, *, settle: float = SETTLE, workers: int = WORKERS) -> SyncReport:
+    """Copy every complete file of ``l1`` that ``l2`` lacks to ``l2`` (see the module docs).
+
+    ``workers`` files are copied at once: each copy waits for its own fsync (and, on a network
+    volume, for round trips), and those waits overlap.
+    """
     state = _Pass(settle)
-    for rel, names in _walk(l1):
-        _sync_dir(state, os.path.join(l1, rel), os.path.join(l2, rel), names)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cacheroot-sync") as pool:
+        jobs: list[tuple[str, os.stat_result, Future[str]]] = []
+        for rel, names in _walk(l1):
+            jobs += _sync_dir(state, pool, os.path.join(l1, rel), os.path.join(l2, rel), names)
+        published: set[str] = set()
+        for dst, st, job in jobs:
+            try:
+                outcome = job.result()
+            except OSError as exc:
+                state.report.failed += 1
+                log.warning("tier sync: %s not copied: %s", dst, exc.strerror or exc)
+                continue
+            state.count(outcome, st.st_size)
+            if outcome == _COPIED:
+                published.add(os.path.dirname(dst))
+    # One fsync per directory makes its new names durable (each file was synced first).
+    for directory in sorted(published):
+        _store.fsync_dir(directory)
     return state.report
 
 
-def _sync_dir(state: _Pass, src_dir: str, dst_dir: str, names: list[str]) -> None:
+def _sync_dir(
+    state: _Pass, pool: ThreadPoolExecutor, src_dir: str, dst_dir: str, names: list[str]
+) -> list[tuple[str, os.stat_result, Future[str]]]:
+    """Start copying what ``dst_dir`` lacks of ``names`` (in ``src_dir``)."""
     report = state.report
     try:
         there = set(os.listdir(dst_dir))
     except FileNotFoundError:
         there = set()
-    cleaned = published = False
+    cleaned = False
+    jobs: list[tuple[str, os.stat_result, Future[str]]] = []
     for name in names:
         if skip_reason(name):
             report.skipped += 1
@@ -219,22 +256,13 @@ def _sync_dir(state: _Pass, src_dir: str, dst_dir: str, names: list[str]) -> Non
             if not cleaned:
                 _store.remove_abandoned(dst_dir)
                 cleaned = True
-            outcome = _copy_one(src, os.path.join(dst_dir, name), st)
         except OSError as exc:
             report.failed += 1
-            log.warning("tier sync: %s not copied: %s", src, exc.strerror or exc)
-            continue
-        if outcome == _COPIED:
-            report.copied += 1
-            report.copied_bytes += st.st_size
-            published = True
-        elif outcome == _PRESENT:
-            report.present += 1
-        else:
-            report.unsettled += 1
-    if published:
-        # One fsync per directory makes its new names durable (each file was synced first).
-        _store.fsync_dir(dst_dir)
+            log.warning("tier sync: cannot create %s: %s", dst_dir, exc.strerror or exc)
+            return jobs
+        dst = os.path.join(dst_dir, name)
+        jobs.append((dst, st, pool.submit(_copy_one, src, dst, st)))
+    return jobs
 
 
 _COPIED, _PRESENT, _CHANGED = "copied", "present", "changed"
