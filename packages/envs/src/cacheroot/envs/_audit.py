@@ -20,17 +20,20 @@ from typing import TYPE_CHECKING, Any
 
 from _cacheroot_layout import BY_NAME, NEVER, TABLE, TAGS
 
-from ._audit_scan import Finding, Stats, scan
+from ._audit_scan import Stats, scan
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Iterable, Sequence
+
+    from ._audit_ast import Finding
 
 #: Which row covers a name: the row's own name, or a legacy name of it.
 ROW_OF: dict[str, str] = {v.name: v.name for v in TABLE} | {
     old: v.name for v in TABLE for old in v.legacy
 }
 _FIRST_VARIABLE = re.compile(r"\$\{?([A-Z][A-Z0-9_]*)")
+_DEFAULT_OF = re.compile(r"\$\{([A-Z][A-Z0-9_]*):-")
 #: Name endings left off a variable to make its directory under the root.
 _SUFFIXES = (
     "_CACHE_DIR",
@@ -125,11 +128,22 @@ def _cover(
             chained, how = _cover(earlier, by_variable, depth + 1)
             if chained is not None:
                 return chained, f"fallback when {name} (line {line}) is unset; {name}: {how}"
-    match = _FIRST_VARIABLE.match(finding.default)
-    if match is not None and match[1] in ROW_OF:
-        base: str = match[1]
+    base = _base_row(finding.default)
+    if base is not None:
         return ROW_OF[base], f"its default lies under ${base}"
     return None, ""
+
+
+def _base_row(default: str) -> str | None:
+    """The first layout variable a default falls back on, ``${A:-${B:-~/.x}}`` read left to
+    right as the layout leaves it: ``A`` when the layout sets ``A``, else ``B``, else none."""
+    text = default
+    while (match := _DEFAULT_OF.match(text)) is not None:
+        if match[1] in ROW_OF:
+            return str(match[1])
+        text = text[match.end() :]
+    match = _FIRST_VARIABLE.match(text)
+    return str(match[1]) if match is not None and match[1] in ROW_OF else None
 
 
 def _directory(name: str) -> str:
