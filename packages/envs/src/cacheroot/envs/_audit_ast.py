@@ -734,7 +734,7 @@ class _Visitor:
             read.name,
             expression.text or f"${read.name}",
             default.text,
-            _style(default) if default.text else (),
+            _style(Rendered(default.text, (read.name, *default.variables), default.style)),
         )
         return found, interesting(read.name, default)
 
