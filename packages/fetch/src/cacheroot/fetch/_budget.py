@@ -761,29 +761,48 @@ def plan(
 # -- removing ------------------------------------------------------------------------------------
 
 
+#: Plain entries renamed aside at a time before one look at ``/proc`` decides their fate.
+BATCH = 256
+
+
 def apply(victims: Iterable[Victim]) -> Summary:
-    """Remove ``victims`` (from :func:`plan`), each checked once more for use right before."""
+    """Remove ``victims`` (from :func:`plan`), each checked once more for use right before.
+
+    Plain entries are renamed aside in batches of :data:`BATCH`; one fresh look at what
+    processes hold then either deletes each or, when a process opened it in between, renames it
+    back. Two scans of ``/proc`` per batch, rather than one per entry, keep thousands of
+    kernel directories cheap to remove.
+    """
     done = Summary()
     todo = list(victims)
     opened = _Open()
     now = time.time()
     hf: dict[int, tuple[Any, list[Victim]]] = {}
+    aside: list[tuple[Victim, str]] = []
     for v in todo:
         if isinstance(v.ref, _HFRevision):
             info = v.ref.repo.info
             hf.setdefault(id(info), (info, []))[1].append(v)
             continue
         try:
-            why = _remove_plain(v, opened, now) if v.kind == ENTRY else _remove_test(v, opened)
+            why = _set_aside(v, opened, now, aside) if v.kind == ENTRY else _remove_test(v, opened)
         except _Denied as denied:
             done.refused.append((v, str(denied)))
             continue
         if why:
             done.skipped.append((v, why))
-        else:
+        elif v.kind != ENTRY:
             done.removed.append(v)
+        if len(aside) >= BATCH:
+            _settle_aside(aside, done)
+            opened = _Open()
+    _settle_aside(aside, done)
     for info, revs in hf.values():
         _remove_revisions(info, revs, opened, now, done)
+    rank = {id(v): i for i, v in enumerate(todo)}  # report in the order planned
+    done.removed.sort(key=lambda v: rank[id(v)])
+    done.skipped.sort(key=lambda pair: rank[id(pair[0])])
+    done.refused.sort(key=lambda pair: rank[id(pair[0])])
     return done
 
 
@@ -791,7 +810,8 @@ class _Denied(Exception):  # noqa: N818 - control flow inside this module
     """This user may not remove an entry."""
 
 
-def _remove_plain(v: Victim, opened: _Open, now: float) -> str:
+def _set_aside(v: Victim, opened: _Open, now: float, aside: list[tuple[Victim, str]]) -> str:
+    """Check a plain entry and rename it aside (``""``), or say why it stays."""
     entry = v.ref
     if not isinstance(entry, _Plain):
         raise TypeError(f"{v!r} is not a plain entry")
@@ -799,37 +819,53 @@ def _remove_plain(v: Victim, opened: _Open, now: float) -> str:
     if why:
         return why
     if v.label == WHOLE_LABEL:
-        return _empty_whole(v.path, opened)
+        aside.append((v, ""))
+        return ""
     head, name = os.path.split(v.path)
-    aside = os.path.join(head, f".{name}.{_proc.machine_tag()}-{os.getpid()}.pruned")
+    moved = os.path.join(head, f".{name}.{_proc.machine_tag()}-{os.getpid()}.pruned")
     try:
-        os.rename(v.path, aside)
+        os.rename(v.path, moved)
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
         raise _Denied(_cannot(v.path, exc)) from None
-    # A process that opened it between the check and the rename still holds it: give it back.
-    late = _Scan([aside], _Open(), now, 0.0).busy
-    if late:
-        with contextlib.suppress(OSError):
-            os.rename(aside, v.path)
-        return late
-    _rmtree(aside)
-    for side in entry.sidecars:
-        with contextlib.suppress(OSError):
-            os.unlink(side)
+    aside.append((v, moved))
     return ""
 
 
-def _empty_whole(path: str, opened: _Open) -> str:
+def _settle_aside(aside: list[tuple[Victim, str]], done: Summary) -> None:
+    """Delete what was set aside, unless a process opened it in between (it goes back)."""
+    if not aside:
+        return
+    opened = _Open()
+    for v, moved in aside:
+        late = _Scan([moved or v.path], opened, 0.0, 0.0).busy
+        if late:
+            if moved:
+                with contextlib.suppress(OSError):
+                    os.rename(moved, v.path)
+            done.skipped.append((v, late))
+            continue
+        try:
+            if moved:
+                _rmtree(moved)
+            else:
+                _empty_whole(v.path)
+        except OSError as exc:
+            done.refused.append((v, _cannot(moved or v.path, exc)))
+            continue
+        entry = v.ref
+        for side in entry.sidecars if isinstance(entry, _Plain) else []:
+            with contextlib.suppress(OSError):
+                os.unlink(side)
+        done.removed.append(v)
+    aside.clear()
+
+
+def _empty_whole(path: str) -> None:
     """Empty a cache kept as one entry, keeping its directory (tools expect it to exist)."""
-    del opened  # checked by the caller
-    try:
-        for name in _listdir(path):
-            _rmtree(os.path.join(path, name))
-    except OSError as exc:
-        raise _Denied(_cannot(path, exc)) from None
-    return ""
+    for name in _listdir(path):
+        _rmtree(os.path.join(path, name))
 
 
 def _rmtree(path: str) -> None:
