@@ -359,6 +359,22 @@ def test_the_pipeline_example_warms_then_runs_both_tags_in_parallel() -> None:
                 assert (CI.parent / word).is_file(), word
 
 
+def test_the_pipeline_caches_the_volume_under_the_warm_key() -> None:
+    yaml = pytest.importorskip("yaml", reason="PyYAML reads the pipeline example")
+    text = (CI / "pipeline.yml").read_text()
+    pipeline = yaml.safe_load(text)
+    (warm,) = [s for s in pipeline["steps"] if s.get("key") == "warm"]
+    ((name, cache),) = [next(iter(p.items())) for p in warm["plugins"]]
+    assert name.startswith("cache#v1.")
+    assert cache["path"] == pipeline["env"]["CACHEROOT"]
+    assert cache["restore"] == cache["save"] == "pipeline"
+    assert cache["key-extra"] == "{{matrix}}-$CACHEROOT_KEY"  # each fleet its own volume
+    # The upload step the header names computes that key from a manifest of this tree.
+    (line,) = [ln for ln in text.splitlines() if "CACHEROOT_KEY=" in ln]
+    assert line.strip() == "#   export CACHEROOT_KEY=$(cacheroot warm --key tests/manifest.toml)"
+    assert (CI.parent / "tests" / "manifest.toml").is_file()
+
+
 def test_every_install_hint_names_a_command_that_works_in_a_clone() -> None:
     # No package index has the cacheroot distributions: a hint must install from the tree.
     # Hints quote their commands: 'pip install TARGET'.
