@@ -58,6 +58,7 @@ from cacheroot.envs import (
 from cacheroot.envs.units import format_size
 
 from . import _proc
+from ._cache import QUARANTINE, Entry, _Refused, _remove_entry, entries, prune, quarantined
 from ._store import parse_partial, partial_abandoned
 
 if TYPE_CHECKING:
@@ -134,8 +135,6 @@ class Victim:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields (a test-cache entry adds those of ``cacheroot cache ls``)."""
-        from ._cache import Entry  # noqa: PLC0415 - a cycle otherwise
-
         row: dict[str, Any] = self.ref.as_dict() if isinstance(self.ref, Entry) else {}
         row.update(
             cache=self.cache,
@@ -595,8 +594,6 @@ def _survey_plain(
 
 
 def _survey_test(found: Survey, cache: _Cache, opened: _Open, now: float) -> None:
-    from ._cache import QUARANTINE, entries, quarantined  # noqa: PLC0415 - a cycle otherwise
-
     dev = _dev(cache.path)
     for entry in quarantined(cache.path) + entries(cache.path):
         moved = entry.namespace.startswith(QUARANTINE)
@@ -880,8 +877,6 @@ def _cannot(path: str, exc: OSError) -> str:
 
 
 def _remove_test(v: Victim, opened: _Open) -> str:
-    from ._cache import Entry, _Refused, _remove_entry  # noqa: PLC0415 - a cycle otherwise
-
     why = _Scan([v.path], opened, 0.0, 0.0).busy
     if why:
         return why
@@ -982,8 +977,6 @@ def prune_root(
 def run_prune(args: argparse.Namespace, cache: str) -> int:
     """``cacheroot cache prune``: the budget over every cache of the root, then the test cache's
     stray files (abandoned partials, orphaned records, dead locks)."""
-    from ._cache import prune  # noqa: PLC0415 - a cycle otherwise
-
     layout = resolve(os.environ)
     if layout.root is None:
         sys.stderr.write(f"cacheroot cache prune: {layout.root_reason}\n")
