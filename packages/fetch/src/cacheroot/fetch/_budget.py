@@ -79,6 +79,7 @@ CONTAINERS: dict[str, tuple[str, ...]] = {
     "TORCHINDUCTOR_CACHE_DIR": ("fxgraph", "aotautograd", "triton/*"),
     "FLASHINFER_WORKSPACE_BASE": (".cache/flashinfer",),
     "MODELSCOPE_CACHE": ("models/*", "datasets/*", "hub/models/*", "hub/datasets/*"),
+    "TORCH_HOME": ("hub", "hub/checkpoints"),
 }
 #: Caches that are one entry as a whole: the NVIDIA driver keeps an index over its files.
 WHOLE = frozenset({"CUDA_CACHE_PATH"})
