@@ -94,19 +94,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dn.set_defaults(func=_run_down)
 
     ev = verbs.add_parser("evict", help="apply each tier's budget, least recently used first")
-    ev.add_argument("--l1-max-size", metavar="SIZE", type=parse_size, help="L1 total at most SIZE")
+    ev.add_argument(
+        "--l1-max-size",
+        metavar="SIZE",
+        type=parse_size,
+        help="L1 total at most SIZE (bytes, or 500M, 800G, ...)",
+    )
     ev.add_argument(
         "--l1-min-free",
         metavar="SIZE",
         type=parse_size,
-        help="keep at least SIZE free on L1's file system",
+        help="keep at least SIZE free on L1's file system (bytes, or 100G, ...)",
     )
-    ev.add_argument("--l2-max-size", metavar="SIZE", type=parse_size, help="L2 total at most SIZE")
+    ev.add_argument(
+        "--l2-max-size",
+        metavar="SIZE",
+        type=parse_size,
+        help="L2 total at most SIZE (bytes, or 2T, ...)",
+    )
     ev.add_argument(
         "--l2-older-than",
         metavar="AGE",
         type=parse_age,
-        help="remove L2 entries unused for longer than AGE (e.g. 14d), by access time",
+        help="remove L2 entries unused for longer than AGE (seconds, or 12h, 14d, 2w), by access time",
     )
     ev.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
     ev.set_defaults(func=_run_evict)
