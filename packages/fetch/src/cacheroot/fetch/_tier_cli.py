@@ -116,7 +116,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--l2-older-than",
         metavar="AGE",
         type=parse_age,
-        help="remove L2 entries unused for longer than AGE (seconds, or 12h, 14d, 2w), by access time",
+        help="remove L2 entries unused for longer than AGE, by access time (seconds, or "
+        "12h, 14d, 2w)",
     )
     ev.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
     ev.set_defaults(func=_run_evict)
