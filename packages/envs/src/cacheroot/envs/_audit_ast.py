@@ -529,6 +529,8 @@ def place_like(name: str, default: Rendered) -> bool:
     """Whether a variable may name a place: ``X_DIR``, ``X_PATH``, ``X_HOME``, ``X_ROOT``,
     ``X_CACHE``, ... that is not configuration (``X_CONFIG_DIR``), a switch
     (``X_CACHE_ENABLED``, a default of ``0``) nor a base the audit renders (``HOME``)."""
+    if name in _LAYOUT_NAMES:
+        return True  # the layout decided about it (VLLM_CONFIG_ROOT: never set, on purpose)
     if name in _BASES or name in _OTHER_XDG or _switch(default.text):
         return False
     words = name.split("_")
