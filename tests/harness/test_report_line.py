@@ -3,8 +3,9 @@
 One tiny project runs twice on one volume, cold (two xdist workers) then warm and offline, as
 real pytest processes against a local origin. Two tests fetch into the volume; two fetch into a
 root of their own, as the root conftest's isolation makes one for every unit test (one in a
-fixture, one in the test body), so every run starts those empty and downloads again. A warm
-offline run must read as warm: no miss on the volume, the own roots' figures apart.
+fixture, one in the test body, after resetting the process's counters), so every run starts
+those empty and downloads again. A warm offline run must read as warm: no miss on the volume,
+the own roots' figures apart.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import os
 import pytest
 
 from cacheroot.envs import CACHEROOT, CACHEROOT_OFFLINE, TABLE, VLLM_TEST_CACHE_ONLY, resolve
-from cacheroot.fetch import fetch
+from cacheroot.fetch import fetch, reset_stats, stats
 
 
 def own_root(monkeypatch, root):
@@ -66,7 +67,9 @@ def test_own_root_from_a_fixture(isolated):
 
 def test_own_root_in_the_body(tmp_path, monkeypatch):
     own_root(monkeypatch, tmp_path / "root")
+    reset_stats()  # as unit tests that read the counters do: the report keeps its own books
     assert fetch(ORIGIN + "/d.bin").stat().st_size == 512
+    assert stats()["misses"] == 1
 """
 
 

@@ -58,10 +58,17 @@ def counters() -> Figures:
     )
 
 
-def _minus(after: dict[str, float] | None, before: dict[str, float] | None) -> dict[str, float]:
-    after = after or {}
-    before = before or {}
-    return {k: v - before.get(k, 0) for k, v in after.items()}
+def _growth(now: dict[str, float] | None, then: dict[str, float] | None) -> dict[str, float]:
+    """What a group of counters grew by since ``then``; all of ``now`` where it was reset since.
+
+    The counters only grow, except that ``reset_stats()`` (which unit tests call) sets a whole
+    group back to zero: any counter below its earlier value means the group started again.
+    """
+    now = now or {}
+    then = then or {}
+    if any(v < then.get(k, 0) for k, v in now.items()):
+        return dict(now)
+    return {k: v - then.get(k, 0) for k, v in now.items()}
 
 
 class Figures:
@@ -125,17 +132,20 @@ class Figures:
         self.model_misses += other.model_misses
         self.processes += other.processes
 
-    def minus(self, other: Figures) -> Figures:
-        """What these counters hold beyond ``other`` (an earlier reading, or a part of them)."""
+    def since(self, earlier: Figures) -> Figures:
+        """What these counters grew by since ``earlier`` (a reading of the same process).
+
+        A group reset in between (``reset_stats()``) counts from zero: what it held before the
+        reset was settled at an earlier reading.
+        """
         return Figures(
-            fetch=_minus(self.fetch, other.fetch),
-            media=None if self.media is None else _minus(self.media, other.media),
-            offline_misses=self.offline_misses - other.offline_misses,
-            builds=self.builds - other.builds,
-            build_hits=self.build_hits - other.build_hits,
-            model_hits=self.model_hits - other.model_hits,
-            model_misses=self.model_misses - other.model_misses,
-            processes=self.processes - other.processes,
+            fetch=_growth(self.fetch, earlier.fetch),
+            media=None if self.media is None else _growth(self.media, earlier.media),
+            offline_misses=self.offline_misses - earlier.offline_misses,
+            builds=self.builds - earlier.builds,
+            build_hits=self.build_hits - earlier.build_hits,
+            model_hits=self.model_hits - earlier.model_hits,
+            model_misses=self.model_misses - earlier.model_misses,
         )
 
     @property

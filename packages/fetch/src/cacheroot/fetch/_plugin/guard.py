@@ -90,8 +90,9 @@ def pytest_runtest_makereport(
         _redact_report(report)
     miss = _miss(call.excinfo)
     if miss is not None:
-        state.offline_misses += 1
-        if not state.on_volume(miss.path):  # a test's own root: counted apart from the volume
+        if state.on_volume(miss.path):
+            state.offline_misses += 1  # read with the other counters
+        else:  # a test's own root: set apart at once (this runs between test phases)
             state.own_roots.offline_misses += 1
         report.sections.append(
             (

@@ -36,15 +36,17 @@ def _phase(item: pytest.Item) -> Iterator[None]:
     """Count what happens inside as the tests' own when the phase ran outside the volume.
 
     The environment is read as the phase starts and as it ends: a setup that points the cache
-    elsewhere, and a test body that does, both count as the test's own.
+    elsewhere, and a test body that does, both count as the test's own. What happened since the
+    last phase (collection, the reports between phases) is the session's.
     """
     state = item.config.stash[STATE]
-    start, before = current_cache(), state.counted()
+    state.settle(own_root=False)
+    start = current_cache()
     try:
         yield
     finally:
-        if not (state.on_volume(start) and state.on_volume(current_cache())):
-            state.own_roots.add(state.counted().minus(before))
+        own = not (state.on_volume(start) and state.on_volume(current_cache()))
+        state.settle(own_root=own)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -76,9 +78,8 @@ def pytest_testnodedown(node: Any) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     state = config.stash[STATE]
-    own = state.counted().minus(state.before)
-    own.processes = 1
-    mine = Summary(own.minus(state.own_roots), state.own_roots, offline=state.offline)
+    state.settle(own_root=False)
+    mine = Summary(state.volume, state.own_roots, offline=state.offline)
     if is_worker(config):
         config.workeroutput["cacheroot"] = mine.as_dict()  # type: ignore[attr-defined]
         return

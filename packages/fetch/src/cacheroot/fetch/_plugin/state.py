@@ -39,24 +39,28 @@ def is_worker(config: pytest.Config) -> bool:
 class State:
     """What the plugin knows for this session, kept in ``config.stash``.
 
-    ``volume`` is the cache directory the session started with: what tests fetch while the
-    environment points elsewhere (a unit test's isolated root) is counted in ``own_roots``.
+    ``volume_dir`` is the cache directory the session started with. The counters are read as
+    every test phase starts and ends (:meth:`settle`), and each growth goes to one side:
+    ``volume``, or ``own_roots`` where the test's environment pointed at another cache (the
+    isolated root a unit test makes). Reading growth rather than "now minus the start" keeps the
+    figures right when a unit test calls ``reset_stats()``.
     """
 
     def __init__(self, *, offline: bool, no_network: bool, report: str | None) -> None:
         self.offline = offline
         self.no_network = no_network
         self.report = report
-        self.volume = current_cache()
-        self._volume_real = None if self.volume is None else _real(self.volume)
+        self.volume_dir = current_cache()
+        self._volume_real = None if self.volume_dir is None else _real(self.volume_dir)
         self.offline_misses = 0
         self.builds = 0
         self.build_hits = 0
         self.model_hits = 0
         self.model_misses = 0
-        self.before = self.counted()
-        #: What tests did in caches of their own (part of what :meth:`counted` grows by).
+        #: What this process did in the session's cache / in caches tests made for themselves.
+        self.volume = Figures(processes=1)
         self.own_roots = Figures()
+        self._last = self.counted()
         #: What the manifest step before the session did (the controller's, added to totals).
         self.warmed = Figures()
         self.manifest: Mapping[str, Any] | None = None
@@ -72,9 +76,15 @@ class State:
         now.model_hits, now.model_misses = self.model_hits, self.model_misses
         return now
 
+    def settle(self, *, own_root: bool) -> None:
+        """Add what the counters grew by since the last reading to one side."""
+        now = self.counted()
+        (self.own_roots if own_root else self.volume).add(now.since(self._last))
+        self._last = now
+
     def on_volume(self, directory: str | None) -> bool:
         """Whether ``directory`` (a test cache directory, or a path in one) is the volume's."""
-        if directory == self.volume:
+        if directory == self.volume_dir:
             return True
         if directory is None or self._volume_real is None:
             return False
