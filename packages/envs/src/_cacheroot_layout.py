@@ -34,6 +34,16 @@ CACHEROOT_OFFLINE = "CACHEROOT_OFFLINE"
 #: How much a hit verifies: unset (the recorded stat, ``st_ctime_ns`` included, must match) or
 #: ``first-use`` (also re-hash each entry the first time a process uses it).
 CACHEROOT_VERIFY = "CACHEROOT_VERIFY"
+#: Mirrors tried before the origin by ``cacheroot.fetch``: whitespace-separated
+#: ``ORIGIN_PREFIX=MIRROR_PREFIX`` pairs, in order (the origin is tried last).
+CACHEROOT_MIRRORS = "CACHEROOT_MIRRORS"
+#: Bearer tokens per host for ``cacheroot.fetch``: whitespace-separated ``HOST=TOKEN`` (or
+#: ``HOST:PORT=TOKEN``) entries; each is sent to that host only, never stored or shown.
+CACHEROOT_AUTH_TOKENS = "CACHEROOT_AUTH_TOKENS"
+#: Hugging Face's access token (read by huggingface_hub; ``cacheroot.fetch`` sends it to the Hub's
+#: own origins only), and its older name, which huggingface_hub still reads after it.
+HF_TOKEN = "HF_TOKEN"
+HUGGING_FACE_HUB_TOKEN = "HUGGING_FACE_HUB_TOKEN"
 #: The run-time audit (``_cacheroot_audit``): ``1`` (or ``warn``) or ``fail`` records, in every
 #: hooked process, each file written outside the root and the allowed places. Unset: the hook
 #: looks this variable up and imports nothing more.
