@@ -390,3 +390,38 @@ def test_environment_is_not_read_for_the_verdict(
     src = tree(tmp_path / "src", {"demo/caches.py": CACHES})
     monkeypatch.setenv("DEMO_CACHE_DIR", str(tmp_path))
     assert audit([str(src)]).status == 1
+
+
+def test_a_fallback_built_in_another_function_carries_its_coverage(tmp_path: Path) -> None:
+    """torch's TORCH_EXTENSIONS_DIR: no default where it is read; the caller's fallback is
+    $XDG_CACHE_HOME/torch_extensions, which the layout moves, so the variable is covered."""
+    text = (
+        "import os\n"  # 1
+        "import platformdirs\n"  # 2
+        "\n"
+        "\n"
+        "def build_root():\n"  # 5
+        "    return platformdirs.user_cache_dir('demo_ext')\n"  # 6
+        "\n"
+        "\n"
+        "def ext_dir():\n"  # 9
+        "    found = os.environ.get('DEMO_EXTENSIONS_DIR')\n"  # 10
+        "    if found is None:\n"
+        "        found = build_root()\n"  # 12
+        "    return found\n"
+    )
+    src = tree(tmp_path / "src", {"ext.py": text})
+    verdicts = [
+        (i.finding.line, i.finding.variable, i.finding.expression, i.covered_by, i.how)
+        for i in audit([str(src)]).items
+    ]
+    assert verdicts == [
+        (6, "XDG_CACHE_HOME", "$XDG_CACHE_HOME/demo_ext", "XDG_CACHE_HOME", "its row"),
+        (
+            10,
+            "DEMO_EXTENSIONS_DIR",
+            "$DEMO_EXTENSIONS_DIR",
+            "XDG_CACHE_HOME",
+            "its fallback (line 6) lies under $XDG_CACHE_HOME",
+        ),
+    ]

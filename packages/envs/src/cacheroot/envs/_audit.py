@@ -184,9 +184,21 @@ def judge(findings: Iterable[Finding], allow: Sequence[str] = ()) -> list[Item]:
     """Each finding with the row that covers it, or a suggested one."""
     found = list(findings)
     by_variable = {(f.dist, f.file, f.variable): f for f in found if f.variable}
+    # A variable with no default of its own whose fallback (built elsewhere) lies under a
+    # layout variable is covered by that one: TORCH_EXTENSIONS_DIR, whose fallback is
+    # $XDG_CACHE_HOME/torch_extensions.
+    fallback_row: dict[tuple[str, str, str, int], tuple[str, int]] = {}
+    for f in found:
+        base = _base_row(f.default) if f.fallback_of is not None else None
+        if f.fallback_of is not None and base is not None:
+            name, line = f.fallback_of
+            fallback_row[(f.dist, f.file, name, line)] = (base, f.line)
     items = []
     for f in found:
         row, how = _cover(f, by_variable)
+        tied = fallback_row.get((f.dist, f.file, f.variable or "", f.line))
+        if row is None and not f.default and tied is not None:
+            row, how = ROW_OF[tied[0]], f"its fallback (line {tied[1]}) lies under ${tied[0]}"
         items.append(Item(f, row, how, allowed(f, allow), "" if row is not None else suggest(f)))
     return items
 
