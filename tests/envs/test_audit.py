@@ -425,3 +425,22 @@ def test_a_fallback_built_in_another_function_carries_its_coverage(tmp_path: Pat
             "its fallback (line 6) lies under $XDG_CACHE_HOME",
         ),
     ]
+
+
+def test_a_base_given_a_name_is_followed_to_where_it_is_joined(tmp_path: Path) -> None:
+    """vLLM's outlines fallback: ``home = os.path.expanduser("~")``, joined lines later."""
+    text = (
+        "import os\n"  # 1
+        "import tempfile\n"  # 2
+        "\n"
+        "\n"
+        "def where():\n"  # 5
+        "    home = os.path.expanduser('~')\n"  # 6: a bare base, not a place yet
+        "    tmp = tempfile.gettempdir()\n"  # 7
+        "    if os.path.isdir(home):\n"  # 8: a use, but not a path built from it
+        "        return os.path.join(home, '.cache', 'demo')\n"  # 9
+        "    return os.path.join(tmp, 'demo')\n"  # 10
+    )
+    src = tree(tmp_path / "src", {"where.py": text})
+    found = [(i.finding.line, i.finding.expression) for i in audit([str(src)]).items]
+    assert found == [(9, "~/.cache/demo"), (10, "$TMPDIR/demo")]

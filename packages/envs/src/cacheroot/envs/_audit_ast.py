@@ -258,6 +258,9 @@ class _Module:
         self.candidates: list[ast.expr] = []
         self._resolving: set[str] = set()
         self._index(tree, tree)
+        loads = self._base_loads()
+        self.base_loads: frozenset[ast.expr] = frozenset(loads)
+        self.candidates += loads
         self.candidates.sort(key=lambda n: (n.lineno, n.col_offset))
         for stmt in tree.body:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -306,6 +309,34 @@ class _Module:
             for child in ast.iter_child_nodes(current):
                 self.parent[child] = current
                 stack.append((child, inner))
+
+    def base_call(self, node: ast.AST) -> bool:
+        """Whether ``node`` is a bare base: ``Path.home()``, ``expanduser("~...")``,
+        ``gettempdir()``, ``user_cache_dir(...)``."""
+        if not isinstance(node, ast.Call):
+            return False
+        name = _dotted(node.func)
+        if name in _HOME_CALLS or name in _TMP_CALLS or _callee(node) in _USER_CACHE:
+            return True
+        if name.endswith("expanduser") and node.args:
+            text = self.string(node.args[0], self.scope_of.get(node, self.tree))
+            return text is not None and text.startswith("~")
+        return False
+
+    def _base_loads(self) -> list[ast.expr]:
+        """Uses of a name given a bare base once (``home = os.path.expanduser("~")``): the
+        place is built where the name is used (``os.path.join(home, ".x")``)."""
+        found: list[ast.expr] = []
+        for scope, names in self.assigns.items():
+            for name, values in names.items():
+                if len(values) != 1 or not self.base_call(values[0]):
+                    continue
+                found.extend(
+                    load
+                    for load in self.loads.get(name, [])
+                    if scope is self.tree or self.scope_of.get(load) is scope
+                )
+        return found
 
     def _unfollowable(self, scope: _Scope, target: ast.AST | None) -> None:
         """Names bound in a way whose value cannot be followed (parameters, loops, ``+=``)."""
@@ -647,14 +678,7 @@ class _Visitor:
                 return value.startswith("~/") and self._expanded(node)
             parent = self.m.parent.get(node)
             return not isinstance(parent, _NOT_A_USE)
-        if isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            if name in _HOME_CALLS or name in _TMP_CALLS or _callee(node) in _USER_CACHE:
-                return True
-            if name.endswith("expanduser") and node.args:
-                text = self.m.string(node.args[0], self.m.scope_of.get(node, self.m.tree))
-                return text is not None and text.startswith("~")
-        return False
+        return self.m.base_call(node) or node in self.m.base_loads
 
     def _expanded(self, node: ast.Constant) -> bool:
         """A ``"~/..."`` literal counts where it is expanded (``expanduser``) or is a default."""
