@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 import pytest
 from huggingface_hub import scan_cache_dir
 
-from cacheroot.fetch import _budget
-from cacheroot.fetch._budget import apply, plan, prune_root
+from cacheroot.fetch import _budget, _survey
+from cacheroot.fetch._budget import apply, plan
+from cacheroot.fetch._prune_report import prune_root
 from cacheroot.fetch._used import used_path
 
 from .conftest import cli, cli_json
@@ -146,7 +147,7 @@ def test_the_hub_layout_is_what_huggingface_hub_reads(populated: Root) -> None:
     two = next(r for r in info.repos if r.repo_id == "acme/two")
     assert sorted(r.commit_hash for r in two.revisions) == [R1, R2]
     assert info.size_on_disk == 91 * M
-    found = _budget.survey(str(populated.root))
+    found = _survey.survey(str(populated.root))
     assert found.total == TOTAL
     assert [c.busy for c in found.candidates] == [""] * len(ORDER)
 
@@ -175,7 +176,7 @@ def test_max_size_removes_least_recently_used_across_caches(populated: Root) -> 
         "b-c",
         "b-w2",
     ]
-    assert _budget.survey(str(populated.root)).total == TOTAL - 90 * M
+    assert _survey.survey(str(populated.root)).total == TOTAL - 90 * M
 
 
 def test_older_than_removes_everything_unused_for_longer(populated: Root) -> None:
@@ -413,7 +414,7 @@ def test_without_huggingface_hub_a_repository_is_one_plain_entry(
     populated: Root, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails: not installed
-    found = _budget.survey(str(populated.root))
+    found = _survey.survey(str(populated.root))
     assert found.notes == [
         (
             f"huggingface_hub is not installed: {populated.hub} is treated as a plain tree "

@@ -376,14 +376,14 @@ def _no_lock(lpath: str, exc: OSError) -> str:
     )
 
 
-class _Refused(Exception):  # noqa: N818 - control flow inside this module
+class Refused(Exception):  # noqa: N818 - control flow, shared with the budget
     """An entry could not be removed for want of permission (not because it is busy)."""
 
 
-def _remove_entry(entry: Entry) -> str:
+def remove_entry(entry: Entry) -> str:
     """Remove ``entry`` if nobody works on it; ``""`` when removed, else why it was kept.
 
-    Raises :class:`_Refused` (with the reason) when this user may not remove it.
+    Raises :class:`Refused` (with the reason) when this user may not remove it.
     """
     try:
         if entry.namespace.startswith(QUARANTINE):
@@ -399,7 +399,7 @@ def _remove_entry(entry: Entry) -> str:
             record = holder(lpath) or {}
             return f"locked by pid {record.get('pid', '?')}"
         except OSError as exc:
-            raise _Refused(_no_lock(lpath, exc)) from None
+            raise Refused(_no_lock(lpath, exc)) from None
         try:
             live = _live_partials(entry.path)
             if live:
@@ -413,7 +413,7 @@ def _remove_entry(entry: Entry) -> str:
         finally:
             lock.release()
     except OSError as exc:
-        raise _Refused(
+        raise Refused(
             f"cannot remove {exc.filename or entry.path}: {exc.strerror or exc}; run this as "
             "the cache's owner"
         ) from None
@@ -553,8 +553,8 @@ def prune(
         if not why:
             continue
         try:
-            busy = "" if dry_run else _remove_entry(entry)
-        except _Refused as refused:
+            busy = "" if dry_run else remove_entry(entry)
+        except Refused as refused:
             kept.append({**entry.as_dict(), "reason": str(refused), "error": True})
             continue
         if busy:

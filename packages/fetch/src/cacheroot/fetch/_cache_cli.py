@@ -16,11 +16,11 @@ from typing import Any
 from cacheroot.envs import VLLM_TEST_CACHE
 from cacheroot.envs.units import format_age, format_size
 
-from ._budget import run_prune
 from ._cache import GRACE, disk_usage, entries, verify
 from ._cli import age_arg, size_arg
 from ._errors import FetchError
 from ._manifest import load_manifest
+from ._prune_report import run_prune
 from ._warm import check_model
 
 

@@ -1,0 +1,185 @@
+"""Whether a file is in use: what processes hold through ``/proc``, held locks, recent changes.
+
+Removing a cache entry while a process reads it breaks that process, and copying a file that a
+process is still writing publishes half of it. Locks protect only those that take them; most
+libraries' caches (Triton, Inductor, the JIT caches) take none. So this looks at what processes
+actually hold: every file descriptor, every mapped file (a loaded kernel, a ``mmap``-ed weight
+file) and every working directory, as ``/proc/<pid>/fd``, ``maps`` and ``cwd`` show them,
+identified by ``(st_dev, st_ino)`` so that any name of the file matches.
+
+``/proc`` sees only the processes of this pid namespace, and (without privileges) only this
+user's: a process in another container, on another host sharing the volume, or of another user
+is invisible here. Files it holds are protected only by the locks and the settle time
+(:data:`SETTLE`: a file changed this recently may still be being written).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["SETTLE", "Held", "Scan", "is_lock", "lock_held", "walk"]
+
+#: A file changed this recently (seconds) may still be being written: its entry is kept.
+SETTLE = 30.0
+
+
+def _pids() -> list[int]:
+    """The pids ``/proc`` shows now (none where there is no ``/proc``)."""
+    try:
+        return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+
+
+def _key(path: str) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of what ``path`` names (links followed), ``None`` if it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class Held:
+    """Files and directories that processes visible here hold: ``(st_dev, st_ino)`` -> pid.
+
+    One look at ``/proc`` when made; ``hidden`` counts the processes it could not inspect
+    (another user's), whose files it cannot see.
+    """
+
+    __slots__ = ("held", "hidden")
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[int, int], int] = {}
+        self.hidden = 0
+        seen: dict[str, tuple[int, int] | None] = {}
+        for pid in _pids():
+            self._process(pid, seen)
+
+    def _add(self, path: str, pid: int, seen: dict[str, tuple[int, int] | None]) -> None:
+        if path not in seen:
+            seen[path] = _key(path)
+        key = seen[path]
+        if key is not None:
+            self.held.setdefault(key, pid)
+
+    def _process(self, pid: int, seen: dict[str, tuple[int, int] | None]) -> None:
+        where = f"/proc/{pid}"
+        try:
+            fds = os.listdir(f"{where}/fd")
+        except PermissionError:
+            self.hidden += 1
+            return
+        except OSError:
+            return  # gone meanwhile
+        for fd in fds:
+            key = _key(f"{where}/fd/{fd}")  # None: closed meanwhile
+            if key is not None:
+                self.held.setdefault(key, pid)
+        key = _key(f"{where}/cwd")
+        if key is not None:
+            self.held.setdefault(key, pid)
+        try:
+            with open(f"{where}/maps", encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return
+        for line in lines:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].startswith("/"):
+                self._add(fields[5].removesuffix(" (deleted)"), pid, seen)
+
+    def by(self, st: os.stat_result) -> int | None:
+        """The pid that holds the file ``st`` describes, if any."""
+        return self.held.get((st.st_dev, st.st_ino))
+
+
+def lock_held(path: str) -> bool:
+    """Whether someone holds an ``flock`` on ``path`` now (it is tried, never waited for)."""
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only
+    except ImportError:  # pragma: no cover - no locks to judge
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the lock if it was taken
+    return False
+
+
+def is_lock(name: str) -> bool:
+    """Whether ``name`` is a lock file (``*.lock``, ``*.lck``), which is never an entry."""
+    return name.endswith((".lock", ".lck"))
+
+
+class Scan:
+    """One walk of an entry: its size, newest time, and why it is busy (``""``: it is not).
+
+    Busy: a process holds a file or directory of it, a file or directory of it changed less
+    than ``settle`` seconds before ``now``, or a lock file in it is held.
+    """
+
+    __slots__ = ("busy", "newest", "size")
+
+    def __init__(self, paths: Iterable[str], held: Held, now: float, settle: float) -> None:
+        self.size = 0
+        self.newest = 0.0
+        self.busy = ""
+        seen: set[tuple[int, int]] = set()
+        for top in paths:
+            for path, st in walk(top):
+                key = (st.st_dev, st.st_ino)
+                pid = held.by(st)
+                if pid is not None and not self.busy:
+                    self.busy = f"in use by pid {pid} ({path})"
+                recent = settle > 0 and now - st.st_mtime < settle
+                if stat.S_ISDIR(st.st_mode):
+                    if recent and not self.busy:
+                        self.busy = f"changed {now - st.st_mtime:.0f} s ago (may be being written)"
+                    continue
+                if key not in seen:
+                    seen.add(key)
+                    self.size += st.st_size
+                self.newest = max(self.newest, st.st_mtime, st.st_atime)
+                if recent and not self.busy:
+                    self.busy = f"changed {now - st.st_mtime:.0f} s ago (may be being written)"
+                if is_lock(path) and not self.busy and lock_held(path):
+                    self.busy = f"its lock {path} is held"
+
+
+def walk(top: str) -> Iterable[tuple[str, os.stat_result]]:
+    """``top`` and everything under it, with ``lstat`` results.
+
+    Links are never followed, not even to classify them (``os.walk`` stats through them):
+    following a link sets its access time, which is how a use through it is seen.
+    """
+    try:
+        st = os.lstat(top)
+    except OSError:
+        return
+    yield top, st
+    pending = [top] if stat.S_ISDIR(st.st_mode) else []
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as listing:
+                items = list(listing)
+        except OSError:
+            continue
+        for item in items:
+            with contextlib.suppress(OSError):
+                st = item.stat(follow_symlinks=False)
+                yield item.path, st
+                if stat.S_ISDIR(st.st_mode):
+                    pending.append(item.path)

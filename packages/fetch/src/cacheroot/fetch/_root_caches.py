@@ -1,0 +1,263 @@
+"""The caches of a root, and what one entry of a plain cache is.
+
+The layout names where every cache lives; this turns that into the directories a budget looks
+at, each with the kind of unit it is removed by: the test cache by its entries (:mod:`._cache`),
+the Hugging Face hub by revisions (:mod:`._survey`), every other cache by plain entries.
+
+A plain entry is a top-level file or directory of its cache (a kernel directory, one file), or
+one level further down where a cache keeps its entries in a fixed sub-directory
+(``torch_compile_cache/<hash>``, ``fxgraph/<hash>``); some caches are one entry as a whole. The
+dot-files, locks and partials beside an entry belong to it; a directory that another cache of
+the layout owns is never an entry of the cache around it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from typing import TYPE_CHECKING
+
+from cacheroot.envs import (
+    CACHEROOT,
+    CACHEROOT_OPT_IN,
+    HF_HOME,
+    HF_HUB_CACHE,
+    INVALID,
+    TAGS,
+    VLLM_TEST_CACHE,
+    XDG_CACHE_HOME,
+    resolve,
+)
+
+from ._cache import FOREIGN_STALE
+from ._in_use import is_lock, lock_held
+from ._store import parse_partial, partial_abandoned
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "ENTRY",
+    "HF_REVISION",
+    "QUARANTINED",
+    "TEST_ENTRY",
+    "WHOLE_LABEL",
+    "CacheDir",
+    "PlainEntry",
+    "caches",
+    "device",
+    "free_space",
+    "inside",
+    "listdir",
+    "plain_entries",
+]
+
+#: Sub-directories of a cache whose children are its entries (``*``: any one name), by row.
+CONTAINERS: dict[str, tuple[str, ...]] = {
+    "VLLM_CACHE_ROOT": ("torch_compile_cache",),
+    "TORCHINDUCTOR_CACHE_DIR": ("fxgraph", "aotautograd", "triton/*"),
+    "FLASHINFER_WORKSPACE_BASE": (".cache/flashinfer",),
+    "MODELSCOPE_CACHE": ("models/*", "datasets/*", "hub/models/*", "hub/datasets/*"),
+    "TORCH_HOME": ("hub", "hub/checkpoints"),
+}
+#: Caches that are one entry as a whole: the NVIDIA driver keeps an index over its files.
+WHOLE = frozenset({"CUDA_CACHE_PATH"})
+#: Caches under the XDG cache home that no row names but the layout's purpose does.
+XDG_CACHES: dict[str, tuple[str, ...]] = {
+    "pip": ("http-v2", "http", "wheels"),
+    "uv": ("*",),
+    "outlines": (),
+    "b12x": (),
+}
+#: How a cache removed as a whole names its one entry.
+WHOLE_LABEL = "(the whole cache)"
+#: Kinds of unit a cache is removed by (and of the victims that name them).
+TEST_ENTRY = "test-entry"
+QUARANTINED = "quarantined"
+HF_REVISION = "hf-revision"
+ENTRY = "entry"
+
+
+class CacheDir:
+    """One cache directory and how to read it."""
+
+    __slots__ = ("containers", "kind", "name", "path", "whole")
+
+    def __init__(
+        self, name: str, path: str, kind: str, containers: tuple[str, ...] = (), *, whole: bool
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.kind = kind
+        self.containers = containers
+        self.whole = whole
+
+
+def inside(path: str, other: str) -> bool:
+    """Whether ``path`` is ``other`` or lies under it."""
+    return path == other or path.startswith(other.rstrip("/") + "/")
+
+
+def caches(root: str, environ: Mapping[str, str] | None = None) -> list[CacheDir]:
+    """Every cache directory of the layout for ``root``, all tags and opt-ins included.
+
+    Without ``environ`` the layout is the one ``root`` alone derives. With it, values the user
+    set explicitly count too (wherever they point), as ``cacheroot cache du`` shows them.
+    """
+    base = {} if environ is None else dict(environ)
+    base.update({CACHEROOT: root, CACHEROOT_OPT_IN: "all"})
+    paths: dict[str, str] = {}
+    for tag in TAGS:
+        for name, setting in resolve(base, tag=tag).settings.items():
+            if setting.value and setting.source != INVALID:
+                paths.setdefault(name, os.path.normpath(os.path.expanduser(setting.value)))
+    found: list[CacheDir] = []
+    for name, path in paths.items():
+        if name == XDG_CACHE_HOME:
+            found += [
+                CacheDir(f"{name}/{sub}", os.path.join(path, sub), ENTRY, inner, whole=False)
+                for sub, inner in XDG_CACHES.items()
+            ]
+        elif name == HF_HOME:
+            hub = (base.get(HF_HUB_CACHE) or "").strip()
+            hub = hub if os.path.isabs(hub) else os.path.join(path, "hub")
+            found.append(CacheDir(name, os.path.normpath(hub), HF_REVISION, whole=False))
+            found.append(CacheDir(f"{name}/xet", os.path.join(path, "xet"), ENTRY, whole=False))
+        elif name == VLLM_TEST_CACHE:
+            found.append(CacheDir(name, path, TEST_ENTRY, whole=False))
+        else:
+            found.append(CacheDir(name, path, ENTRY, CONTAINERS.get(name, ()), whole=name in WHOLE))
+    # One directory, one owner: the first row that names it (parents come first in the table).
+    unique: dict[str, CacheDir] = {}
+    for cache in found:
+        unique.setdefault(cache.path, cache)
+    return list(unique.values())
+
+
+def device(path: str) -> int:
+    """The device of the file system holding ``path`` (``-1``: it cannot be read)."""
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return -1
+
+
+def free_space(path: str) -> tuple[int, int]:
+    """``(bytes free to this user, device)`` of the file system holding ``path``."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize, device(path)
+
+
+def listdir(path: str) -> list[str]:
+    """The names in ``path``; none where it cannot be read (gone, or not a directory)."""
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+# -- plain entries -------------------------------------------------------------------------------
+
+
+class PlainEntry:
+    """A plain entry of a cache: the path, the dot-files that belong to it, locks beside it."""
+
+    __slots__ = ("cache_lock", "locks", "partials", "path", "sidecars")
+
+    def __init__(self, path: str, cache_lock: str) -> None:
+        self.path = path
+        self.cache_lock = cache_lock
+        self.sidecars: list[str] = []
+        self.locks: list[str] = []
+        self.partials: list[str] = []
+
+    def busy(self) -> str:
+        """Why a lock or a writer beside the entry keeps it (``""``: none does).
+
+        A partial of another machine, whose writer cannot be checked, counts as abandoned only
+        when untouched for :data:`._cache.FOREIGN_STALE`, as the test cache judges its own.
+        """
+        if self.cache_lock and lock_held(self.cache_lock):
+            return f"the cache is locked ({self.cache_lock})"
+        for lock in self.locks:
+            if lock_held(lock):
+                return f"locked ({lock})"
+        for part in self.partials:
+            if os.path.exists(part) and not partial_abandoned(part, stale_after=FOREIGN_STALE):
+                return f"being written ({os.path.basename(part)})"
+        return ""
+
+
+def _matches(rel: str, patterns: tuple[str, ...]) -> tuple[bool, bool]:
+    """``(is a container, leads to one)`` for the relative path ``rel``."""
+    parts = rel.split("/")
+    full = deeper = False
+    for pattern in patterns:
+        want = pattern.split("/")
+        if len(parts) <= len(want) and all(
+            fnmatch.fnmatchcase(p, w) for p, w in zip(parts, want, strict=False)
+        ):
+            if len(parts) == len(want):
+                full = True
+            else:
+                deeper = True
+    return full, deeper
+
+
+def plain_entries(cache: CacheDir, claimed: list[str]) -> list[tuple[str, PlainEntry]]:
+    """``(label, entry)`` for every entry of a plain cache, the ``claimed`` directories (other
+    caches') left out."""
+    lock = os.path.join(cache.path, ".lock")
+    cache_lock = lock if os.path.isfile(lock) else ""
+    if cache.whole:
+        names = listdir(cache.path)
+        if not names:
+            return []
+        whole = PlainEntry(cache.path, cache_lock)
+        return [(WHOLE_LABEL, whole)]
+    found: list[tuple[str, PlainEntry]] = []
+    pending = [("", cache.path)]
+    while pending:
+        rel, directory = pending.pop()
+        names = listdir(directory)
+        present = set(names)
+        here: dict[str, PlainEntry] = {}
+        for name in sorted(names):
+            path = os.path.join(directory, name)
+            sub = f"{rel}{name}"
+            if any(inside(c, path) for c in claimed):
+                continue  # another cache's directory, or holds one
+            full, deeper = _matches(sub, cache.containers)
+            if (full or deeper) and not os.path.islink(path) and os.path.isdir(path):
+                pending.append((sub + "/", path))
+                continue
+            if name.startswith(".") or is_lock(name) or name.endswith(".lock.holder"):
+                continue  # internal files; a lock and its holder record are never entries
+            here[name] = PlainEntry(path, cache_lock)
+            found.append((sub, here[name]))
+        for name in names:  # what belongs to an entry of this directory
+            owner = _owner(name, present)
+            if owner in here:
+                path = os.path.join(directory, name)
+                if parse_partial(name) is not None:
+                    here[owner].partials.append(path)
+                elif is_lock(name):
+                    here[owner].locks.append(path)
+                else:
+                    here[owner].sidecars.append(path)
+    return sorted(found)
+
+
+def _owner(name: str, present: set[str]) -> str:
+    """The entry a dot-file or lock file ``name`` belongs to (``""``: none)."""
+    parsed = parse_partial(name)
+    if parsed is not None:
+        return parsed[0]
+    for suffix in (".lock.holder", ".meta.json", ".used", ".lock"):
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            if stem.startswith(".") and stem[1:] in present:
+                return stem[1:]
+            if stem in present:
+                return stem
+    return ""

@@ -1,0 +1,303 @@
+"""The survey of a root: every unit a budget may remove, when it was last used, whether it is busy.
+
+What a unit is, and when it was last used, depends on the cache (:mod:`._root_caches` finds
+them):
+
+- the test cache: its entries, as ``cacheroot cache ls`` shows them (:mod:`._cache`), and what
+  ``verify`` quarantined, which goes first;
+- the Hugging Face hub: revisions, through huggingface_hub's own cache API, which knows which
+  blobs another revision still links to; last use is the newest access or modification of the
+  revision's blobs. Without huggingface_hub installed, each repository is one plain entry;
+- every other cache: its plain entries; last use is the newest access or modification time of
+  any file in it.
+
+Busy is judged once, here, against one look at what processes hold (:mod:`._in_use`); the plan
+skips busy units, and removal judges each again right before it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from ._cache import FOREIGN_STALE, QUARANTINE, Entry, entries, quarantined
+from ._in_use import SETTLE, Held, Scan, is_lock, lock_held
+from ._root_caches import (
+    ENTRY,
+    HF_REVISION,
+    QUARANTINED,
+    TEST_ENTRY,
+    CacheDir,
+    caches,
+    device,
+    inside,
+    listdir,
+    plain_entries,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "Candidate",
+    "HubRepo",
+    "HubRevision",
+    "Survey",
+    "Victim",
+    "hub_busy",
+    "hub_open",
+    "survey",
+]
+
+
+class Victim:
+    """One unit the budget may remove: a cache entry, a model revision, a kernel directory.
+
+    ``cache`` names the layout row (``TRITON_CACHE_DIR``; ``XDG_CACHE_HOME/pip`` for a cache
+    under the XDG home), ``label`` how the cache itself names it, ``last_used`` is a Unix time.
+    ``reason`` says which criterion chose it; ``ref`` is what removing it needs (the test-cache
+    entry, the scanned revision, the plain entry with its sidecars).
+    """
+
+    __slots__ = ("cache", "kind", "label", "last_used", "path", "reason", "ref", "size")
+
+    def __init__(
+        self,
+        *,
+        cache: str,
+        path: str,
+        size: int,
+        last_used: float,
+        kind: str,
+        label: str,
+        reason: str = "",
+        ref: object = None,
+    ) -> None:
+        self.cache = cache
+        self.path = path
+        self.size = size
+        self.last_used = last_used
+        self.kind = kind
+        self.label = label
+        self.reason = reason
+        self.ref = ref
+
+    def __repr__(self) -> str:
+        return f"Victim({self.cache!r}, {self.label!r}, {self.size})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (a test-cache entry adds those of ``cacheroot cache ls``)."""
+        row: dict[str, Any] = self.ref.as_dict() if isinstance(self.ref, Entry) else {}
+        row.update(
+            cache=self.cache,
+            path=self.path,
+            size=self.size,
+            last_used=self.last_used,
+            kind=self.kind,
+            label=self.label,
+            reason=self.reason,
+        )
+        return row
+
+
+class Candidate:
+    """A victim in waiting: when it was used, whether it is busy now, which file system."""
+
+    __slots__ = ("busy", "dev", "priority", "victim")
+
+    def __init__(self, victim: Victim, busy: str, dev: int, priority: int = 1) -> None:
+        self.victim = victim
+        self.busy = busy
+        self.dev = dev
+        self.priority = priority
+
+
+class HubRepo:
+    """The revisions of one Hugging Face repository and the cache scan they came from."""
+
+    __slots__ = ("chosen", "freed", "info", "repo")
+
+    def __init__(self, info: Any, repo: Any) -> None:
+        self.info = info
+        self.repo = repo
+        self.chosen: list[str] = []
+        self.freed = 0
+
+    def take(self, commit: str) -> int:
+        """Bytes that removing ``commit`` as well frees (huggingface_hub counts shared blobs)."""
+        self.chosen.append(commit)
+        total = int(self.info.delete_revisions(*self.chosen).expected_freed_size)
+        more, self.freed = total - self.freed, total
+        return more
+
+
+class HubRevision:
+    """A revision chosen from a scan: the repository's state and the commit."""
+
+    __slots__ = ("commit", "repo")
+
+    def __init__(self, repo: HubRepo, commit: str) -> None:
+        self.repo = repo
+        self.commit = commit
+
+
+class Survey:
+    """Every candidate of every cache of a root, its total size, and notes for the user."""
+
+    __slots__ = ("caches", "candidates", "notes", "root", "total")
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.caches: list[CacheDir] = []
+        self.candidates: list[Candidate] = []
+        self.notes: list[str] = []
+        self.total = 0
+
+
+def survey(
+    root: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    now: float | None = None,
+    settle: float = SETTLE,
+) -> Survey:
+    """Look at every cache of ``root``: what could go, when it was used, what is busy now."""
+    now = time.time() if now is None else now
+    found = Survey(root)
+    found.caches = [c for c in caches(root, environ) if os.path.isdir(c.path)]
+    held = Held()
+    if held.hidden:
+        found.notes.append(
+            f"{held.hidden} processes could not be inspected (another user's): files they "
+            "hold open are protected only by locks and the settle time"
+        )
+    dirs = [c.path for c in found.caches]
+    for cache in found.caches:
+        claimed = [d for d in dirs if d != cache.path and inside(d, cache.path)]
+        if cache.kind == TEST_ENTRY:
+            _survey_test(found, cache, held, now)
+        elif cache.kind == HF_REVISION and _survey_hub(found, cache, held, now, settle):
+            pass
+        else:
+            _survey_plain(found, cache, claimed, held, now=now, settle=settle)
+    return found
+
+
+def _survey_plain(
+    found: Survey, cache: CacheDir, claimed: list[str], held: Held, *, now: float, settle: float
+) -> None:
+    dev = device(cache.path)
+    for label, entry in plain_entries(cache, claimed):
+        scan = Scan([entry.path, *entry.sidecars], held, now, settle)
+        victim = Victim(
+            cache=cache.name,
+            path=entry.path,
+            size=scan.size,
+            last_used=scan.newest,
+            kind=ENTRY,
+            label=label,
+            ref=entry,
+        )
+        found.candidates.append(Candidate(victim, entry.busy() or scan.busy, dev))
+        found.total += scan.size
+
+
+def _survey_test(found: Survey, cache: CacheDir, held: Held, now: float) -> None:
+    dev = device(cache.path)
+    for entry in quarantined(cache.path) + entries(cache.path):
+        moved = entry.namespace.startswith(QUARANTINE)
+        scan = Scan([entry.path], held, now, 0.0)
+        victim = Victim(
+            cache=cache.name,
+            path=entry.path,
+            size=entry.size,
+            last_used=entry.last_used,
+            kind=QUARANTINED if moved else TEST_ENTRY,
+            label=f"{entry.namespace}/{entry.name}",
+            ref=entry,
+        )
+        found.candidates.append(Candidate(victim, scan.busy, dev, priority=0 if moved else 1))
+        found.total += entry.size
+
+
+# -- the Hugging Face hub ------------------------------------------------------------------------
+
+
+def hub_busy(repo_path: str, hub: str, held: Held, now: float, settle: float) -> str:
+    """Why a repository of the hub is busy as a whole: a download in flight (``""``: none).
+
+    An ``.incomplete`` download counts as abandoned only when no process holds it and it has
+    been untouched for :data:`._cache.FOREIGN_STALE`.
+    """
+    locks = os.path.join(hub, ".locks", os.path.basename(repo_path))
+    for name in listdir(locks):
+        if is_lock(name) and lock_held(os.path.join(locks, name)):
+            return f"being downloaded (lock {name} held)"
+    blobs = os.path.join(repo_path, "blobs")
+    for name in listdir(blobs):
+        path = os.path.join(blobs, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if name.endswith(".incomplete"):
+            pid = held.by(st)
+            if pid is not None:
+                return f"being downloaded by pid {pid} ({name})"
+            if now - st.st_mtime < FOREIGN_STALE:
+                return f"being downloaded ({name}, changed {now - st.st_mtime:.0f} s ago)"
+        elif now - st.st_mtime < settle:
+            return f"changed {now - st.st_mtime:.0f} s ago ({name})"
+    return ""
+
+
+def hub_open(rev: Any, held: Held) -> str:
+    """Why a revision is in use: a process holds one of its blobs (``""``: none does)."""
+    for f in rev.files:
+        with contextlib.suppress(OSError):
+            pid = held.by(os.stat(f.blob_path))
+            if pid is not None:
+                return f"in use by pid {pid} ({f.file_name})"
+    return ""
+
+
+def _survey_hub(found: Survey, cache: CacheDir, held: Held, now: float, settle: float) -> bool:
+    """Candidates of a Hugging Face hub cache, by revision; ``False`` without huggingface_hub."""
+    try:
+        from huggingface_hub import scan_cache_dir  # noqa: PLC0415 - optional
+    except ImportError:
+        found.notes.append(
+            f"huggingface_hub is not installed: {cache.path} is treated as a plain tree "
+            "(each repository one entry, all its revisions at once)"
+        )
+        return False
+    try:
+        info = scan_cache_dir(cache.path)
+    except (OSError, ValueError) as exc:
+        found.notes.append(f"cannot scan {cache.path} with huggingface_hub: {exc}")
+        return True
+    for warning in info.warnings:
+        found.notes.append(f"{cache.name}: huggingface_hub skipped {warning}")
+    dev = device(cache.path)
+    found.total += int(info.size_on_disk)  # shared blobs once, not once per revision
+    for repo in sorted(info.repos, key=lambda r: str(r.repo_path)):
+        busy = hub_busy(str(repo.repo_path), str(info.cache_dir), held, now, settle)
+        state = HubRepo(info, repo)
+        for rev in sorted(repo.revisions, key=lambda r: r.commit_hash):
+            used = max(
+                (max(f.blob_last_accessed, f.blob_last_modified) for f in rev.files),
+                default=rev.last_modified,
+            )
+            victim = Victim(
+                cache=cache.name,
+                path=str(rev.snapshot_path),
+                size=int(rev.size_on_disk),
+                last_used=float(used),
+                kind=HF_REVISION,
+                label=f"{repo.repo_type}/{repo.repo_id}@{rev.commit_hash}",
+                ref=HubRevision(state, rev.commit_hash),
+            )
+            found.candidates.append(Candidate(victim, busy or hub_open(rev, held), dev))
+    return True
