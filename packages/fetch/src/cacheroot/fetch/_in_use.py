@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["SETTLE", "Held", "Scan", "is_lock", "lock_held", "walk"]
+__all__ = ["SETTLE", "Held", "Scan", "is_lock", "lock_held", "open_for_writing", "walk"]
 
 #: A file changed this recently (seconds) may still be being written: its entry is kept.
 SETTLE = 30.0
@@ -98,6 +98,34 @@ class Held:
     def by(self, st: os.stat_result) -> int | None:
         """The pid that holds the file ``st`` describes, if any."""
         return self.held.get((st.st_dev, st.st_ino))
+
+
+def open_for_writing() -> set[tuple[int, int]]:
+    """``(st_dev, st_ino)`` of every file a process visible here has open for writing."""
+    found: set[tuple[int, int]] = set()
+    for pid in _pids():
+        base = f"/proc/{pid}"
+        try:
+            fds = os.listdir(f"{base}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            if _writable_fd(base, fd):
+                key = _key(f"{base}/fd/{fd}")
+                if key is not None:
+                    found.add(key)
+    return found
+
+
+def _writable_fd(base: str, fd: str) -> bool:
+    try:
+        with open(f"{base}/fdinfo/{fd}", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("flags:"):
+                    return int(line.split()[1], 8) & (os.O_WRONLY | os.O_RDWR) != 0
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def lock_held(path: str) -> bool:

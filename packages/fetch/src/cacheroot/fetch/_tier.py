@@ -34,6 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from . import _store
+from ._in_use import open_for_writing
 from ._shared import copy_new, publish_new
 from ._used import used_path
 
@@ -87,38 +88,6 @@ def skip_reason(name: str) -> str:
     return ""
 
 
-def _open_for_writing() -> set[tuple[int, int]]:
-    """``(st_dev, st_ino)`` of every file a process visible here has open for writing."""
-    found: set[tuple[int, int]] = set()
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return found
-    for pid in pids:
-        base = f"/proc/{pid}"
-        try:
-            fds = os.listdir(f"{base}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            if _writable_fd(base, fd):
-                with contextlib.suppress(OSError):
-                    st = os.stat(f"{base}/fd/{fd}")
-                    found.add((st.st_dev, st.st_ino))
-    return found
-
-
-def _writable_fd(base: str, fd: str) -> bool:
-    try:
-        with open(f"{base}/fdinfo/{fd}", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("flags:"):
-                    return int(line.split()[1], 8) & (os.O_WRONLY | os.O_RDWR) != 0
-    except (OSError, ValueError):
-        return False
-    return False
-
-
 class SyncReport:
     """What one :func:`sync` pass did (counts and bytes), for the command's summary."""
 
@@ -168,7 +137,7 @@ class _Pass:
     __slots__ = ("busy", "made", "now", "report", "settle")
 
     def __init__(self, settle: float) -> None:
-        self.busy = _open_for_writing()
+        self.busy = open_for_writing()
         self.made: set[str] = set()
         self.now = time.time()
         self.settle = settle
