@@ -11,6 +11,7 @@ the own roots' figures apart.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +98,14 @@ def _run(project: Path, env: dict[str, str], report: Path, *extra: str) -> tuple
     return lines[0], figures
 
 
+def _lock_wait_aside(line: str) -> str:
+    """The line with its seconds of lock waiting written as ``S``.
+
+    On a loaded machine even a lock that no one else holds can take hundredths of a second.
+    """
+    return re.sub(r"\b\d+\.\d\d s waiting on locks", "S s waiting on locks", line, count=1)
+
+
 def test_a_warm_offline_run_reads_warm_apart_from_the_tests_own_roots(
     tmp_path: Path, origin: Server
 ) -> None:
@@ -111,9 +120,9 @@ def test_a_warm_offline_run_reads_warm_apart_from_the_tests_own_roots(
 
     # Cold, on two xdist workers: each sends both parts to the controller.
     cold_line, cold = _run(project, env, tmp_path / "cold.json", "-n", "2")
-    assert cold_line == (
+    assert _lock_wait_aside(cold_line) == (
         "cacheroot: 0 hits, 2 misses, 5.0 KiB downloaded, 0 B served from cache, "
-        f"0.00 s waiting on locks{media}{own} (2 processes)"
+        f"S s waiting on locks{media}{own} (2 processes)"
     )
     assert (cold["offline"], cold["misses"], cold["bytes_downloaded"]) == (False, 2, 5120)
     assert cold["tests_own_roots"]["misses"] == 2
@@ -122,9 +131,9 @@ def test_a_warm_offline_run_reads_warm_apart_from_the_tests_own_roots(
 
     # Warm and offline, in one process.
     warm_line, warm = _run(project, env, tmp_path / "warm.json", "--cacheroot-offline")
-    assert warm_line == (
+    assert _lock_wait_aside(warm_line) == (
         "cacheroot: offline run; 2 hits, 0 misses, 0 B downloaded, 5.0 KiB served from cache, "
-        f"0.00 s waiting on locks{media}{own} (1 process)"
+        f"S s waiting on locks{media}{own} (1 process)"
     )
     assert (warm["offline"], warm["hits"], warm["misses"]) == (True, 2, 0)
     assert (warm["bytes_downloaded"], warm["bytes_from_cache"]) == (0, 5120)
