@@ -18,11 +18,15 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import parse_qs, urlsplit
+
+from ._handlers import not_found
 
 if TYPE_CHECKING:
     from types import TracebackType
+
+_S = TypeVar("_S", bound="Server")
 
 #: Answers one request through the exchange it is given.
 Handler = Callable[["Exchange"], None]
@@ -105,6 +109,8 @@ class Exchange(BaseHTTPRequestHandler):
         if self.command not in self.server.methods:
             self.send_error(501, f"Unsupported method ({self.command!r})")
             return
+        # One exchange serves every request of a kept-alive connection: start each plain.
+        self.chunk, self.every, self.limit, self.ending, self.pause = None, 0.0, None, "close", None
         self.info = self.server.record(self)
         self.server.handler_for(self.info)(self)
 
@@ -258,8 +264,8 @@ class Server(ThreadingHTTPServer):
         return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def url(self, path: str = "") -> str:
-        """The absolute URL of ``path`` (which starts with ``/``)."""
-        return self.base + path
+        """The absolute URL of ``path`` (a leading ``/`` is added when missing)."""
+        return self.base + ("/" + path if path and not path.startswith("/") else path)
 
     def route(self, path: str, handler: Handler) -> str:
         """Answer requests for ``path`` with ``handler``; return the path's URL."""
@@ -268,8 +274,6 @@ class Server(ThreadingHTTPServer):
 
     def handler_for(self, request: Request) -> Handler:
         """The route of the exact target, else of the path, else the default, else 404."""
-        from ._handlers import not_found
-
         found = self.routes.get(request.target) or self.routes.get(request.path)
         return found or self.handler or not_found()
 
@@ -293,20 +297,23 @@ class Server(ThreadingHTTPServer):
 
     def requests(self, path: str | None = None, method: str | None = None) -> list[Request]:
         """The requests received (for ``path``, with ``method`` when given), oldest first."""
+        return self._select(path, method)
+
+    def count(self, path: str | None = None, method: str | None = None) -> int:
+        """How many requests (for ``path``, with ``method`` when given) were received."""
+        return len(self._select(path, method))
+
+    def counts(self) -> Counter[tuple[str, str]]:
+        """The request counts by ``(method, path)``."""
+        return Counter((r.method, r.path) for r in self._select(None, None))
+
+    def _select(self, path: str | None, method: str | None) -> list[Request]:
         with self._arrived:
             return [
                 r
                 for r in self._log
                 if (path is None or r.path == path) and (method is None or r.method == method)
             ]
-
-    def count(self, path: str | None = None, method: str | None = None) -> int:
-        """How many requests (for ``path``, with ``method`` when given) were received."""
-        return len(self.requests(path, method))
-
-    def counts(self) -> Counter[tuple[str, str]]:
-        """The request counts by ``(method, path)``."""
-        return Counter((r.method, r.path) for r in self.requests())
 
     def clear(self) -> None:
         """Forget every request received so far (request numbers start again from 1)."""
@@ -333,7 +340,7 @@ class Server(ThreadingHTTPServer):
             )
 
     # -- life -------------------------------------------------------------------------------
-    def start(self) -> Server:
+    def start(self: _S) -> _S:
         """Serve in a daemon thread; return the server."""
         if self._thread is None:
             self._thread = threading.Thread(
@@ -351,7 +358,7 @@ class Server(ThreadingHTTPServer):
             self._thread = None
         self.server_close()
 
-    def __enter__(self) -> Server:
+    def __enter__(self: _S) -> _S:
         return self.start()
 
     def __exit__(

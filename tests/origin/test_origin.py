@@ -215,3 +215,22 @@ def test_files_serves_a_directory_with_ranges(tmp_path: Path) -> None:
         code, headers, body = get(server, "/big.bin", {"Range": "bytes=24-"})
         assert (code, headers["Content-Range"], body) == (206, "bytes 24-1023/1024", DATA[24:])
         assert get(server, "/missing.bin")[0] == 404
+
+
+def test_a_kept_alive_connection_starts_each_request_plain() -> None:
+    reached, release = threading.Event(), threading.Event()
+    release.set()
+    with Server() as server:
+        slow = paced(static(DATA), chunk=512, every=0.01)
+        server.route("/held", hold(slow, 10, reached=reached, release=release))
+        server.route("/plain", static(DATA))
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", "/held")
+        assert conn.getresponse().read() == DATA
+        assert reached.is_set()
+        reached.clear()
+        conn.request("GET", "/plain")  # the same connection: neither held nor paced
+        assert conn.getresponse().read() == DATA
+        conn.close()
+        assert not reached.is_set()
+        assert [(r.path, r.n) for r in server.requests()] == [("/held", 1), ("/plain", 1)]
