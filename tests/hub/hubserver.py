@@ -41,7 +41,8 @@ ModelScope (model repos only):
 Faults and accounting: :meth:`HubServer.fail_next` makes the next ``n`` requests whose path
 matches a regex fail with a status (429 by default) and a ``Retry-After`` header;
 :meth:`HubServer.stall_next` holds one request unanswered until released. Every request
-is counted by ``(method, path)`` (the path without its query string), failed ones included.
+is counted by ``(method, path)`` (the path without its query string), failed ones included,
+by the origin toolkit's server (``tests/origin``) this hub runs on.
 """
 
 from __future__ import annotations
@@ -52,12 +53,16 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 if TYPE_CHECKING:
     from types import TracebackType
+
+    from tests.origin import Exchange, Server, hang, static
+else:
+    # pytest puts tests/ on sys.path (its conftest.py has no package); mypy names it tests.
+    from origin import Server, hang, static
 
 #: Files served as LFS objects (sha256 ETag), as the Hub does for weights.
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
@@ -137,11 +142,9 @@ class HubServer:
         self._hf: dict[tuple[str, str], HubRepo] = {}
         self._ms: dict[str, HubRepo] = {}
         self._lock = threading.Lock()
-        self._counts: Counter[tuple[str, str]] = Counter()
         self._faults: list[_Fault] = []
         self.unhandled: list[str] = []
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: Server | None = None
 
     # -- set-up -----------------------------------------------------------------------------
     def add_hf(self, repo: HubRepo, repo_type: str = "model") -> None:
@@ -183,18 +186,13 @@ class HubServer:
 
     def start(self) -> HubServer:
         """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
-        handler = type("_BoundHandler", (_Handler,), {"hub": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = Server(lambda ex: _Handler(self, ex).dispatch()).start()
         return self
 
     def close(self) -> None:
-        """Stop serving and release the port."""
+        """Stop serving (held requests let go) and release the port."""
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
 
     def __enter__(self) -> HubServer:
@@ -212,31 +210,28 @@ class HubServer:
     def url(self) -> str:
         """The endpoint to put into ``HF_ENDPOINT`` / ``MODELSCOPE_ENDPOINT``."""
         assert self._server is not None, "start() the server first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._server.base
 
     # -- accounting -------------------------------------------------------------------------
     def counts(self) -> Counter[tuple[str, str]]:
         """A copy of the request counts by ``(method, path)``."""
-        with self._lock:
-            return Counter(self._counts)
+        return Counter() if self._server is None else self._server.counts()
 
     def total(self) -> int:
         """How many requests were received since the last :meth:`reset`."""
-        with self._lock:
-            return sum(self._counts.values())
+        return 0 if self._server is None else self._server.count()
 
     def reset(self) -> None:
         """Forget counts, pending faults and unhandled requests."""
+        if self._server is not None:
+            self._server.clear()
         with self._lock:
-            self._counts.clear()
             self._faults.clear()
             self.unhandled.clear()
 
-    def _record(self, method: str, path: str) -> _Fault | None:
-        """Count a request; return the fault it must answer with, if one is pending."""
+    def _fault(self, method: str, path: str) -> _Fault | None:
+        """The fault a request must answer with, if one is pending (it is used up)."""
         with self._lock:
-            self._counts[(method, path)] += 1
             for fault in self._faults:
                 if (
                     fault.remaining > 0
@@ -258,63 +253,32 @@ _MS_ACCEL = "/api/v1/repos/internalAccelerationInfo"
 _HF_AGENTS = "/api/agent-harnesses"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    hub: HubServer
-    protocol_version = "HTTP/1.1"
+class _Handler:
+    """Answers one request as the hubs do."""
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class names it
-        """Stay quiet: pytest shows the test's own output."""
-
-    def do_HEAD(self) -> None:
-        self._dispatch("HEAD")
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
+    def __init__(self, hub: HubServer, ex: Exchange) -> None:
+        self.hub, self.ex, self.command = hub, ex, ex.command
 
     # -- plumbing ---------------------------------------------------------------------------
     def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        self.ex.respond(status, body, headers)
 
     def _json(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(payload).encode()
         self._send(status, body, {"Content-Type": "application/json", **(headers or {})})
 
     def _content(self, data: bytes, headers: dict[str, str]) -> None:
-        """Send a file's bytes, honouring ``Range: bytes=N-`` as the clients use it to resume."""
-        match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", "").strip())
-        start = int(match.group(1)) if match else 0
-        if match and start >= len(data) and data:
-            self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
-            return
-        if start:
-            headers = {**headers, "Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"}
-            self.send_response(206)
-        else:
-            self.send_response(200)
-        body = data[start:]
-        for name, value in {"Content-Type": "application/octet-stream", **headers}.items():
-            self.send_header(name, value)
-        self.send_header("Accept-Ranges", "bytes")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        """Send a file's bytes, honouring ``Range`` as the clients use it to resume."""
+        headers = {"Content-Type": "application/octet-stream", **headers}
+        etag = headers.pop("ETag", None)
+        static(data, etag=etag, headers=headers, conditional=False)(self.ex)
 
-    def _dispatch(self, method: str) -> None:
-        parts = urlsplit(self.path)
-        path = parts.path
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        fault = self.hub._record(method, path)
+    def dispatch(self) -> None:
+        """Answer with a pending fault, else as the hub whose API the path belongs to."""
+        method, path, query = self.command, self.ex.info.path, self.ex.info.query
+        fault = self.hub._fault(method, path)
         if fault is not None and fault.release is not None and fault.reached is not None:
-            fault.reached.set()
-            fault.release.wait(timeout=120)
-            self.close_connection = True
+            hang(fault.reached, fault.release)(self.ex)
             return
         if fault is not None:
             headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
@@ -340,8 +304,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _unhandled(self) -> None:
         with self.hub._lock:
-            self.hub.unhandled.append(f"{self.command} {self.path}")
-        self._json(404, {"error": f"not implemented by the test hub: {self.command} {self.path}"})
+            self.hub.unhandled.append(f"{self.command} {self.ex.info.target}")
+        message = f"not implemented by the test hub: {self.command} {self.ex.info.target}"
+        self._json(404, {"error": message})
 
     # -- Hugging Face -----------------------------------------------------------------------
     def _hf_error(self, status: int, code: str, headers: dict[str, str] | None = None) -> None:
