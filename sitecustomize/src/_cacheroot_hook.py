@@ -1,12 +1,23 @@
-"""The hook's command (``cacheroot hook``) and the folder for ``PYTHONPATH`` images.
+"""The hook's start-up top, its command (``cacheroot hook``) and the folder for ``PYTHONPATH``.
 
 The hook itself is one line in ``cacheroot.pth``, run by ``site`` at every interpreter start:
 it imports ``_cacheroot_layout`` (one top-level module of cacheroot-envs that imports only
-:mod:`os`) and calls its ``hook()``, inside a ``try`` so that a broken install never stops an
+:mod:`os`) and calls its ``hook()``, which applies the layout and returns whether the run-time
+audit was asked for (``CACHEROOT_AUDIT`` set); only then does the line import this module and
+call :func:`audit`. All of it sits inside a ``try``, so that a broken install never stops an
 interpreter or prints. The line goes through ``exec`` because a ``.pth`` line must start with
-``import`` and be a single line; importing this module from it instead would cost one more
-module at every start (about 0.25 ms, measured). Python 3.15 and later read ``cacheroot.start``
-(PEP 829) instead, which names the same function. Nothing here runs at start-up.
+``import`` and be a single line; importing this module from it unconditionally would cost one
+more module at every start (about 0.25 ms, measured), so with the audit off it stays unloaded.
+The ``sitecustomize.py`` of :data:`PYTHONPATH_FOLDER` does the same as the line.
+
+Python 3.15 and later read ``cacheroot.start`` (PEP 829) instead of the line's import. It names
+one ``module:function``, :func:`start` here, which does what the line does; so on those versions
+this module is imported at every start, one module more than the ``.pth`` line costs.
+
+This module sits above the layout and the audit (``_cacheroot_audit`` imports the layout, the
+audit's report imports the audit): the layout never imports the audit and the audit never
+imports its report, so :func:`audit` is where they meet, without an import circle. Its module
+level imports nothing: only the functions that run import what they need.
 """
 
 TYPE_CHECKING = False
@@ -15,6 +26,53 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Folder that holds the ``sitecustomize.py`` for images that use ``PYTHONPATH``.
 PYTHONPATH_FOLDER = "_cacheroot_pythonpath"
+
+
+def start() -> None:
+    """The start-up hook for Python 3.15 and later (``cacheroot.start``, PEP 829); never raises.
+
+    What the ``.pth`` line does: apply the layout, then the audit only when it is asked for.
+    """
+    try:
+        import _cacheroot_layout  # noqa: PLC0415 - a broken install is caught here
+
+        if _cacheroot_layout.hook():
+            audit()
+    except Exception:  # noqa: BLE001, S110 - an interpreter must always start
+        pass
+
+
+def audit() -> None:
+    """Install the run-time audit in this process (``CACHEROOT_AUDIT`` is set); never raises.
+
+    The process that made the audit session (the first audited one; its children join) reports
+    at its exit: :func:`cacheroot.envs._audit_report.report_at_exit`, imported only then so that
+    start-up does not pay for the ``cacheroot.envs`` package and :mod:`json`. A failure says one
+    line on stderr: the audit was asked for, so its absence must not be silent.
+    """
+    try:
+        import _cacheroot_audit  # noqa: PLC0415 - only when the audit is asked for
+
+        if _cacheroot_audit.install():
+            import atexit  # noqa: PLC0415 - only the session's maker
+
+            atexit.register(_report_at_exit)
+    except Exception as exc:  # noqa: BLE001 - an interpreter must always start
+        import os  # noqa: PLC0415 - only on failure
+        import sys  # noqa: PLC0415
+
+        sys.stderr.write(f"cacheroot audit: not installed in pid {os.getpid()}: {exc!r}\n")
+
+
+def _report_at_exit() -> None:
+    try:
+        from cacheroot.envs._audit_report import report_at_exit  # noqa: PLC0415 - at exit only
+    except Exception as exc:  # noqa: BLE001 - exit must not fail on the report
+        import sys  # noqa: PLC0415
+
+        sys.stderr.write(f"cacheroot audit: no report: {exc!r}\n")
+        return
+    report_at_exit()
 
 
 def pythonpath() -> str:

@@ -1,7 +1,8 @@
 """The run-time audit's in-process side: which writes land outside the cache root, and whose.
 
-Installed by the start-up hook when ``CACHEROOT_AUDIT`` is set (the off path costs the hook one
-environment lookup and imports nothing), or by the pytest plugin for ``--cacheroot-audit``. It
+Installed at start-up by ``_cacheroot_hook.audit()`` when the layout's ``hook()`` says that
+``CACHEROOT_AUDIT`` is set (the off path costs the hook one environment lookup and imports
+nothing), or by the pytest plugin for ``--cacheroot-audit``. It
 adds a :func:`sys.addaudithook` hook that looks at the events through which Python creates or
 writes a file (``open`` with a write, create, truncate or append flag, ``os.mkdir``, the
 destination of ``os.rename``/``os.replace``, ``os.link``, ``os.symlink``, ``shutil.copyfile``,
@@ -22,9 +23,10 @@ the process that made the session, finds what such children and writers that are
 (compilers, ``nvcc``, JIT toolchains) left there.
 
 Like :mod:`_cacheroot_layout`, this is a top-level module (the hook imports it without a package
-to initialise) that imports only the standard library, and never raises into the program it
-watches. The report is built by :mod:`cacheroot.envs._audit_plugin` (pytest) or, for any other
-command, at the exit of the process that made the session.
+to initialise) that imports only the standard library and the layout, and never raises into the
+program it watches. The report (:mod:`cacheroot.envs._audit_report`, which imports this module,
+never the other way round) is built by :mod:`cacheroot.envs._audit_plugin` (pytest) or, for any
+other command, at the exit of the process that made the session (registered by the hook).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from _cacheroot_layout import (
     CACHEROOT_AUDIT,
     CACHEROOT_AUDIT_ALLOW,
     CACHEROOT_AUDIT_DIR,
-    CACHEROOT_AUDIT_REPORT,
     PYTEST_CURRENT_TEST,
     resolve,
 )
@@ -415,51 +416,31 @@ def join(directory: str) -> Auditor:
     return AUDITOR
 
 
-def install() -> None:
-    """The start-up hook's entry point, for a process with ``CACHEROOT_AUDIT`` set.
+def install() -> bool:
+    """Install the audit in a process with ``CACHEROOT_AUDIT`` set; whether it made the session.
 
-    A process that inherits a session joins it; the first process makes one in the temporary
-    directory, with the working tree allowed, and reports at its exit (``cacheroot audit: ...``
-    on stderr, the JSON report in ``CACHEROOT_AUDIT_REPORT`` or the session directory).
+    Called at start-up by ``_cacheroot_hook.audit()``. A process that inherits a session joins
+    it; the first process makes one in the temporary directory, with the working tree allowed,
+    and returns ``True``: it is the one that reports at its exit (``cacheroot audit: ...`` on
+    stderr, the JSON report in ``CACHEROOT_AUDIT_REPORT`` or the session directory), which the
+    caller arranges, so that this module never imports the report (which imports this module).
     Failures say one line on stderr: the audit was asked for, so its absence must not be silent.
     """
     global REPORT_AT_EXIT  # noqa: PLW0603
     try:
         if AUDITOR is not None or not mode_of(os.environ.get(CACHEROOT_AUDIT)):
-            return
+            return False
         directory = os.environ.get(CACHEROOT_AUDIT_DIR, "").strip()
         if directory:
             join(directory)
-            return
-        import atexit  # noqa: PLC0415 - only the session's maker
-        import tempfile  # noqa: PLC0415
+            return False
+        import tempfile  # noqa: PLC0415 - only the session's maker
 
         directory = tempfile.mkdtemp(prefix="cacheroot-audit-")
         places = [*layout_places(os.environ), os.getcwd(), *allow_list(os.environ)]
         start(directory, places)
         REPORT_AT_EXIT = True
-        atexit.register(_report_at_exit)
     except Exception as exc:  # noqa: BLE001 - an interpreter must always start
         sys.stderr.write(f"cacheroot audit: not installed in pid {os.getpid()}: {exc!r}\n")
-
-
-def _report_at_exit() -> None:
-    if not REPORT_AT_EXIT or AUDITOR is None:
-        return
-    AUDITOR.enabled = False
-    try:
-        from cacheroot.envs._audit_report import (  # noqa: PLC0415 - at exit only
-            build_report,
-            summary_lines,
-            write_report,
-        )
-
-        report = build_report(AUDITOR.directory)
-        path = os.environ.get(CACHEROOT_AUDIT_REPORT, "").strip() or os.path.join(
-            AUDITOR.directory, "report.json"
-        )
-        write_report(report, path)
-        for line in summary_lines(report, path):
-            sys.stderr.write(line + "\n")
-    except Exception as exc:  # noqa: BLE001 - exit must not fail on the report
-        sys.stderr.write(f"cacheroot audit: no report: {exc!r}\n")
+        return False
+    return True

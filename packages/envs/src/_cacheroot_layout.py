@@ -928,19 +928,19 @@ def apply(
     return layout
 
 
-def hook(environ: "MutableMapping[str, str] | None" = None) -> None:
+def hook(environ: "MutableMapping[str, str] | None" = None) -> bool:
     """The start-up hook's entry point: :func:`apply`, unless disabled; never raises.
 
-    A process without ``CACHEROOT`` takes the environment's pinned root, if any. With
-    ``CACHEROOT_AUDIT`` set, the start-up process also installs the run-time audit.
+    A process without ``CACHEROOT`` takes the environment's pinned root, if any. Returns whether
+    the run-time audit was asked for (``CACHEROOT_AUDIT`` set, after :func:`apply`, in the real
+    :data:`os.environ`; never for a given mapping): the start-up files then call
+    ``_cacheroot_hook.audit()``. The layout never imports the audit, which imports the layout.
     """
     env = os.environ if environ is None else environ
     try:
-        if not truthy(env.get(CACHEROOT_DISABLE)):
-            apply(env, pin=read_pin() if _blank(env.get(CACHEROOT)) else None)
-            if environ is None and env.get(CACHEROOT_AUDIT):
-                import _cacheroot_audit  # noqa: PLC0415 - only when the audit is asked for
-
-                _cacheroot_audit.install()
-    except Exception:  # noqa: BLE001, S110 - an interpreter must always start; the doctor reports
-        pass
+        if truthy(env.get(CACHEROOT_DISABLE)):
+            return False
+        apply(env, pin=read_pin() if _blank(env.get(CACHEROOT)) else None)
+        return environ is None and not _blank(env.get(CACHEROOT_AUDIT))
+    except Exception:  # noqa: BLE001 - an interpreter must always start; the doctor reports
+        return False

@@ -1,7 +1,8 @@
 """``sitecustomize`` for images that put this folder on ``PYTHONPATH``.
 
 Python imports only the first ``sitecustomize`` on ``sys.path``, so this one would shadow the
-image's own (Debian ships one in ``/usr/lib/python3.X``). It applies the cacheroot layout, then
+image's own (Debian ships one in ``/usr/lib/python3.X``). It applies the cacheroot layout (and
+installs the run-time audit when ``CACHEROOT_AUDIT`` is set, as the ``.pth`` line does), then
 finds the next ``sitecustomize`` on ``sys.path`` and runs it, so nothing the image did is lost.
 """
 
@@ -12,11 +13,16 @@ import sys
 
 
 def _apply() -> None:
+    """What the ``.pth`` line does: the layout, then the audit only when it is asked for."""
     try:
         from _cacheroot_layout import hook  # noqa: PLC0415 - a broken install is caught here
-    except Exception:  # noqa: BLE001 - an interpreter must always start
-        return
-    hook()
+
+        if hook():
+            from _cacheroot_hook import audit  # noqa: PLC0415 - only with CACHEROOT_AUDIT set
+
+            audit()
+    except Exception:  # noqa: BLE001, S110 - an interpreter must always start
+        pass
 
 
 #: Attribute of :mod:`sys` that holds the real paths of the copies of this file already run, so

@@ -2,7 +2,8 @@
 
 Every audited process appended its records to the session's ``records.jsonl``
 (:mod:`_cacheroot_audit`); the process that made the session reads them once everything has
-finished (pytest's controller at the end of the session, any other command at its exit). Writes
+finished (pytest's controller at the end of the session, any other command at its exit, through
+:func:`report_at_exit`, which the start-up hook registers with :mod:`atexit`). Writes
 are checked again against the final allowed places (pytest's temporary directory is known only
 after the first records were written), grouped by directory (a directory inside another
 group's joins it), and listed with the test that was running and the line that wrote.
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 import _cacheroot_audit as audit
+from _cacheroot_layout import CACHEROOT_AUDIT_REPORT
 
-__all__ = ["build_report", "escapes", "summary_lines", "write_report"]
+__all__ = ["build_report", "escapes", "report_at_exit", "summary_lines", "write_report"]
 
 #: Paths listed per group in the summary lines (the JSON report has them all).
 SHOWN = 5
@@ -251,3 +254,27 @@ def summary_lines(report: dict[str, Any], path: str | None = None) -> list[str]:
     if report["scan"]["truncated"]:
         lines.append(f"  (the scan stopped at {audit.SCAN_CAP} entries)")
     return lines
+
+
+def report_at_exit() -> None:
+    """At the exit of a command audited without pytest: write the report and say its summary.
+
+    Registered by the start-up hook (``_cacheroot_hook.audit()``) in the process that made the
+    session; does nothing once the pytest plugin has taken the report over
+    (``REPORT_AT_EXIT`` cleared). The report goes to ``CACHEROOT_AUDIT_REPORT``, or to
+    ``report.json`` in the session directory; the exit never fails on it.
+    """
+    auditor = audit.AUDITOR
+    if not audit.REPORT_AT_EXIT or auditor is None:
+        return
+    auditor.enabled = False  # the report itself may be written anywhere
+    try:
+        report = build_report(auditor.directory)
+        path = os.environ.get(CACHEROOT_AUDIT_REPORT, "").strip() or os.path.join(
+            auditor.directory, "report.json"
+        )
+        write_report(report, path)
+        for line in summary_lines(report, path):
+            sys.stderr.write(line + "\n")
+    except Exception as exc:  # noqa: BLE001 - exit must not fail on the report
+        sys.stderr.write(f"cacheroot audit: no report: {exc!r}\n")
