@@ -1,4 +1,4 @@
-"""A small static origin for the cache-operation tests (real sockets on 127.0.0.1).
+"""A small static origin for the cache-operation tests (the toolkit's server, ``tests/origin``).
 
 ``serve(name, data)`` publishes bytes at ``/NAME``; every request is counted per path.
 ``hold(name)`` makes GETs of that path send their headers and the first half of the body, then
@@ -9,106 +9,83 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.origin import Exchange, Handler, Request, Server, hold, static
+else:
+    # pytest puts tests/ on sys.path (its conftest.py has no package); mypy names it tests.
+    from origin import Server, hold, static
 
 
-class Origin(ThreadingHTTPServer):
-    """The server: ``files`` by path, ``requests`` counted by path."""
-
-    daemon_threads = True
-    allow_reuse_address = True
+class Origin(Server):
+    """The server: files by path, ``requests`` counted by path, GETs in flight measured."""
 
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.files: dict[str, bytes] = {}
-        self.requests: Counter[str] = Counter()
+        super().__init__()
         self.held: set[str] = set()
+        #: Released once per held GET that has sent half its body.
         self.holding = threading.Semaphore(0)
         self.released = threading.Event()
         self.in_flight = 0
         self.max_in_flight = 0
-        self._counter = threading.Lock()
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
-
-    def start(self) -> Origin:
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self.released.set()
-        self.shutdown()
-        self.server_close()
-
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/{name}"
+        self._flight = threading.Lock()
 
     def serve(self, name: str, data: bytes) -> str:
-        self.files["/" + name] = data
-        return self.url(name)
+        """Publish ``data`` at ``/NAME``; return its URL."""
+        plain = static(data, content_type="application/octet-stream", ranges=False)
+        halted = hold(plain, len(data) // 2, reached=_Signal(self.holding), release=self.released)
+
+        def answer(ex: Exchange) -> None:
+            (halted if ex.info.path in self.held else plain)(ex)
+
+        return self.route("/" + name, answer)
 
     def hold(self, name: str) -> None:
+        """GETs of ``/NAME`` stop halfway until :meth:`release`."""
         self.held.add("/" + name)
 
     def release(self) -> None:
+        """Let every held GET finish."""
         self.released.set()
 
-    def count(self, path: str) -> None:
-        with self._counter:
-            self.requests[path] += 1
-
-    def enter(self) -> None:
-        with self._counter:
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-
-    def leave(self) -> None:
-        with self._counter:
-            self.in_flight -= 1
+    @property
+    def requests(self) -> Counter[str]:  # type: ignore[override]  # counts, as the tests read
+        """Requests (GET and HEAD) per path."""
+        return Counter(r.path for r in self._select(None, None))
 
     @property
     def total(self) -> int:
-        with self._counter:
-            return sum(self.requests.values())
+        """Requests received, all paths."""
+        return self.count()
+
+    def handler_for(self, request: Request) -> Handler:
+        """The route's handler, with the GET it answers counted as in flight."""
+        inner = super().handler_for(request)
+        if request.method != "GET":
+            return inner
+
+        def answer(ex: Exchange) -> None:
+            with self._flight:
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                inner(ex)
+            finally:
+                with self._flight:
+                    self.in_flight -= 1
+
+        return answer
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: Origin
-    protocol_version = "HTTP/1.1"
+class _Signal(threading.Event):
+    """An event whose every ``set`` also releases a semaphore (one per held request)."""
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - upstream name
-        pass
+    def __init__(self, semaphore: threading.Semaphore) -> None:
+        super().__init__()
+        self._semaphore = semaphore
 
-    def _send(self, head_only: bool) -> None:
-        path = self.path.split("?", 1)[0]
-        self.server.count(path)
-        data = self.server.files.get(path)
-        if data is None:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Content-Type", "application/octet-stream")
-        self.end_headers()
-        if head_only:
-            return
-        if path in self.server.held:
-            half = len(data) // 2
-            self.wfile.write(data[:half])
-            self.wfile.flush()
-            self.server.holding.release()
-            self.server.released.wait(60)
-            self.wfile.write(data[half:])
-        else:
-            self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self.server.enter()
-        try:
-            self._send(head_only=False)
-        finally:
-            self.server.leave()
-
-    def do_HEAD(self) -> None:
-        self._send(head_only=True)
+    def set(self) -> None:
+        """Set, and count one more held request."""
+        super().set()
+        self._semaphore.release()
