@@ -24,14 +24,18 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
 from cacheroot.envs import CACHEROOT_SCENARIO_ORIGIN, CACHEROOT_SCENARIO_ROOT
 
-from .assets import Asset, catalog
+from .assets import catalog
+
+if TYPE_CHECKING:
+    from tests.origin import Exchange, Server, static
+else:
+    # pytest puts tests/ on sys.path (its conftest.py has no package); mypy names it tests.
+    from origin import Server, static
 
 #: A fixed root for the scenario suite (a CI volume, or the harness's cold/warm directory).
 SCENARIO_ROOT: str = CACHEROOT_SCENARIO_ROOT
@@ -57,90 +61,42 @@ def port_for(root: str) -> int:
     return low + int.from_bytes(digest[:4], "big") % (high - low)
 
 
-class Origin(ThreadingHTTPServer):
-    """The server: :attr:`requests` counts ``"METHOD /path"`` for everything but ``/__stats``."""
+class Origin(Server):
+    """The server (the toolkit's, ``tests/origin``): serves the catalog, counts requests.
 
-    daemon_threads = True
-    allow_reuse_address = True
+    :meth:`stats` counts ``"METHOD /path"`` for everything but ``/__stats``.
+    """
 
     def __init__(self, port: int = 0) -> None:
         try:
-            super().__init__(("127.0.0.1", port), _Handler)
+            super().__init__(self._asset, port=port)
         except OSError as exc:
             if port == 0 or exc.errno != errno.EADDRINUSE:
                 raise
-            super().__init__(("127.0.0.1", 0), _Handler)  # taken: a cold volume, not an error
+            super().__init__(self._asset)  # taken: a cold volume, not an error
         self.assets = catalog()
-        self.requests: Counter[str] = Counter()
-        self.count_lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        self.route("/__stats", self._stats)
 
     def stats(self) -> dict[str, Any]:
         """``{"total": N, "requests": {"GET /path": n, ...}}``."""
-        with self.count_lock:
-            return {"total": sum(self.requests.values()), "requests": dict(self.requests)}
+        counts = Counter(f"{r.method} {r.path}" for r in self.requests() if r.path != "/__stats")
+        return {"total": sum(counts.values()), "requests": dict(counts)}
 
+    def _stats(self, ex: Exchange) -> None:
+        ex.respond(200, json.dumps(self.stats()).encode())
 
-class _Handler(BaseHTTPRequestHandler):
-    server: Origin
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class names it
-        pass
-
-    def do_GET(self) -> None:
-        self._serve(body=True)
-
-    def do_HEAD(self) -> None:
-        self._serve(body=False)
-
-    def _serve(self, *, body: bool) -> None:
-        path = urlsplit(self.path).path
-        if path == "/__stats":
-            self._send(200, json.dumps(self.server.stats()).encode(), {}, body=body)
-            return
-        with self.server.count_lock:
-            self.server.requests[f"{self.command} {path}"] += 1
-        asset = self.server.assets.get(path)
+    def _asset(self, ex: Exchange) -> None:
+        asset = self.assets.get(ex.info.path)
         if asset is None:
-            self._send(404, b"not found\n", {}, body=body)
+            ex.respond(404, b"not found\n")
             return
-        self._asset(asset, body=body)
-
-    def _asset(self, asset: Asset, *, body: bool) -> None:
-        etag = f'"{asset.sha256}"'
-        headers = {
-            "Content-Type": asset.content_type,
-            "ETag": etag,
-            "Last-Modified": LAST_MODIFIED,
-            "Cache-Control": "public, max-age=3600",
-            "Accept-Ranges": "bytes",
-        }
-        if self.headers.get("If-None-Match") == etag:
-            self._send(304, b"", headers, body=False)
-            return
-        data = asset.data
-        status = 200
-        ranged = self.headers.get("Range", "")
-        if ranged.startswith("bytes=") and ranged[6:].endswith("-") and ranged[6:-1].isdigit():
-            start = int(ranged[6:-1])
-            if start < len(data):
-                headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
-                data, status = data[start:], 206
-        self._send(status, data, headers, body=body)
-
-    def _send(self, status: int, data: bytes, headers: dict[str, str], *, body: bool) -> None:
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if body and data:
-            self.wfile.write(data)
+        static(
+            asset.data,
+            etag=f'"{asset.sha256}"',
+            last_modified=LAST_MODIFIED,
+            content_type=asset.content_type,
+            headers={"Cache-Control": "public, max-age=3600"},
+        )(ex)
 
 
 def wait_for_exit(pid: int) -> None:
@@ -189,16 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = Origin(args.port)
     if args.detach and not _daemonise():
-        server.server_close()
-        print(server.url, flush=True)  # noqa: T201 - the URL is this command's output
+        server.close()
+        print(server.base, flush=True)  # noqa: T201 - the URL is this command's output
         return 0
     if not args.detach:
-        print(server.url, flush=True)  # noqa: T201
-    thread = threading.Thread(target=server.serve_forever, name="origin", daemon=True)
-    thread.start()
-    wait_for_exit(args.owner)
-    server.shutdown()
-    server.server_close()
+        print(server.base, flush=True)  # noqa: T201
+    with server:
+        wait_for_exit(args.owner)
     return 0
 
 

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 from cacheroot.envs import CACHEROOT, CACHEROOT_DISABLE, CACHEROOT_OPT_IN, TABLE, resolve
@@ -86,26 +85,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = os.path.realpath(args.root or default_root())
     os.makedirs(root, exist_ok=True)
-    server = Origin(port_for(root))
-    thread = threading.Thread(target=server.serve_forever, name="origin", daemon=True)
-    thread.start()
+    server = Origin(port_for(root)).start()
     try:
         env = layout(root)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(args.manifest) if args.manifest else Path(tmp) / "scenarios.toml"
-            path.write_text(manifest(server.url), encoding="utf-8")
+            path.write_text(manifest(server.base), encoding="utf-8")
             code = "from cacheroot.envs._cli import main; raise SystemExit(main())"
             done = subprocess.run(
                 [sys.executable, "-c", code, "warm", str(path), "--jobs", args.jobs],
                 env=env,
                 check=False,
             )
-        media = _warm_media(server.url, env)
-        print(f"scenarios.warm: {root} (origin {server.url}); {media} media URLs")  # noqa: T201
+        media = _warm_media(server.base, env)
+        print(f"scenarios.warm: {root} (origin {server.base}); {media} media URLs")  # noqa: T201
         return done.returncode
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 if __name__ == "__main__":
