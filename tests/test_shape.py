@@ -165,6 +165,7 @@ PUBLIC = {
         "DownloadError",
         "EmptyDownloadError",
         "FetchError",
+        "FetchEvent",
         "Fetcher",
         "LockTimeout",
         "Manifest",

@@ -173,3 +173,58 @@ def test_manifest_error_pickles() -> None:
     assert isinstance(back, ManifestError)
     assert isinstance(back, ValueError)
     assert back.where == exc.where
+
+
+def test_fallback_urls_parse_and_leave_the_entry_and_its_key_alone(tmp_path: Path) -> None:
+    from cacheroot.fetch._cachekey import cache_key
+
+    plain = f'[[asset]]\nurl = "https://h/x"\nsha256 = "{SHA}"\nnamespace = "ns"\n'
+    with_urls = plain + 'urls = ["https://mirror.example/x", "file:///srv/mirror/x"]\n'
+    [asset] = parse_manifest(with_urls).assets
+    assert asset.urls == ("https://mirror.example/x", "file:///srv/mirror/x")
+    assert asset.url == "https://h/x"
+    [bare] = parse_manifest(plain).assets
+    assert bare.urls == ()
+    assert asset != bare
+    assert asset.as_dict() == bare.as_dict()
+    # Where the bytes may come from is not what is cached: the CI cache key stays.
+    (tmp_path / "a.toml").write_text(plain)
+    (tmp_path / "b.toml").write_text(with_urls)
+    assert cache_key([tmp_path / "a.toml"]) == cache_key([tmp_path / "b.toml"])
+
+
+BAD_URLS = [
+    (
+        {"urls": "https://h/y"},
+        "field 'urls'",
+        (
+            "expected a list of http://, https:// or file:// URLs (fallbacks of url), found "
+            "'https://h/y'"
+        ),
+    ),
+    ({"urls": ["https://h/y", "ftp://h/y"]}, "field 'urls[2]'", "found 'ftp://h/y'"),
+    ({"urls": [5]}, "field 'urls[1]'", "found 5"),
+    (
+        {"urls": ["https://h/x"]},
+        "field 'urls[1]'",
+        "expected a URL other than url and the earlier urls, found 'https://h/x'",
+    ),
+    (
+        {"urls": ["https://h/y", "https://h/y"]},
+        "field 'urls[2]'",
+        "expected a URL other than url and the earlier urls, found 'https://h/y'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fields", "where", "what"), BAD_URLS)
+def test_fallback_url_errors_name_the_item(
+    tmp_path: Path, fields: dict[str, object], where: str, what: str
+) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(_asset(**fields))
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: [[asset]] #2, {where}: expected "), text
+    assert text.endswith(what), text

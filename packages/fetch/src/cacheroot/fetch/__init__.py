@@ -27,6 +27,7 @@ from ._errors import (
 from ._fetcher import Fetcher, cache_dir, default_fetcher, fetch
 from ._manifest import Asset, Manifest, ManifestError, load_manifest, parse_manifest
 from ._model import Model
+from ._progress import FetchEvent
 from ._snapshot import (
     SnapshotReport,
     UnpinnedRevisionWarning,
@@ -45,6 +46,7 @@ __all__ = [
     "DownloadError",
     "EmptyDownloadError",
     "FetchError",
+    "FetchEvent",
     "Fetcher",
     "LockTimeout",
     "Manifest",

@@ -9,6 +9,7 @@ with examples, so argparse prints ``argument --max-size: size 'abc': expected ..
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -21,12 +22,18 @@ from ._redact import redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
+
+    from ._fetcher import Fetcher
 
 #: Exit statuses, documented in ``--help``.
 OK, FAILED, USAGE, CHECKSUM, MISS, LOCKED = 0, 1, 2, 3, 4, 5
 
 EPILOG = f"""\
-The path of the cached file is printed as the last line of standard output.
+The path of the cached file is printed as the last line of standard output (with --json, a
+summary instead). Standard error gets one line when the fetch is done (hit or miss, size,
+seconds; for a miss its rate and the host it came from) and one per retry as it happens
+(unless -q); on a terminal, a progress bar while it downloads.
 
 exit status:
   {OK}  the file is cached (downloaded now or already there)
@@ -164,6 +171,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="accept file:// URLs (local mirrors), e.g. file:///srv/mirror/test.jsonl",
     )
+    p.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress bar and no lines on stderr"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON summary on stdout (status, url, path, bytes, seconds, source, from) "
+        "instead of the path",
+    )
     p.set_defaults(func=run)
 
 
@@ -185,9 +201,9 @@ def _refused_scheme(url: str, *, allow_file: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Fetch ``args.url``; print the path or say what went wrong."""
-    from ._errors import CacheMissError, ChecksumError, FetchError, LockTimeout  # noqa: PLC0415
-    from ._fetcher import Fetcher, default_fetcher  # noqa: PLC0415
+    """Fetch ``args.url``; print the path (or the JSON summary), or say what went wrong."""
+    from ._fetcher import Fetcher  # noqa: PLC0415
+    from ._progress import LineReporter  # noqa: PLC0415
 
     settings: dict[str, Any] = {}
     if args.allow_file:
@@ -196,7 +212,27 @@ def run(args: argparse.Namespace) -> int:
         settings["deadline"] = args.deadline or None
     if args.lock_timeout is not None:
         settings["lock_timeout"] = args.lock_timeout
-    fetcher = Fetcher(**settings) if settings else default_fetcher()
+    reporter = LineReporter("cacheroot fetch", quiet=args.quiet)
+    status, message, path = _fetch(args, Fetcher(reporter=reporter, **settings))
+    if message:
+        sys.stderr.write(f"cacheroot fetch: {message}\n")
+    if args.json:
+        done = reporter.last
+        if done is not None and path is not None:
+            summary = {**done.as_dict(), "path": str(path)}
+        else:
+            summary = {"status": "failed", "url": redact_url(args.url), "path": None}
+            summary.update(exit=status, reason=message)
+        sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")
+    elif path is not None:
+        sys.stdout.write(f"{path}\n")
+    return status
+
+
+def _fetch(args: argparse.Namespace, fetcher: Fetcher) -> tuple[int, str, Path | None]:
+    """``(exit status, error message or "", path or None)`` of fetching ``args.url``."""
+    from ._errors import CacheMissError, ChecksumError, FetchError, LockTimeout  # noqa: PLC0415
+
     try:
         path = fetcher.fetch(
             args.url,
@@ -205,22 +241,19 @@ def run(args: argparse.Namespace) -> int:
             filename=args.filename,
             offline=args.offline,
             timeout=args.timeout,
+            progress=False if args.quiet else None,
         )
     except ValueError as exc:
-        status = CHECKSUM if isinstance(exc, ChecksumError) else USAGE
-        sys.stderr.write(f"cacheroot fetch: {exc}\n")
-        return status
+        return (CHECKSUM if isinstance(exc, ChecksumError) else USAGE), str(exc), None
     except CacheMissError as exc:
-        sys.stderr.write(f"cacheroot fetch: {exc}\n")
-        return MISS
+        return MISS, str(exc), None
     except LockTimeout as exc:
-        sys.stderr.write(f"cacheroot fetch: {exc}\n")
-        return LOCKED
+        return LOCKED, str(exc), None
     except FetchError as exc:
         # A refused scheme fails only on a miss (a cached file:// entry is served without the
         # flag), and the library's message names its Python API: say it in the CLI's words.
         refused = _refused_scheme(args.url, allow_file=args.allow_file)
-        sys.stderr.write(f"cacheroot fetch: {refused or exc}\n")
-        return FAILED
-    sys.stdout.write(f"{path}\n")
-    return OK
+        return FAILED, refused or str(exc), None
+    finally:
+        fetcher.close()
+    return OK, "", path

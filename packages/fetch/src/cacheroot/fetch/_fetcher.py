@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from cacheroot.envs import CACHEROOT as _CACHEROOT
 from cacheroot.envs import (
     CACHEROOT_APPLIED,
+    CACHEROOT_MIRRORS,
     CACHEROOT_OFFLINE,
     CACHEROOT_VERIFY,
     INVALID,
@@ -51,13 +52,16 @@ from ._errors import (
 )
 from ._lock import PathLock
 from ._naming import entry_path, record_key, url_key
+from ._progress import FALLBACK, HIT, MISS, RETRY, SHARED_TIER, FetchEvent, host_of
 from ._redact import redact_url
 from ._used import touch_used
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     import requests
+
+    from ._progress import Reporter
 
     #: What a Fetcher knows of one version of an entry: its signature (size, mtime_ns, inode,
     #: ctime_ns), its sha256 (recorded, or hashed here), the URL key it holds, and its state.
@@ -273,6 +277,12 @@ class Fetcher:
     origin that trickles a byte at a time, never slow enough for the read timeout, gives up
     there, and so releases the lock other processes wait on. The default, 30 minutes, is the
     default ``lock_timeout``: a waiter gives up no earlier than the download it waits for.
+
+    ``reporter`` (default: none; the library prints nothing) is called with a
+    :class:`~cacheroot.fetch.FetchEvent` for each finished fetch, each retry (before its wait)
+    and each mirror given up on: the commands print them as lines, a caller may log them.
+    Tokens for an origin come from the environment too (``CACHEROOT_AUTH_TOKENS``, ``HF_TOKEN``
+    for the Hub), and mirrors from ``CACHEROOT_MIRRORS``: both read at each download.
     """
 
     def __init__(
@@ -294,6 +304,7 @@ class Fetcher:
         user_agent: str = "cacheroot-fetch",
         headers: Mapping[str, str] | None = None,
         deadline: float | None = 1800.0,
+        reporter: Reporter | None = None,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -311,6 +322,7 @@ class Fetcher:
         self.user_agent = user_agent
         self.headers = dict(headers or {})
         self.deadline = deadline
+        self.reporter = reporter
         self._session: requests.Session | None = None
         self._session_lock = threading.Lock()
         # entry path -> what this process knows of the version it last saw (see _Known)
@@ -333,6 +345,7 @@ class Fetcher:
         progress: bool | None = None,
         extract: bool = False,
         max_unpacked: int | None = None,
+        fallbacks: Sequence[str] = (),
     ) -> Path:
         """The local path of ``url``'s bytes, downloading them first on a miss.
 
@@ -343,8 +356,11 @@ class Fetcher:
         ``(connect, read)`` pair. ``progress`` shows a bar (default: when stderr is a terminal).
         ``extract`` unpacks a zip or tar archive once per volume and returns its directory
         (``<entry>.extracted``, published atomically; unsafe members refuse the whole archive).
-        ``max_unpacked`` bounds the bytes it may unpack to (default 16 GiB).
+        ``max_unpacked`` bounds the bytes it may unpack to (default 16 GiB). ``fallbacks`` are
+        other URLs of the same bytes, tried in order after ``url`` (and its mirrors) fail; the
+        entry is ``url``'s whichever served it.
         """
+        started = 0.0 if self.reporter is None else time.monotonic()
         digest = _check_sha256(sha256)
         dest = entry_path(cache_dir(), namespace, url, filename)
         key = record_key(url)
@@ -353,7 +369,10 @@ class Fetcher:
             size = self._legacy_hit(url, dest, key, digest)
         if size is not None:
             _stats.add(hits=1, bytes_from_cache=size)
-            return self._finish(dest, extract=extract, max_unpacked=max_unpacked)
+            path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
+            if self.reporter is not None:
+                self._done(HIT, url, path, size=size, started=started)
+            return path
         if os.path.isdir(dest) and not os.path.islink(dest):
             raise _in_the_way(url, dest)
         if offline is None:
@@ -369,15 +388,39 @@ class Fetcher:
                     "(or `cacheroot warm MANIFEST`)"
                 )
             raise CacheMissError(url, dest, hint)
-        self._fill(
+        kind, served = self._fill(
             url,
             dest,
             digest,
             lambda: self._hit(dest, key, digest),
             timeout=timeout,
             progress=progress,
+            fallbacks=fallbacks,
         )
-        return self._finish(dest, extract=extract, max_unpacked=max_unpacked)
+        path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
+        if self.reporter is not None:
+            with contextlib.suppress(OSError):
+                size = os.stat(dest).st_size
+            self._done(kind, url, path, size=size, started=started, served=served)
+        return path
+
+    def _done(
+        self, kind: str, url: str, path: Path, *, size: int | None, started: float, served: str = ""
+    ) -> None:
+        """Report a finished fetch; ``served`` is the URL a miss came from (or SHARED_TIER)."""
+        assert self.reporter is not None  # noqa: S101 - the callers test it
+        source = served if served == SHARED_TIER else host_of(served) if served else ""
+        self.reporter(
+            FetchEvent(
+                kind,
+                redact_url(url),
+                path=str(path),
+                size=size,
+                seconds=time.monotonic() - started,
+                source=source,
+                tried=redact_url(served) if served not in ("", url, SHARED_TIER) else "",
+            )
+        )
 
     def _fetch_to(
         self,
@@ -612,9 +655,27 @@ class Fetcher:
         timeout: float | tuple[float, float] | None,
         progress: bool | None,
         nonempty: bool = False,
-    ) -> None:
-        """Download ``url`` into ``dest`` once across processes, unless ``hit()`` finds it first."""
+        fallbacks: Sequence[str] = (),
+    ) -> tuple[str, str]:
+        """Download ``url`` into ``dest`` once across processes, unless ``hit()`` finds it first.
+
+        Returns ``(HIT, "")`` when another thread or process published it meanwhile, else
+        ``(MISS, where)``: :data:`SHARED_TIER`, or the URL that served it.
+        """
         self._check_scheme(url)
+        served = [url]
+
+        def download() -> None:
+            served[0] = self._download(
+                url,
+                dest,
+                digest,
+                timeout=timeout,
+                progress=progress,
+                nonempty=nonempty,
+                fallbacks=fallbacks,
+            )
+
         while True:
             lock = PathLock(_store.lock_path(dest), timeout=self.lock_timeout)
             try:
@@ -637,7 +698,7 @@ class Fetcher:
                 if size is None:
                     continue  # and it was not what we need: take the lock ourselves
                 _stats.add(hits=1, bytes_from_cache=size)
-                return
+                return HIT, ""
             try:
                 size = hit()
                 if size is not None:
@@ -647,21 +708,15 @@ class Fetcher:
                         redact_url(url),
                         lock.waited,
                     )
-                    return
+                    return HIT, ""
                 _stats.add(misses=1)
                 # With a shared tier (CACHEROOT_SHARED): its copy first, one host downloading.
-                _shared.fill_file(
-                    dest,
-                    record_key(url),
-                    digest,
-                    lambda: self._download(
-                        url, dest, digest, timeout=timeout, progress=progress, nonempty=nonempty
-                    ),
-                    timeout=self.lock_timeout,
+                tier = _shared.fill_file(
+                    dest, record_key(url), digest, download, timeout=self.lock_timeout
                 )
             finally:
                 lock.release()
-            return
+            return MISS, SHARED_TIER if tier == _shared.SHARED else served[0]
 
     def _check_scheme(self, url: str) -> None:
         scheme = urlsplit(url).scheme.lower()
@@ -688,7 +743,17 @@ class Fetcher:
         timeout: float | tuple[float, float] | None,
         progress: bool | None,
         nonempty: bool = False,
-    ) -> None:
+        fallbacks: Sequence[str] = (),
+    ) -> str:
+        """Download ``url`` into ``dest`` from the first source that serves it; that source.
+
+        The sources are ``url``'s mirrors, ``url``, then ``fallbacks`` (:mod:`._mirrors`). Each
+        but the last gets one retry; one that fails on the network, with an HTTP error, or with
+        bytes that do not verify, is given up for the next. Failures on this side (a full
+        disk) stop at once. When all fail, the error names each source and its reason.
+        """
+        from ._mirrors import candidates  # noqa: PLC0415 - only on a miss
+
         if timeout is None:
             timeouts = (self.connect_timeout, self.read_timeout)
         elif isinstance(timeout, tuple):
@@ -697,6 +762,8 @@ class Fetcher:
             timeouts = (min(self.connect_timeout, timeout), timeout)
         show = sys.stderr.isatty() if progress is None else progress
         started = time.monotonic()
+        until = None if self.deadline is None else started + self.deadline
+        sources = candidates(url, fallbacks)
         # A partial left by a process that died is only worth adopting when a digest will
         # check the spliced result; without one, start clean.
         part = _store.Partial.adopt(dest, stale_after=self.stale_after)
@@ -706,20 +773,40 @@ class Fetcher:
             part, adopted = None, False
         if part is None:
             part = self._new_partial(url, dest)
+        failed: list[tuple[str, FetchError]] = []
         try:
-            meta = self._transfer(
-                url,
-                part,
-                digest,
-                timeouts,
-                adopted=adopted,
-                show=show,
-                nonempty=nonempty,
-                until=None if self.deadline is None else started + self.deadline,
-            )
-            self._publish(url, dest, part, meta)
-            if urlsplit(url).scheme.lower() == "file":
-                _no_wider_record(dest)
+            for n, source in enumerate(sources, 1):
+                last = n == len(sources)
+                try:
+                    self._check_scheme(source)
+                    meta = self._transfer(
+                        source,
+                        part,
+                        digest,
+                        timeouts,
+                        adopted=adopted,
+                        show=show,
+                        nonempty=nonempty,
+                        until=until,
+                        retries=None if last else min(1, self.retries),
+                        canonical=url,
+                    )
+                except (DownloadError, ChecksumError, EmptyDownloadError) as exc:
+                    if len(sources) == 1 or getattr(exc, "errno", None) is not None:
+                        raise  # the only source, or a failure on this side: as it is
+                    failed.append((source, exc))
+                    if last:
+                        raise _all_failed(url, failed) from exc
+                    self._skip(url, source, sources[n], exc)
+                    part.reset()
+                    adopted = False
+                    continue
+                if source != url:
+                    meta["mirror"] = redact_url(source)
+                self._publish(url, dest, part, meta)
+                if urlsplit(source).scheme.lower() == "file":
+                    _no_wider_record(dest)
+                break
         except BaseException:
             part.discard()
             raise
@@ -727,13 +814,29 @@ class Fetcher:
         _stats.add(downloads=1)
         rate = part.size / elapsed / 1e6 if elapsed > 0 else float("inf")
         log.info(
-            "fetched %s: %d bytes in %.2f s (%.1f MB/s) -> %s",
+            "fetched %s: %d bytes in %.2f s (%.1f MB/s) from %s -> %s",
             redact_url(url),
             part.size,
             elapsed,
             rate,
+            host_of(source),
             dest,
         )
+        return source
+
+    def _skip(self, url: str, source: str, following: str, exc: FetchError) -> None:
+        """Say that ``source`` failed with ``exc`` and ``following`` is tried next."""
+        log.info("%s failed (%s); trying %s", redact_url(source), exc, redact_url(following))
+        if self.reporter is not None:
+            self.reporter(
+                FetchEvent(
+                    FALLBACK,
+                    redact_url(url),
+                    tried=redact_url(source),
+                    next=redact_url(following),
+                    reason=redact_url(str(exc)),
+                )
+            )
 
     def _transfer(
         self,
@@ -746,12 +849,36 @@ class Fetcher:
         show: bool,
         nonempty: bool = False,
         until: float | None = None,
+        retries: int | None = None,
+        canonical: str = "",
     ) -> dict[str, Any]:
-        """Fill ``part`` and verify it; an adopted partial that fails gets one clean retry.
+        """Fill ``part`` from ``url`` and verify it; an adopted partial that fails gets one clean
+        retry.
 
-        ``until`` (``time.monotonic()``) is the deadline of the whole download.
+        ``until`` (``time.monotonic()``) is the deadline of the whole download; ``retries``
+        overrides the Fetcher's for this source; ``canonical`` is the entry's URL when ``url``
+        is a mirror of it (retries are reported under it).
         """
-        from ._http import Transfer  # noqa: PLC0415 - requests only on a miss
+        from ._auth import auth_headers  # noqa: PLC0415 - requests only on a miss
+        from ._http import Transfer  # noqa: PLC0415
+
+        auth = auth_headers(url)
+        on_retry = None
+        if self.reporter is not None:
+            report, entry, shown = self.reporter, redact_url(canonical or url), redact_url(url)
+
+            def on_retry(failures: int, allowed: int, wait: float, reason: str) -> None:
+                report(
+                    FetchEvent(
+                        RETRY,
+                        entry,
+                        tried=shown,
+                        reason=reason,
+                        attempt=failures,
+                        attempts=allowed,
+                        wait=wait,
+                    )
+                )
 
         while True:
             transfer = Transfer(
@@ -763,6 +890,9 @@ class Fetcher:
                 progress=show,
                 allow_file=self.allow_file,
                 until=until,
+                retries=retries,
+                auth=auth,
+                on_retry=on_retry,
             )
             meta = transfer.run()
             _stats.add(bytes_downloaded=transfer.received)
@@ -811,6 +941,18 @@ class Fetcher:
         self._known[dest] = (sig, record["sha256"], record["url"], _HASHED)
 
 
+def _all_failed(url: str, failed: list[tuple[str, FetchError]]) -> DownloadError:
+    """The error when every source of ``url`` failed: each source, in order, with its reason."""
+    tried = "".join(f"\n  {redact_url(source)}: {exc}" for source, exc in failed)
+    status = next((e.status for _, e in reversed(failed) if isinstance(e, DownloadError)), None)
+    return DownloadError(
+        url,
+        f"could not fetch {url} from any of its {len(failed)} sources (mirrors from "
+        f"{CACHEROOT_MIRRORS}, the URL, its fallback URLs), tried in this order:{tried}",
+        status=status,
+    )
+
+
 _default: Fetcher | None = None
 _default_lock = threading.Lock()
 
@@ -836,6 +978,7 @@ def fetch(
     progress: bool | None = None,
     extract: bool = False,
     max_unpacked: int | None = None,
+    fallbacks: Sequence[str] = (),
 ) -> Path:
     """Download ``url`` once into ``$_VLLM_TEST_CACHE/<namespace>/`` and return its path.
 
@@ -851,4 +994,5 @@ def fetch(
         progress=progress,
         extract=extract,
         max_unpacked=max_unpacked,
+        fallbacks=fallbacks,
     )

@@ -18,8 +18,11 @@ for it. What it handles, and how:
   server that compresses anyway is stored as sent): the cache holds the bytes the URL names;
 - redirects are followed by hand, at most ``max_redirects`` times, and only http to http(s)
   or https to https (a downgrade or another scheme is refused); the caller's own headers
-  (``Fetcher(headers=...)``) go to the first origin only, not to another one a redirect names;
+  (``Fetcher(headers=...)``) and the tokens of the environment (:mod:`._auth`) go to the first
+  origin only, not to another one a redirect names;
 - ``max_size`` is checked against the announced length and while streaming;
+- each retry is announced (``on_retry``) before its wait, so a dead origin shows at its first
+  failure; its reason is the socket's own words (``Connection refused``) where there are some;
 - a ``file://`` copy (where allowed) is made no more readable than its source before a byte is
   written, and the digest of a source that not everyone may read is never shown
   (:attr:`Transfer.private`): a manifest run by a privileged job must not turn a private file
@@ -107,6 +110,25 @@ def new_session(pool: int = 16) -> requests.Session:
     return session
 
 
+def describe(exc: BaseException) -> str:
+    """``ConnectionError: Connection refused``: the class of ``exc`` and the socket error's words
+    from deep in its chain (requests and urllib3 wrap them in paragraphs of their own), or
+    ``exc``'s own message where no socket error is in it."""
+    todo: list[BaseException] = [exc]
+    seen: list[BaseException] = []
+    while todo:
+        e = todo.pop(0)
+        if any(e is s for s in seen):
+            continue
+        seen.append(e)
+        if isinstance(e, OSError) and e.strerror:
+            return f"{type(exc).__name__}: {e.strerror}"
+        reason = getattr(e, "reason", None)
+        todo += [a for a in (*e.args, reason) if isinstance(a, BaseException)]
+        todo += [c for c in (e.__cause__, e.__context__) if c is not None]
+    return f"{type(exc).__name__}: {exc}"
+
+
 class _Retry(Exception):  # noqa: N818 - control flow, never escapes this module
     """One attempt failed in a way worth retrying."""
 
@@ -129,8 +151,17 @@ class Transfer:
         progress: bool,
         allow_file: bool,
         until: float | None = None,
+        retries: int | None = None,
+        auth: Mapping[str, str] | None = None,
+        on_retry: Callable[[int, int, float, str], None] | None = None,
     ) -> None:
         self.session, self.settings, self.url, self.part = session, settings, url, part
+        #: Failed attempts in a row allowed (default: the settings'); a mirror gets fewer.
+        self.retries = settings.retries if retries is None else retries
+        #: Headers for the first origin only, with the caller's own (``settings.headers``).
+        self.auth = dict(auth or {})
+        #: Called with (failures in a row, retries allowed, seconds to wait, reason) before a wait.
+        self.on_retry = on_retry
         #: The deadline of the whole download (``time.monotonic()``), if any.
         self.until = until
         #: How logs and records name the URL (its credentials redacted).
@@ -163,7 +194,7 @@ class Transfer:
                     if self.part.size - before >= min(self.settings.chunk_size, PROGRESS):
                         failures = 0
                     failures += 1
-                    if failures > self.settings.retries:
+                    if failures > self.retries:
                         raise DownloadError(
                             self.url,
                             f"giving up on {self.url} after {failures} attempts: {r.reason}; "
@@ -191,7 +222,10 @@ class Transfer:
                 else f"{redact_url(r.reason)}, and the next try would come after {limit}",
                 r.status,
             )
-        log.debug("retrying %s in %.2f s: %s", self.shown, delay, redact_url(r.reason))
+        reason = redact_url(r.reason)
+        log.info("retrying %s in %.2f s: %s", self.shown, delay, reason)
+        if self.on_retry is not None:
+            self.on_retry(failures, self.retries, delay, reason)
         time.sleep(delay)
 
     def _check_deadline(self) -> None:
@@ -282,10 +316,11 @@ class Transfer:
 
     def _get(self, headers: dict[str, str]) -> requests.Response:
         url = self.url
-        home = _origin(url)
+        home = origin(url)
+        mine = {**self.auth, **self.settings.headers}
         for _ in range(self.settings.max_redirects + 1):
-            # The caller's headers (credentials, most often) are for the origin it named.
-            sent = {**self.settings.headers, **headers} if _origin(url) == home else headers
+            # The caller's headers and the environment's tokens are for the origin it named.
+            sent = {**mine, **headers} if origin(url) == home else headers
             try:
                 resp = self.session.get(
                     url, headers=sent, stream=True, allow_redirects=False, timeout=self._timeouts()
@@ -300,7 +335,7 @@ class Transfer:
                         "busy one, so it is not retried; check the URL, or report it to whoever "
                         "runs the server",
                     ) from exc
-                raise _Retry(f"{type(exc).__name__}: {exc}") from exc
+                raise _Retry(describe(exc)) from exc
             except requests.RequestException as exc:  # a bad URL: trying again will not help
                 raise DownloadError(self.url, f"cannot request {url}: {exc}") from exc
             if resp.status_code not in _REDIRECTS:
@@ -381,7 +416,7 @@ class Transfer:
                 unit="B",
                 unit_scale=True,
                 unit_divisor=1024,
-                desc=os.path.basename(self.part.dest)[:40],
+                desc=_label(self.part.dest),
                 file=sys.stderr,
                 leave=False,
             )
@@ -415,6 +450,16 @@ class Transfer:
                 self._write(chunk)
 
 
+def _label(dest: str) -> str:
+    """The bar's name for the entry at ``dest``: its file name without the URL digest that
+    ``_naming`` puts before it (``0f3c9a1e2b4d6f80-test.jsonl`` shows as ``test.jsonl``)."""
+    name = os.path.basename(dest)
+    head, dash, tail = name.partition("-")
+    if dash and tail and len(head) == 16 and all(c in "0123456789abcdef" for c in head):
+        name = tail
+    return name[:40]
+
+
 def _headers_too_large(exc: BaseException) -> str:
     """What http.client refused about a response's headers somewhere in ``exc``'s chain, or ``""``.
 
@@ -437,7 +482,7 @@ def _headers_too_large(exc: BaseException) -> str:
     return ""
 
 
-def _origin(url: str) -> tuple[str, str | None, int | None]:
+def origin(url: str) -> tuple[str, str | None, int | None]:
     """``(scheme, host, port)`` of ``url`` as the transport connects, the port made explicit.
 
     Read with urllib3's parser, which requests connects with, not ``urlsplit``: the two disagree

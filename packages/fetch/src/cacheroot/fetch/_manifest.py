@@ -9,6 +9,9 @@ Two kinds of entries, as arrays of tables::
     filename = "test.jsonl"       # optional: the entry's name (default: derived from the URL)
     extract = false               # optional: unpack a zip/tar next to it
     max_unpacked = "40G"          # optional, with extract: the unpacked size bound (16G)
+    urls = ["https://mirror.example.org/gsm8k-test.jsonl"]   # optional: fallback URLs of the
+                                  # same bytes, tried in order when url fails; the entry stays
+                                  # url's (its name, its record, the CI cache key)
 
     [[model]]                     # a hub snapshot, downloaded by the hub's own client
     hub = "hf"                    # or "modelscope"
@@ -73,7 +76,16 @@ class ManifestError(FetchError, ValueError):
 class Asset:
     """One ``[[asset]]`` entry: a URL fetched into ``$_VLLM_TEST_CACHE/<namespace>/``."""
 
-    __slots__ = ("extract", "filename", "index", "max_unpacked", "namespace", "sha256", "url")
+    __slots__ = (
+        "extract",
+        "filename",
+        "index",
+        "max_unpacked",
+        "namespace",
+        "sha256",
+        "url",
+        "urls",
+    )
 
     def __init__(
         self,
@@ -85,8 +97,11 @@ class Asset:
         extract: bool = False,
         max_unpacked: int | None = None,
         index: int = 0,
+        urls: tuple[str, ...] = (),
     ) -> None:
         self.url = url
+        #: Fallback URLs of the same bytes, tried in order after ``url`` (and its mirrors).
+        self.urls = tuple(urls)
         self.sha256 = sha256
         self.namespace = namespace
         self.filename = filename
@@ -100,7 +115,7 @@ class Asset:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Asset):
             return NotImplemented
-        return self.as_dict() == other.as_dict()
+        return (self.as_dict(), self.urls) == (other.as_dict(), other.urls)
 
     __hash__ = None  # type: ignore[assignment]  # mutable value object
 
@@ -110,7 +125,8 @@ class Asset:
         return f"[[asset]] #{self.index} {redact_url(self.url)}"
 
     def as_dict(self) -> dict[str, Any]:
-        """The entry as JSON-ready fields."""
+        """The entry as JSON-ready fields: what names and checks it (not its fallback URLs,
+        which change where the bytes may come from, not which bytes are cached)."""
         return {
             "url": self.url,
             "sha256": self.sha256,
@@ -200,7 +216,7 @@ def _kind(value: object) -> str:
     )
 
 
-_ASSET_FIELDS = ("url", "sha256", "namespace", "filename", "extract", "max_unpacked")
+_ASSET_FIELDS = ("url", "sha256", "namespace", "filename", "extract", "max_unpacked", "urls")
 
 
 def _asset(path: str, index: int, table: object) -> Asset:
@@ -245,7 +261,22 @@ def _asset(path: str, index: int, table: object) -> Asset:
         extract=extract,
         max_unpacked=max_unpacked,
         index=index,
+        urls=_fallbacks(e, url),
     )
+
+
+def _fallbacks(e: _Entry, url: str) -> tuple[str, ...]:
+    """The ``urls`` field: fallback URLs of ``url``'s bytes, each once and none ``url`` itself."""
+    value = e.table.get("urls", [])
+    expected = "a list of http://, https:// or file:// URLs (fallbacks of url)"
+    if not isinstance(value, list):
+        raise e.fail("urls", expected, value)
+    for n, item in enumerate(value, 1):
+        if not isinstance(item, str) or not item.startswith(_SCHEMES):
+            raise e.fail(f"urls[{n}]", expected, item)
+        if item == url or value.index(item) != n - 1:
+            raise e.fail(f"urls[{n}]", "a URL other than url and the earlier urls", item)
+    return tuple(value)
 
 
 def _size(e: _Entry, field: str) -> int | None:

@@ -10,6 +10,10 @@ not stop the others; the summary lists each with its reason and the exit status 
 paths on the machine that warms it, which may read what the manifest's author could not. A copy
 is never more readable than its source, and a mismatch does not show the digest of a source
 that not everyone may read (see :mod:`._http`).
+
+The command prints a line on standard error as each entry is done (and one per retry as it
+happens): a CI log shows what was hit, what was downloaded from where and how fast, while it
+runs; the totals close the run on standard output.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from ._archive import MAX_SIZE, extract_entry, extracted_path
 from ._cachekey import cache_key, environ_tag
 from ._errors import CacheMissError, FetchError
 from ._manifest import Asset, Manifest, load_manifest
+from ._progress import FAILED as FAILED_EVENT
+from ._progress import FetchEvent, LineReporter
 from ._redact import redact_url
 from ._used import touch_used
 
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
 
     from ._fetcher import Fetcher
     from ._model import Model
+    from ._progress import Reporter
 
 #: Exit statuses, documented in ``--help``.
 OK, FAILED, USAGE = 0, 1, 2
@@ -82,6 +89,8 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
         "namespace": asset.namespace,
         "filename": asset.filename,
     }
+    if asset.urls:
+        kwargs["fallbacks"] = asset.urls
     status = HIT
     try:
         path = fetcher.fetch(asset.url, offline=True, **kwargs)
@@ -136,11 +145,29 @@ def warm_model(model: Model, *, check: bool = False) -> dict[str, Any]:
     return _row(model, MISS, path=str(path))
 
 
-def _guarded(fn: Any, entry: Asset | Model, *args: Any, **kwargs: Any) -> dict[str, Any]:
+def _guarded(
+    fn: Any, entry: Asset | Model, *args: Any, reporter: Reporter | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    started = time.monotonic()
     try:
         result: dict[str, Any] = fn(entry, *args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - every failure is reported, none stops the rest
-        return _row(entry, FAILURE, reason=redact_url(f"{type(exc).__name__}: {exc}"))
+        result = _row(entry, FAILURE, reason=redact_url(f"{type(exc).__name__}: {exc}"))
+    if reporter is None:
+        return result
+    if result["status"] in (FAILURE, MISSING):
+        reporter(FetchEvent(FAILED_EVENT, entry.label, reason=result["reason"]))
+    elif not isinstance(entry, Asset):  # an asset's fetch has reported itself
+        seconds = time.monotonic() - started
+        reporter(
+            FetchEvent(
+                result["status"],
+                entry.label,
+                path=result["path"],
+                seconds=seconds,
+                source=entry.hub if result["status"] == MISS else "",
+            )
+        )
     return result
 
 
@@ -150,19 +177,21 @@ def warm_manifest(
     jobs: int = 4,
     check: bool = False,
     allow_file: bool = False,
+    reporter: Reporter | None = None,
 ) -> dict[str, Any]:
     """Warm (or with ``check``, only inspect) every entry of ``manifest``; the summary.
 
     ``file://`` assets are read only with ``allow_file`` (else they fail, unread, unless
-    already cached). The summary has ``hits``, ``misses``, ``missing``, ``failures``
-    (counts), ``bytes`` (downloaded by asset misses), ``seconds``, ``warnings`` and one row
-    per entry.
+    already cached). ``reporter`` is called with a :class:`~cacheroot.fetch.FetchEvent` as
+    each entry is done (and for each retry), as the command prints them. The summary has
+    ``hits``, ``misses``, ``missing``, ``failures`` (counts), ``bytes`` (downloaded by asset
+    misses), ``seconds``, ``warnings`` and one row per entry.
     """
     from ._fetcher import Fetcher  # noqa: PLC0415 - requests only when warming
 
     m = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     started = time.monotonic()
-    fetcher = Fetcher(allow_file=allow_file)
+    fetcher = Fetcher(allow_file=allow_file, reporter=reporter)
     notes = [
         f"{model.label}: revision {model.revision!r} is a branch or tag, which can move; pin a "
         "commit hash so every job gets the same files"
@@ -174,8 +203,13 @@ def warm_manifest(
         stack.enter_context(warnings.catch_warnings())
         warnings.filterwarnings("ignore", message=".*is a branch or tag.*")
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, jobs)))
-        futures = [pool.submit(_guarded, warm_asset, a, fetcher, check=check) for a in m.assets]
-        futures += [pool.submit(_guarded, warm_model, md, check=check) for md in m.models]
+        futures = [
+            pool.submit(_guarded, warm_asset, a, fetcher, check=check, reporter=reporter)
+            for a in m.assets
+        ]
+        futures += [
+            pool.submit(_guarded, warm_model, md, check=check, reporter=reporter) for md in m.models
+        ]
         rows = [f.result() for f in futures]
     fetcher.close()
     count = {s: sum(r["status"] == s for r in rows) for s in (HIT, MISS, MISSING, FAILURE)}
@@ -239,6 +273,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no line per entry on stderr (the summary is still printed)",
+    )
+    p.add_argument(
         "--key",
         action="store_true",
         help="print the CI cache key of what warming the MANIFESTs fills (their entries, the "
@@ -262,7 +302,11 @@ def run(args: argparse.Namespace) -> int:
         return USAGE
     try:
         summary = warm_manifest(
-            args.manifest[0], jobs=args.jobs, check=args.check, allow_file=args.allow_file
+            args.manifest[0],
+            jobs=args.jobs,
+            check=args.check,
+            allow_file=args.allow_file,
+            reporter=None if args.quiet or args.check else LineReporter("cacheroot warm"),
         )
     except FetchError as exc:
         sys.stderr.write(f"cacheroot warm: {exc}\n")
