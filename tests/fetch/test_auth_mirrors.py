@@ -27,7 +27,6 @@ from cacheroot.envs import (
 )
 from cacheroot.fetch import DownloadError, Fetcher, FetchError, FetchEvent, warm_manifest
 from cacheroot.fetch._mirrors import candidates
-
 from cacheroot.fetch.store import read_meta
 
 from .origin import Origin, body, sha256
