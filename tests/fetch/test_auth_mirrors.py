@@ -343,3 +343,17 @@ def test_a_manifests_fallback_urls(
     again = warm_manifest(manifest)
     assert [r["status"] for r in again["entries"]] == ["hit"]
     assert other.gets[f"/ok/{name}"] == 1
+
+
+def test_a_token_follows_the_host_not_the_mirror_rewrite(
+    origin: Origin, other: Origin, name: str, quick: Fetcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(HF_TOKEN, TOKEN)
+    monkeypatch.setenv(HF_ENDPOINT, origin.base)
+    monkeypatch.setenv(CACHEROOT_MIRRORS, f"{origin.base}/={other.base}/")
+    quick.fetch(origin.url(f"/ok/{name}"))
+    assert other.auths[f"/ok/{name}"] == [None]  # the Hub's token stays off the mirror
+    monkeypatch.setenv(CACHEROOT_AUTH_TOKENS, f"127.0.0.1:{other.port}=mirror-token")
+    quick.fetch(origin.url(f"/ok/second-{name}"))
+    assert other.auths[f"/ok/second-{name}"] == ["Bearer mirror-token"]
+    assert origin.gets[f"/ok/{name}"] + origin.gets[f"/ok/second-{name}"] == 0
