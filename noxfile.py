@@ -161,16 +161,23 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def download_pinned(session: nox.Session) -> list[str]:
+def download_pinned(session: nox.Session) -> tuple[list[str], list[str]]:
     """Every wheel of wheels.toml in its cache directory, sha256-checked; those to install.
 
     Only wheels missing there (or with another sha256) are asked for, so a warm run needs no
     network. pip runs in hash-checking mode with fixed target flags: the same files come down
-    from any host Python.
+    from any host Python. Returns the wheels marked ``install = true`` (for the venv) and those
+    marked ``install = "jit"`` (for the JIT test's own directory).
     """
     target: dict[str, Any] = UPSTREAM_PINS["download"]
     wheels: list[dict[str, Any]] = UPSTREAM_PINS["wheel"]
     where = ROOT / str(target["dir"])
+    for w in wheels:
+        if w.get("install", False) not in (False, True, "jit"):
+            session.error(
+                f"{w['name']}: install = {w['install']!r} in "
+                f'{UPSTREAM_WHEELS.relative_to(ROOT)}; expected true, false or "jit"'
+            )
 
     def verified(wheel: dict[str, Any]) -> bool:
         path = where / str(wheel["filename"])
@@ -199,7 +206,9 @@ def download_pinned(session: nox.Session) -> list[str]:
         f"{len(wheels)} pinned wheels ({size / 1e6:.0f} MB, {len(missing)} downloaded now), "
         f"sha256 verified, in {where}"
     )
-    return [str(where / w["filename"]) for w in wheels if w.get("install")]
+    venv = [str(where / w["filename"]) for w in wheels if w.get("install") is True]
+    jit = [str(where / w["filename"]) for w in wheels if w.get("install") == "jit"]
+    return venv, jit
 
 
 def interpreter(version: str) -> str:
@@ -225,11 +234,20 @@ def interpreter(version: str) -> str:
 # whatever Python runs nox: found on PATH or in pyenv, else found or fetched by uv.
 @nox.session(python=interpreter(UPSTREAM_PINS["download"]["python-version"]), default=False)
 def upstream(session: nox.Session) -> None:
-    """Check the layout against pinned upstream wheels (vLLM, the JIT libraries); cached."""
-    install = download_pinned(session)
+    """Check the layout against pinned upstream wheels (vLLM, the JIT libraries); cached.
+
+    torch and what it imports go into a directory of their own, which only the JIT test's child
+    process has on its path: importable in the venv, torch would make vllm/__init__.py run for
+    real in the vLLM tests, and that needs every dependency of vLLM.
+    """
+    venv, jit = download_pinned(session)
     install_suite(session)
-    session.install("--no-deps", *install)
-    session.run("pytest", "tests/upstream", "-p", "no:randomly", *session.posargs)
+    session.install("--no-deps", *venv)
+    jit_site = Path(session.create_tmp()) / "jit-site"
+    shutil.rmtree(jit_site, ignore_errors=True)
+    session.install("--no-deps", f"--target={jit_site}", *jit)
+    args = ["tests/upstream", "-p", "no:randomly", f"--jit-site={jit_site}"]
+    session.run("pytest", *args, *session.posargs)
 
 
 @nox.session

@@ -2,9 +2,12 @@
 
 ``wheels.toml`` beside this file pins every wheel (name, version, filename, sha256, size and why
 it is there). ``nox -s upstream`` downloads the set into the directory that file names, checks
-each sha256, installs the wheels marked ``install`` (vLLM, what its media connector imports)
-into its Python 3.12 venv with ``--no-deps``, and runs ``pytest tests/upstream``. What the checks
-looked at is printed at the end of the run, in the "upstream checks" section.
+each sha256, installs the wheels marked ``install = true`` (vLLM, what its media connector
+imports) into its Python 3.12 venv with ``--no-deps``, those marked ``install = "jit"`` (torch and
+what ``import torch`` and ``torch.compile`` on CPU need) into a directory of their own, which it
+names with ``--jit-site`` (only the JIT test's child process has it on its path), and runs
+``pytest tests/upstream``. What the checks looked at is printed at the end of the run, in the
+"upstream checks" section.
 
 Nothing here is collected anywhere else: the other sessions pass ``--ignore=tests/upstream``,
 and where vLLM is not installed (the development venv) ``collect_ignore_glob`` below leaves the
@@ -59,6 +62,7 @@ class Pin:
     filename: str
     sha256: str
     size: int
+    #: Installed by the session: into its venv, or into the JIT test's directory.
     install: bool
     why: str
 
@@ -80,7 +84,7 @@ class Pins:
                 filename=w["filename"],
                 sha256=w["sha256"],
                 size=w["size"],
-                install=w.get("install", False),
+                install=w.get("install", False) is not False,
                 why=w["why"],
             )
             for w in data["wheel"]
@@ -106,6 +110,27 @@ class Pins:
         if not path.is_file() or path.stat().st_size != pin.size:
             pytest.fail(f"{path} is missing or not {pin.size} bytes: run `nox -s upstream`")
         return path
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--jit-site",
+        metavar="DIR",
+        default=None,
+        help='where torch and what it imports are installed (install = "jit" in wheels.toml); '
+        "put on the path of the JIT test's child process only",
+    )
+
+
+@pytest.fixture(scope="session")
+def jit_site(request: pytest.FixtureRequest) -> Path | None:
+    """The directory ``--jit-site`` names, or ``None`` (torch is then looked for in this venv).
+
+    Read with a default: a run that loads this conftest only while collecting (started from
+    the repository root, say) never parsed the option.
+    """
+    value = request.config.getoption("jit_site", default=None)
+    return Path(value) if value else None
 
 
 @pytest.fixture(scope="session")

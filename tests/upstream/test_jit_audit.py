@@ -10,14 +10,17 @@ exit; the test reads it, with HOME and the temporary directory pointed into ``tm
 the working tree, which the audit allows), so that the scan sees every file a compiler or a
 worker left there.
 
-torch is not among the wheels the ``upstream`` session installs (its Linux wheel is the CUDA
-build, which imports only beside its nvidia-* wheels); where torch is missing, or no C++
-compiler is on PATH, the test says so and skips.
+The ``upstream`` session installs torch (the CUDA build from PyPI, which imports on CPU beside
+its nvidia-* wheels) and what it imports into a directory of their own, named by ``--jit-site``:
+the child has it on ``PYTHONPATH``, this process does not (torch importable beside vLLM would
+change what the vLLM tests import). Elsewhere torch is looked for in this environment; where it
+is missing, or no C++ compiler is on PATH, the test says so and skips.
 """
 
 from __future__ import annotations
 
 import getpass
+import importlib.machinery
 import importlib.util
 import json
 import shutil
@@ -53,22 +56,35 @@ print("triton", "triton" in __import__("sys").modules)
 """
 
 
-def _missing() -> str:
-    if importlib.util.find_spec("torch") is None:
+def _missing(jit_site: Path | None) -> str:
+    """Why the check cannot run here, or ``""``."""
+    if jit_site is not None:
+        if importlib.machinery.PathFinder.find_spec("torch", [str(jit_site)]) is None:
+            return f"--jit-site {jit_site} holds no torch: run `nox -s upstream`, which fills it"
+    elif importlib.util.find_spec("torch") is None:
         return (
-            "torch is not installed in this environment: the upstream session downloads its "
-            "wheel (tests/upstream/wheels.toml) but does not install it; install torch (a CPU "
-            "build, or the CUDA build with its nvidia-* wheels) to run this check"
+            "torch is not installed in this environment: `nox -s upstream` installs it (the "
+            'wheels marked install = "jit" in tests/upstream/wheels.toml) and passes '
+            "--jit-site; or install torch (a CPU build, or the CUDA build with its nvidia-* "
+            "wheels) to run this check"
         )
     if shutil.which("g++") is None and shutil.which("c++") is None:
-        return "no C++ compiler (g++ or c++) on PATH: Inductor's CPU path builds C++ with it"
+        return (
+            "no C++ compiler (g++ or c++) on PATH: Inductor's CPU path builds C++ with it "
+            "(ci/bootstrap.sh installs g++)"
+        )
     return ""
 
 
-@pytest.mark.skipif(bool(_missing()), reason=_missing() or "runs")
 def test_torch_compile_on_cpu_writes_only_under_the_root(
-    tmp_path: Path, clean_env: dict[str, str], report: Callable[[str], None]
+    tmp_path: Path,
+    clean_env: dict[str, str],
+    jit_site: Path | None,
+    report: Callable[[str], None],
 ) -> None:
+    missing = _missing(jit_site)
+    if missing:
+        pytest.skip(missing)
     # The working tree is an allowed place: it must not hold HOME or the temporary directory.
     root, tmp, home = tmp_path / "root", tmp_path / "tmp", tmp_path / "home"
     work = tmp_path / "work"
@@ -84,6 +100,8 @@ def test_torch_compile_on_cpu_writes_only_under_the_root(
         CACHEROOT_AUDIT: "fail",
         CACHEROOT_AUDIT_REPORT: str(audit_report),
     }
+    if jit_site is not None:
+        env["PYTHONPATH"] = str(jit_site)
     proc = subprocess.run(
         [sys.executable, "-c", COMPILE],
         env=env,
