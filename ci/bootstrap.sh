@@ -8,8 +8,8 @@
 #     PATH, uv builds that environment and installs nox (fast; it uses uv's cache); without it,
 #     `python3 -m venv` and that environment's pip install both from PyPI.
 #   - shellcheck (the lint session), bubblewrap (the isolated e2e runs), openssh-server and sshfs
-#     (the shared-tier e2e runs) from Debian's packages,
-#     when running as root on a machine with apt-get; --no-system-packages leaves them out.
+#     (the shared-tier e2e runs), g++ (torch.compile on CPU in the upstream session) from Debian's
+#     packages, when running as root on a machine with apt-get; --no-system-packages leaves them out.
 #
 # Running it again changes nothing: a tool found on PATH, or already in TOOLS_DIR, is kept (its
 # link is made again if it went missing). Each line of output says what was installed or found,
@@ -123,8 +123,10 @@ command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
 # The shared-tier e2e runs: a local sshd and one sshfs client per simulated host.
 [[ -x /usr/sbin/sshd ]] || packages+=(openssh-server)
 command -v sshfs >/dev/null 2>&1 || packages+=(sshfs)
+# Inductor's CPU path builds the C++ it generates with the system compiler.
+command -v g++ >/dev/null 2>&1 || packages+=(g++)
 if ((${#packages[@]} == 0)); then
-    say "shellcheck, bubblewrap, sshd and sshfs: found, left as they are"
+    say "shellcheck, bubblewrap, sshd, sshfs and g++: found, left as they are"
 elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     say "installing ${packages[*]} with apt-get"
     apt-get update -qq
