@@ -233,3 +233,33 @@ def test_warm_logs_each_entry_and_ends_with_totals(
     quiet = cacheroot("warm", "-q", str(manifest))
     assert quiet.stderr == ""
     assert origin.gets[f"/ok/{name}"] == 1
+
+
+def test_a_miss_the_shared_tier_serves_says_so(origin: Origin, name: str, tmp_path: Path) -> None:
+    from cacheroot.envs import CACHEROOT, CACHEROOT_APPLIED, CACHEROOT_SHARED, TABLE
+
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {CACHEROOT_APPLIED, *(v.name for v in TABLE)}
+    }
+    url = origin.url(f"/ok/{name}")
+    lines = []
+    for host in ("a", "b"):  # two hosts, each its own root, one shared tier
+        env = {**base, CACHEROOT: str(tmp_path / host), CACHEROOT_SHARED: str(tmp_path / "l2")}
+        done = subprocess.run(
+            [sys.executable, "-m", "cacheroot.envs._cli", "fetch", url],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        lines.append(done.stderr)
+    assert re.fullmatch(rf"cacheroot fetch: miss .* from {HOSTPORT}\n", lines[0]), lines[0]
+    assert re.fullmatch(
+        rf"cacheroot fetch: miss {re.escape(url)} \(64\.0 KiB\) in {SECONDS}, {RATE} "
+        r"from shared tier\n",
+        lines[1],
+    ), lines[1]
+    assert origin.gets[f"/ok/{name}"] == 1
