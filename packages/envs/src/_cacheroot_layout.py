@@ -42,8 +42,8 @@ CACHEROOT_MIRRORS = "CACHEROOT_MIRRORS"
 CACHEROOT_AUTH_TOKENS = "CACHEROOT_AUTH_TOKENS"
 #: Hugging Face's access token (read by huggingface_hub; ``cacheroot.fetch`` sends it to the Hub's
 #: own origins only), and its older name, which huggingface_hub still reads after it.
-HF_TOKEN = "HF_TOKEN"
-HUGGING_FACE_HUB_TOKEN = "HUGGING_FACE_HUB_TOKEN"
+HF_TOKEN = "HF_TOKEN"  # noqa: S105 - the variable's name, not a token
+HUGGING_FACE_HUB_TOKEN = "HUGGING_FACE_HUB_TOKEN"  # noqa: S105 - the same
 #: The run-time audit (``_cacheroot_audit``): ``1`` (or ``warn``) or ``fail`` records, in every
 #: hooked process, each file written outside the root and the allowed places. Unset: the hook
 #: looks this variable up and imports nothing more.
