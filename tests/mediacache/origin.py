@@ -6,6 +6,7 @@ that turns a matching conditional request into a 304), a body cut short of its
 the answer until the test opens it, or a redirect.
 Paths under ``/gen/<n>/<size>`` need no route: they answer ``size`` bytes derived from ``n``,
 cacheable for an hour, so many processes can fetch many URLs without any setup.
+The server, its record of requests and the behaviours are the toolkit's (``tests/origin``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.origin import Exchange, Handler, Request, Server, gated, static, status
+else:
+    # pytest puts tests/ on sys.path (its conftest.py has no package); mypy names it tests.
+    from origin import Server, gated, static, status
 
 
 def gen_body(n: int, size: int) -> bytes:
@@ -23,11 +29,59 @@ def gen_body(n: int, size: int) -> bytes:
     return (seed * (size // len(seed) + 1))[:size]
 
 
-class Route:
-    """What the origin answers for one path."""
+def _generated(ex: Exchange) -> None:
+    """``/gen/<n>/<size>``, else 404."""
+    if not ex.info.target.startswith("/gen/"):
+        ex.respond(404, b"no such route")
+        return
+    _, _, n, size = ex.info.target.split("/")[:4]
+    headers = {"Cache-Control": "max-age=3600"}
+    static(gen_body(int(n), int(size)), headers=headers, ranges=False)(ex)
 
-    def __init__(
+
+def _unended(body: bytes, code: int, headers: dict[str, str], length: int | None) -> Handler:
+    """``body`` announced as ``length`` bytes (``None``: no length), then a close."""
+
+    def answer(ex: Exchange) -> None:
+        closing = {} if length is None else {"Connection": "close"}  # respond() says it for None
+        ex.respond(code, body, {**headers, **closing}, length=length)
+        ex.close_connection = True
+
+    return answer
+
+
+class Origin(Server):
+    """The server; :meth:`start` runs it in a daemon thread."""
+
+    def __init__(self) -> None:
+        super().__init__(_generated, methods=("GET",))
+        #: Set at every GET (a test clears it to wait for the next one).
+        self.first_get = threading.Event()
+
+    def record(self, exchange: Exchange) -> Request:
+        """Record the GET, then tell whoever waits for one."""
+        request = super().record(exchange)
+        self.first_get.set()
+        return request
+
+    @property
+    def gets(self) -> Counter[str]:
+        """GETs per request target (path and query)."""
+        return Counter(r.target for r in self.requests())
+
+    @property
+    def seen(self) -> list[dict[str, str]]:
+        """Each GET's headers (names lower-cased), with its target as ``"path"``."""
+        return [{"path": r.target, **r.headers} for r in self.requests()]
+
+    @property
+    def answers(self) -> Counter[tuple[str, int]]:
+        """Answers by ``(target, status)``."""
+        return Counter((r.target, r.status) for r in self.requests() if r.status is not None)
+
+    def route(  # type: ignore[override]  # a route from what the test says it answers
         self,
+        path: str,
         body: bytes = b"",
         *,
         status: int = 200,
@@ -38,132 +92,36 @@ class Route:
         length: bool = True,
         gate: threading.Event | None = None,
         location: str | None = None,
-    ) -> None:
-        self.body = body
-        self.status = status
-        self.headers = dict(headers or {})
-        self.etag = etag
-        self.last_modified = last_modified
-        self.short_by = short_by
-        self.length = length
-        self.gate = gate
-        self.location = location
+    ) -> str:
+        """Set what ``path`` answers; return its URL.
+
+        ``short_by``: announce that many bytes more than are sent; ``length=False``: announce
+        no length; ``gate``: answer once it is set; ``location``: a redirect with ``status``.
+        """
+        fixed = dict(headers or {})
+        handler: Handler
+        if location is not None:
+            handler = _status(status, {"Location": location})
+        elif short_by or not length:
+            if etag:
+                fixed["ETag"] = etag
+            if last_modified:
+                fixed["Last-Modified"] = last_modified
+            handler = _unended(body, status, fixed, len(body) + short_by if length else None)
+        else:
+            handler = static(
+                body,
+                status=status,
+                headers=fixed,
+                etag=etag,
+                last_modified=last_modified,
+                ranges=False,
+            )
+        if gate is not None:
+            handler = gated(handler, gate)
+        return super().route(path, handler)
 
 
-class Origin(ThreadingHTTPServer):
-    """The server; :meth:`start` runs it in a daemon thread."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.routes: dict[str, Route] = {}
-        self.gets: Counter[str] = Counter()
-        self.answers: Counter[tuple[str, int]] = Counter()
-        self.seen: list[dict[str, str]] = []
-        self.first_get = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def url(self, path: str) -> str:
-        """The absolute URL of ``path``."""
-        return self.base + path
-
-    def route(self, path: str, body: bytes = b"", **kwargs: Any) -> str:
-        """Set what ``path`` answers; return its URL."""
-        self.routes[path] = Route(body, **kwargs)
-        return self.url(path)
-
-    def record(self, path: str, headers: dict[str, str]) -> None:
-        with self._lock:
-            self.gets[path] += 1
-            self.seen.append({"path": path, **headers})
-        self.first_get.set()
-
-    def start(self) -> Origin:
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        for route in self.routes.values():
-            if route.gate is not None:
-                route.gate.set()
-        self.shutdown()
-        self.server_close()
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        """Clients that hang up mid-answer are part of the tests: stay quiet."""
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in separate writes: without this, Nagle's algorithm and the
-    # client's delayed ACK add 40 ms to every answer.
-    disable_nagle_algorithm = True
-    server: Origin
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
-        """Quiet."""
-
-    def do_GET(self) -> None:
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        self.server.record(self.path, headers)
-        route = self.server.routes.get(self.path)
-        if route is None and self.path.startswith("/gen/"):
-            _, _, n, size = self.path.split("/")[:4]
-            route = Route(gen_body(int(n), int(size)), headers={"Cache-Control": "max-age=3600"})
-        if route is None:
-            self._answer(404, {}, b"no such route")
-            return
-        if route.gate is not None:
-            route.gate.wait(30)
-        if route.location is not None:
-            self._answer(route.status, {"Location": route.location}, b"")
-            return
-        validators = {**route.headers}
-        if route.etag:
-            validators["ETag"] = route.etag
-        if route.last_modified:
-            validators["Last-Modified"] = route.last_modified
-        inm = headers.get("if-none-match")
-        ims = headers.get("if-modified-since")
-        if (route.etag and inm == route.etag) or (
-            route.last_modified and inm is None and ims == route.last_modified
-        ):
-            self._answer(304, validators, b"", length=False)
-            return
-        if route.short_by or not route.length:
-            self.send_response(route.status)
-            for k, v in validators.items():
-                self.send_header(k, v)
-            if route.length:
-                self.send_header("Content-Length", str(len(route.body) + route.short_by))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(route.body)
-            self.wfile.flush()
-            self.close_connection = True
-            return
-        self._answer(route.status, validators, route.body)
-
-    def _answer(
-        self, status: int, headers: dict[str, str], body: bytes, *, length: bool = True
-    ) -> None:
-        self.server.answers[(self.path, status)] += 1
-        self.send_response(status)
-        for k, v in headers.items():
-            self.send_header(k, v)
-        if length:
-            self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if body:
-            self.wfile.write(body)
+def _status(code: int, headers: dict[str, str]) -> Handler:
+    """An empty answer (``route``'s own ``status`` argument hides the toolkit's name)."""
+    return status(code, b"", headers=headers)
