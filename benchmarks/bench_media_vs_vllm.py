@@ -51,6 +51,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The test origins import their toolkit as pytest does, from the tests directory.
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from cacheroot.envs import CACHEROOT_MEDIA_CACHE, VLLM_MEDIA_CACHE, VLLM_MEDIA_CACHE_MAX_SIZE_MB
 from cacheroot.mediacache import vllm_plugin

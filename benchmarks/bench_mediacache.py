@@ -41,8 +41,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,9 +52,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._rounds import MIN_ROUNDS, Conditions, Summary, run_rounds, table
 from cacheroot.mediacache import MediaCache
+from tests.origin import Server, static
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from tests.origin import Exchange
 
 #: Where the origin serves the body, and where it reports how many requests it got for it.
 BODY_PATH, COUNT_PATH = "/image.jpg", "/count"
@@ -62,42 +65,24 @@ BODY_PATH, COUNT_PATH = "/image.jpg", "/count"
 MEDIACACHE, REQUESTS_CACHE, NO_CACHE = "mediacache", "requests-cache", "no cache"
 
 
-class _Origin(BaseHTTPRequestHandler):
-    """The body with freshness headers; ``/count``, the number of requests for the body."""
-
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    body = b""
-    served = 0
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
-        """Quiet."""
-
-    def do_GET(self) -> None:
-        if self.path == COUNT_PATH:
-            payload = str(_Origin.served).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Cache-Control", "no-store")
-        else:
-            _Origin.served += 1
-            payload = self.body
-            self.send_response(200)
-            self.send_header("Content-Type", "image/jpeg")
-            self.send_header("Cache-Control", "max-age=3600")
-            self.send_header("ETag", '"v1"')
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-
 def serve(body_file: str) -> None:
-    """The origin (``--serve FILE``): print the port, serve until killed."""
-    _Origin.body = Path(body_file).read_bytes()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Origin)
-    server.daemon_threads = True
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
+    """The origin (``--serve FILE``): print the port, serve until killed.
+
+    The body with freshness headers at :data:`BODY_PATH`; :data:`COUNT_PATH`, the number of
+    requests for the body (the toolkit's record, ``tests/origin``).
+    """
+    body = Path(body_file).read_bytes()
+    fresh = {"Cache-Control": "max-age=3600"}
+    with Server(methods=("GET",)) as server:
+        server.route(BODY_PATH, static(body, etag='"v1"', content_type="image/jpeg", headers=fresh))
+
+        def count(ex: Exchange) -> None:
+            payload = str(server.count(BODY_PATH)).encode()
+            ex.respond(200, payload, {"Content-Type": "text/plain", "Cache-Control": "no-store"})
+
+        server.route(COUNT_PATH, count)
+        print(server.port, flush=True)
+        threading.Event().wait()
 
 
 def start_origin(body_file: str) -> tuple[subprocess.Popen[str], str]:
