@@ -9,11 +9,9 @@ download from a local server.
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +22,11 @@ from cacheroot.envs import CACHEROOT, CACHEROOT_DISABLE, XDG_CACHE_HOME
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from tests.origin import Server, static
     from tests.sitecustomize.conftest import Interpreter
+else:
+    # pytest puts tests/ on sys.path (its conftest.py has no package); mypy names it tests.
+    from origin import Server, static
 
 VOCAB = b"IQ== 0\nIg== 1\n"
 
@@ -57,29 +59,11 @@ json.dump(seen, sys.stdout)
 """
 
 
-class _Vocab(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(VOCAB)))
-        self.end_headers()
-        self.wfile.write(VOCAB)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - upstream name
-        del format, args
-
-
 @pytest.fixture
 def vocab_url() -> Iterator[str]:
     """A tiktoken-like vocabulary file served from 127.0.0.1."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Vocab)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/cl100k_base.tiktoken"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with Server(static(VOCAB)) as server:
+        yield server.url("/cl100k_base.tiktoken")
 
 
 def _probe(interp: Interpreter, code: str, env: dict[str, str], *args: str) -> dict[str, object]:
