@@ -243,7 +243,7 @@ def upstream(session: nox.Session) -> None:
     venv, jit = download_pinned(session)
     install_suite(session)
     session.install("--no-deps", *venv)
-    jit_site = Path(session.create_tmp()) / "jit-site"
+    jit_site = Path(session.create_tmp()).resolve() / "jit-site"  # the child runs elsewhere
     shutil.rmtree(jit_site, ignore_errors=True)
     session.install("--no-deps", f"--target={jit_site}", *jit)
     args = ["tests/upstream", "-p", "no:randomly", f"--jit-site={jit_site}"]

@@ -124,13 +124,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture(scope="session")
 def jit_site(request: pytest.FixtureRequest) -> Path | None:
-    """The directory ``--jit-site`` names, or ``None`` (torch is then looked for in this venv).
+    """The directory ``--jit-site`` names, made absolute (the child runs in another working
+    directory), or ``None`` (torch is then looked for in this venv).
 
     Read with a default: a run that loads this conftest only while collecting (started from
     the repository root, say) never parsed the option.
     """
     value = request.config.getoption("jit_site", default=None)
-    return Path(value) if value else None
+    return Path(value).resolve() if value else None
 
 
 @pytest.fixture(scope="session")
