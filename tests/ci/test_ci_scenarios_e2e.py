@@ -10,11 +10,7 @@ once between them, with every test passing in both.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,35 +20,38 @@ import pytest
 from cacheroot.envs import CACHEROOT_OFFLINE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    import subprocess
+    from collections.abc import Callable
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "ci" / "isolated-run.sh"
-SCENARIOS = REPO / "tests" / "scenarios"
+    from tests.ci import isolated
+else:
+    # pytest puts tests/ci on sys.path (no package there); mypy names it tests.ci.
+    import isolated
+
+SCENARIOS = isolated.REPO / "tests" / "scenarios"
 
 #: Runs inside an isolated run, from the repository. argv: the report path, then optionally the
 #: FIFOs "ready" (written once the origin listens) and "go" (read to EOF before pytest starts).
 DRIVER = """
-import json, os, subprocess, sys, threading
+import json, os, subprocess, sys
 sys.path.insert(0, "tests")
 from scenarios.conftest import SCENARIO_ORIGIN, SCENARIO_ROOT
 from scenarios.origin import Origin, port_for
 
 root = os.environ["CACHEROOT"]
-origin = Origin(port_for(root))
-threading.Thread(target=origin.serve_forever, daemon=True).start()
+origin = Origin(port_for(root)).start()
 if len(sys.argv) > 2:
     with open(sys.argv[2], "w") as ready:
         ready.write("ready\\n")
     with open(sys.argv[3]) as go:
         go.read()
-env = {**os.environ, SCENARIO_ROOT: root, SCENARIO_ORIGIN: origin.url}
+env = {**os.environ, SCENARIO_ROOT: root, SCENARIO_ORIGIN: origin.base}
 run = subprocess.run(
     [sys.executable, "-m", "pytest", "tests/scenarios", "-q", "-n", "2",
      "--cacheroot-report=" + sys.argv[1]],
     env=env, capture_output=True, text=True,
 )
-origin.shutdown()
+origin.close()
 print(json.dumps({"status": run.returncode, "output": run.stdout + run.stderr,
                   "origin": origin.stats()}))
 """
@@ -63,41 +62,17 @@ def driver_argv(bash: str, script_env: dict[str, str], cli_dir: Path) -> Callabl
     """The argv of one isolated scenario run; skips where it cannot run here."""
     if not SCENARIOS.is_dir():
         pytest.skip("tests/scenarios is not in this checkout")
-    if not (Path(sys.prefix) / "pyvenv.cfg").is_file():
-        pytest.skip(f"{sys.executable} is not in a virtual environment: nothing to bind inside")
-    check = subprocess.run(
-        [bash, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60, check=False
-    )
-    if check.returncode == 77:
-        pytest.skip(check.stderr.strip())
-    assert check.returncode == 0, check.stderr
-    script_env["ISOLATED_VENV"] = sys.prefix
-    script_env["CACHEROOT_CLI"] = str(cli_dir / "cacheroot")
+    run = isolated.isolated_run(bash, script_env, cli_dir)
 
     def argv(*options: str, report: str, gates: tuple[str, ...] = ()) -> list[str]:
-        return [bash, str(SCRIPT), *options, "--", "python", "-c", DRIVER, report, *gates]
+        return [*run, *options, "--", "python", "-c", DRIVER, report, *gates]
 
     return argv
 
 
-@contextlib.contextmanager
-def started(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
-    """A running isolated run, killed on the way out if the test failed before it finished."""
-    with subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as proc:
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-
-
 def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
     """Wait for a run; its JSON, after checking that every scenario passed."""
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    result: dict[str, Any] = json.loads(out)
+    result = isolated.finish(proc, timeout=300)
     assert result["status"] == 0, result["output"]
     return result
 
@@ -113,7 +88,7 @@ def test_cold_then_warm_scenario_runs(
     reports = tmp_path / "reports"
     reports.mkdir()
     bind = ("--tag", "cuda", "--bind", str(reports), "/reports")
-    with started(driver_argv(*bind, report="/reports/cold.json"), script_env) as proc:
+    with isolated.started(driver_argv(*bind, report="/reports/cold.json"), script_env) as proc:
         cold = finish(proc)
     served = requests(cold)
     assert served, "the cold run asked the origin for nothing: the suite fetched nothing"
@@ -122,7 +97,8 @@ def test_cold_then_warm_scenario_runs(
     assert cold_report["misses"] > 0
 
     offline = ("--setenv", CACHEROOT_OFFLINE, "1")
-    with started(driver_argv(*bind, *offline, report="/reports/warm.json"), script_env) as proc:
+    warm_argv = driver_argv(*bind, *offline, report="/reports/warm.json")
+    with isolated.started(warm_argv, script_env) as proc:
         warm = finish(proc)
     assert requests(warm) == Counter()
     warm_report = json.loads((reports / "warm.json").read_text())
@@ -137,22 +113,12 @@ def test_two_scenario_runs_at_once_ask_for_each_asset_once(
     tmp_path: Path,
 ) -> None:
     gates = tmp_path / "gates"
-    gates.mkdir()
-    names = ("ready-a", "go-a", "ready-b", "go-b")
-    for name in names:
-        os.mkfifo(gates / name)
+    a_gates, b_gates = isolated.make_gates(gates)
     bind = ("--tag", "rocm", "--bind", str(gates), "/gates")
-    a_gates = ("/gates/ready-a", "/gates/go-a")
-    b_gates = ("/gates/ready-b", "/gates/go-b")
-    with (
-        started(driver_argv(*bind, report="/gates/a.json", gates=a_gates), script_env) as a,
-        started(driver_argv(*bind, report="/gates/b.json", gates=b_gates), script_env) as b,
-    ):
-        for ready in ("ready-a", "ready-b"):  # both origins listen
-            with (gates / ready).open() as fifo:
-                assert fifo.readline() == "ready\n"
-        with (gates / "go-a").open("w"), (gates / "go-b").open("w"):
-            pass  # both runs are blocked reading "go": closing releases them together
+    a_argv = driver_argv(*bind, report="/gates/a.json", gates=a_gates)
+    b_argv = driver_argv(*bind, report="/gates/b.json", gates=b_gates)
+    with isolated.started(a_argv, script_env) as a, isolated.started(b_argv, script_env) as b:
+        isolated.release_together(gates)
         first, second = finish(a), finish(b)
     both = requests(first) + requests(second)
     assert both, "neither run asked the origin for anything"

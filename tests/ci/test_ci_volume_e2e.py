@@ -10,13 +10,7 @@ volume one per asset between them.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,10 +18,15 @@ import pytest
 from cacheroot.envs import CACHEROOT_OFFLINE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    import subprocess
+    from collections.abc import Callable
+    from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "ci" / "isolated-run.sh"
+    from tests.ci import isolated
+else:
+    # pytest puts tests/ci on sys.path (no package there); mypy names it tests.ci.
+    import isolated
+
 CONTAINER_ROOT = "/cacheroot"
 ASSETS = 6
 SIZE = 256 * 1024
@@ -35,38 +34,26 @@ SIZE = 256 * 1024
 PORT = 18080
 
 #: One job: serve the assets on 127.0.0.1:PORT, fetch them all, print what happened as JSON.
-#: argv: port, count, size, chunk delay (seconds; slows the origin so that runs overlap),
-#: then optionally the FIFOs "ready" (written once the origin listens) and "go" (read to EOF).
+#: argv: port, count, size, chunk delay (seconds between 16 KiB pieces; slows the origin so that
+#: runs overlap), then optionally the FIFOs "ready" (written once the origin listens) and "go"
+#: (read to EOF). It runs from the repository: the origin is the toolkit's (tests/origin).
 JOB = """
-import hashlib, json, sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import hashlib, json, sys, time
+sys.path.insert(0, "tests")
+from origin import Server, paced, static
 from cacheroot.fetch import fetch, stats
 
 port, count, size, delay = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 gates = sys.argv[5:]
-served = []
-guard = threading.Lock()
 
 def body(i):
     return (hashlib.sha256(b"asset-%d" % i).digest() * (size // 32 + 1))[:size]
 
-class Origin(BaseHTTPRequestHandler):
-    def do_GET(self):
-        with guard:
-            served.append(self.path)
-        data = body(int(self.path.rsplit("/", 1)[1]))
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        for start in range(0, len(data), 16384):
-            self.wfile.write(data[start:start + 16384])
-            time.sleep(delay)
+def asset(ex):
+    data = body(int(ex.info.path.rsplit("/", 1)[1]))
+    paced(static(data), chunk=16384, every=delay)(ex)
 
-    def log_message(self, *args):
-        pass
-
-server = ThreadingHTTPServer(("127.0.0.1", port), Origin)
-threading.Thread(target=server.serve_forever, daemon=True).start()
+server = Server(asset, port=port, methods=("GET",)).start()
 if gates:
     with open(gates[0], "w") as ready:
         ready.write("ready\\n")
@@ -78,7 +65,8 @@ for i in range(count):
     digest = hashlib.sha256(body(i)).hexdigest()
     paths.append(str(fetch(f"http://127.0.0.1:{port}/asset/{i}", sha256=digest, namespace="e2e")))
 ended = time.time()
-server.shutdown()
+server.close()
+served = [r.path for r in server.requests()]
 print(json.dumps({"served": served, "paths": paths, "stats": stats(), "span": [began, ended]}))
 """
 
@@ -91,21 +79,11 @@ def asset(i: int) -> bytes:
 @pytest.fixture
 def job_argv(bash: str, script_env: dict[str, str], cli_dir: Path) -> Callable[..., list[str]]:
     """The argv of one isolated job; skips where isolated runs are impossible here."""
-    if not (Path(sys.prefix) / "pyvenv.cfg").is_file():
-        pytest.skip(f"{sys.executable} is not in a virtual environment: nothing to bind inside")
-    check = subprocess.run(
-        [bash, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60, check=False
-    )
-    if check.returncode == 77:
-        pytest.skip(check.stderr.strip())
-    assert check.returncode == 0, check.stderr
-    script_env["ISOLATED_VENV"] = sys.prefix
-    script_env["CACHEROOT_CLI"] = str(cli_dir / "cacheroot")
+    run = isolated.isolated_run(bash, script_env, cli_dir)
 
     def argv(*options: str, delay: float = 0.0, gates: tuple[str, ...] = ()) -> list[str]:
         return [
-            bash,
-            str(SCRIPT),
+            *run,
             *options,
             "--",
             "python",
@@ -123,10 +101,7 @@ def job_argv(bash: str, script_env: dict[str, str], cli_dir: Path) -> Callable[.
 
 def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
     """Wait for a job and return its JSON report."""
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    report: dict[str, Any] = json.loads(out)
-    return report
+    return isolated.finish(proc, timeout=120)
 
 
 def check_volume(volume: Path, report: dict[str, Any]) -> None:
@@ -140,30 +115,17 @@ def check_volume(volume: Path, report: dict[str, Any]) -> None:
         assert leftovers == []
 
 
-@contextlib.contextmanager
-def started(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
-    """A running job, killed on the way out if the test failed before it finished."""
-    with subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as proc:
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-
-
 def test_a_cold_run_fills_the_volume_and_a_warm_run_makes_no_request(
     job_argv: Callable[..., list[str]], script_env: dict[str, str], isolated_cache: Path
 ) -> None:
-    with started(job_argv(), script_env) as proc:
+    with isolated.started(job_argv(), script_env) as proc:
         cold = finish(proc)
     assert len(cold["served"]) == ASSETS
     assert cold["stats"]["downloads"] == ASSETS
     check_volume(isolated_cache, cold)
 
     # Offline as well: a miss would be an error, not a request.
-    with started(job_argv("--setenv", CACHEROOT_OFFLINE, "1"), script_env) as proc:
+    with isolated.started(job_argv("--setenv", CACHEROOT_OFFLINE, "1"), script_env) as proc:
         warm = finish(proc)
     assert warm["served"] == []
     assert warm["stats"]["hits"] == ASSETS
@@ -178,21 +140,12 @@ def test_two_runs_at_once_download_each_asset_once(
     tmp_path: Path,
 ) -> None:
     gates = tmp_path / "gates"
-    gates.mkdir()
-    names = ("ready-a", "go-a", "ready-b", "go-b")
-    for name in names:
-        os.mkfifo(gates / name)
+    a_gates, b_gates = isolated.make_gates(gates)
     bind = ("--bind", str(gates), "/gates")
-    inside = [f"/gates/{n}" for n in names]
-    with (
-        started(job_argv(*bind, delay=0.004, gates=(inside[0], inside[1])), script_env) as a,
-        started(job_argv(*bind, delay=0.004, gates=(inside[2], inside[3])), script_env) as b,
-    ):
-        for ready in ("ready-a", "ready-b"):  # both origins listen
-            with (gates / ready).open() as fifo:
-                assert fifo.readline() == "ready\n"
-        with (gates / "go-a").open("w"), (gates / "go-b").open("w"):
-            pass  # both jobs are blocked reading "go": closing releases them together
+    a_argv = job_argv(*bind, delay=0.004, gates=a_gates)
+    b_argv = job_argv(*bind, delay=0.004, gates=b_gates)
+    with isolated.started(a_argv, script_env) as a, isolated.started(b_argv, script_env) as b:
+        isolated.release_together(gates)
         first, second = finish(a), finish(b)
     served = len(first["served"]) + len(second["served"])
     assert served == ASSETS, (first["served"], second["served"])
