@@ -10,7 +10,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from cacheroot.fetch._plugin import CachedFile
+from cacheroot.fetch._plugin.fixtures import CachedFile
 
 from .assets import catalog, gsm8k_jsonl
 from .conftest import under

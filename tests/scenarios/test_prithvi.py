@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tifffile
 
-from cacheroot.fetch._plugin import CachedFile
+from cacheroot.fetch._plugin.fixtures import CachedFile
 
 from .assets import TIFF_SHAPE, by_namespace
 from .conftest import under

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import tiktoken
 import tiktoken.load
 
-from cacheroot.fetch._plugin import CachedFile
+from cacheroot.fetch._plugin.fixtures import CachedFile
 
 from .assets import N_RANKS, PAT_STR, catalog
 from .conftest import under

@@ -25,7 +25,7 @@ the process that made the session, finds what such children and writers that are
 Like :mod:`_cacheroot_layout`, this is a top-level module (the hook imports it without a package
 to initialise) that imports only the standard library and the layout, and never raises into the
 program it watches. The report (:mod:`cacheroot.envs._audit_report`, which imports this module,
-never the other way round) is built by :mod:`cacheroot.envs._audit_plugin` (pytest) or, for any
+never the other way round) is built by :mod:`cacheroot.fetch._plugin.audit` (pytest) or, for any
 other command, at the exit of the process that made the session (registered by the hook).
 """
 

@@ -14,6 +14,8 @@ loads them with it and never without it:
   test is told about a miss;
 - :mod:`.fixtures`: ``cached_file``, ``model_snapshot``, ``test_cache_dir``, ``build_once``,
   ``media_cache``;
+- :mod:`.audit`: ``--cacheroot-audit[=warn|fail]``, the run-time audit of writes outside the
+  cache root (:mod:`_cacheroot_audit`);
 - :mod:`.report`: the closing line and ``--cacheroot-report`` JSON (:mod:`.figures`), counting
   the session's volume apart from the caches tests make for themselves.
 
@@ -26,12 +28,13 @@ every process it starts, so unchanged vLLM tests using upstream's helper are cac
 
 from __future__ import annotations
 
-from .fixtures import BuildOnce, CachedFile, ModelSnapshot
-
-__all__ = ["BuildOnce", "CachedFile", "ModelSnapshot"]
+__all__: list[str] = []
 
 #: The plugin modules pytest registers with this one (in this order: ``--help`` lists the
-#: options as :mod:`.options` declares them).
+#: options as :mod:`.options` declares them). This package imports none of them itself, and none
+#: imports another of them: pytest marks each for assertion rewriting just before importing it,
+#: and warns about (under ``filterwarnings = error``: fails on) one that is already imported.
+#: :mod:`.offline`, :mod:`.state` and :mod:`.figures` hold no hooks and are plain imports.
 pytest_plugins = [
-    f"{__name__}.{part}" for part in ("options", "shard", "offline", "guard", "fixtures", "report")
+    f"{__name__}.{part}" for part in ("options", "shard", "guard", "fixtures", "audit", "report")
 ]

@@ -1,14 +1,17 @@
 """The pytest plugin of the run-time audit: ``--cacheroot-audit[=warn|fail]``.
 
-Enabled by the ``pytest11`` entry point ``cacheroot-audit`` of ``cacheroot-envs``; it does
-nothing unless ``--cacheroot-audit`` is given or ``CACHEROOT_AUDIT`` is set. Then the
-controller makes the session (in pytest's base temporary directory), allows the cache root and
-the layout's directories, the base temporary directory (every ``tmp_path``), the working tree
-(unless ``--cacheroot-audit-strict``) and the prefixes of ``CACHEROOT_AUDIT_ALLOW``, installs the
-audit hook (:mod:`_cacheroot_audit`) and sets ``CACHEROOT_AUDIT`` and ``CACHEROOT_AUDIT_DIR``
-for every process it starts: xdist workers, and the processes tests start, join the session
-through the start-up hook. Each process that runs tests records when each test ran, so that
-what the before/after scan finds can be matched to tests.
+One module of the ``cacheroot`` pytest plugin (``-p no:cacheroot`` turns it off with the rest). It
+lives in cacheroot-fetch, not beside the audit in cacheroot-envs: pytest marks every module of a
+distribution with a ``pytest11`` entry point for assertion rewriting, and the start-up hook has
+imported cacheroot-envs' ``_cacheroot_layout`` long before pytest starts (a warning, an error under
+``filterwarnings = error``). It does nothing unless ``--cacheroot-audit`` is given or
+``CACHEROOT_AUDIT`` is set. Then the controller makes the session (in pytest's base temporary
+directory), allows the cache root and the layout's directories, the base temporary directory (every
+``tmp_path``), the working tree (unless ``--cacheroot-audit-strict``) and the prefixes of
+``CACHEROOT_AUDIT_ALLOW``, installs the audit hook (:mod:`_cacheroot_audit`) and sets
+``CACHEROOT_AUDIT`` and ``CACHEROOT_AUDIT_DIR`` for every process it starts: xdist workers, and the
+processes tests start, join the session through the start-up hook. Each process that runs tests
+records when each test ran, so that what the before/after scan finds can be matched to tests.
 
 At the end the controller prints the writes outside those places, grouped by directory, each
 with its test and line, and writes the JSON report (``--cacheroot-audit-report PATH``, else
@@ -26,8 +29,7 @@ import _cacheroot_audit as audit
 import pytest
 
 from cacheroot.envs import CACHEROOT_AUDIT, CACHEROOT_AUDIT_ALLOW, CACHEROOT_AUDIT_DIR
-
-from ._audit_report import build_report, escapes, summary_lines, write_report
+from cacheroot.envs._audit_report import build_report, escapes, summary_lines, write_report
 
 if TYPE_CHECKING:
     from collections.abc import Generator
