@@ -10,6 +10,7 @@ one volume sees the same URLs in every run, as it would with real hosts.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from cacheroot.envs import (
     resolve,
 )
 
+from .assets import Asset, catalog
 from .origin import SCENARIO_ORIGIN, SCENARIO_ROOT, ensure_origin, port_for
 
 if TYPE_CHECKING:
@@ -102,6 +104,32 @@ def asset_url(origin_url: str) -> Callable[[str], str]:
         return origin_url + path
 
     return url
+
+
+@pytest.fixture
+def scenario_file(
+    cached_file: Callable[..., Path], asset_url: Callable[[str], str], isolated_cache: Path
+) -> Callable[[str, str], tuple[Path, Asset]]:
+    """``scenario_file(PATH, namespace)``: the catalog's asset at PATH, as a test fetches it.
+
+    It goes through the plugin's ``cached_file`` into ``$VLLM_TEST_CACHE/<namespace>/`` under
+    the asset's file name, and is checked to lie under the root with the catalog's sha256.
+    Returns the cached path and the asset.
+    """
+
+    def fetch(path: str, namespace: str) -> tuple[Path, Asset]:
+        expected = catalog()[path]
+        got: Path = cached_file(
+            asset_url(path),
+            sha256=expected.sha256,
+            namespace=namespace,
+            filename=expected.filename,
+        )
+        assert under(got, isolated_cache)
+        assert hashlib.sha256(got.read_bytes()).hexdigest() == expected.sha256
+        return got, expected
+
+    return fetch
 
 
 def under(path: Path, root: Path) -> bool:

@@ -5,37 +5,27 @@ Here it is fetched into ``$VLLM_TEST_CACHE/gsm8k/`` and parsed as the eval parse
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from typing import TYPE_CHECKING
 
-from cacheroot.fetch._plugin.fixtures import CachedFile
-
-from .assets import catalog, gsm8k_jsonl
-from .conftest import under
+from .assets import gsm8k_jsonl
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from .assets import Asset
+
 PATH = "/datasets/gsm8k/test.jsonl"
 
 
 def test_gsm8k_is_fetched_into_the_test_cache_and_parses(
-    cached_file: CachedFile,
-    asset_url: Callable[[str], str],
-    test_cache_dir: Path,
-    isolated_cache: Path,
+    scenario_file: Callable[[str, str], tuple[Path, Asset]], test_cache_dir: Path
 ) -> None:
-    expected = catalog()[PATH]
-    path = cached_file(
-        asset_url(PATH), sha256=expected.sha256, namespace="gsm8k", filename=expected.filename
-    )
+    path, _ = scenario_file(PATH, "gsm8k")  # under the root, with the catalog's sha256
     assert path == test_cache_dir / "gsm8k" / "test.jsonl"
-    assert under(path, isolated_cache)
     data = path.read_bytes()
-    assert hashlib.sha256(data).hexdigest() == expected.sha256
     assert data == gsm8k_jsonl()
 
     rows = [json.loads(line) for line in data.decode().splitlines() if line]

@@ -6,40 +6,27 @@ tiktoken library, which checks the hash once more and builds a working encoding 
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING
 
 import tiktoken
 import tiktoken.load
 
-from cacheroot.fetch._plugin.fixtures import CachedFile
-
-from .assets import N_RANKS, PAT_STR, catalog
-from .conftest import under
+from .assets import N_RANKS, PAT_STR
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from .assets import Asset
+
 PATH = "/encodings/scenario_bpe.tiktoken"
 
 
 def test_tiktoken_loads_the_encoding_from_the_test_cache(
-    cached_file: CachedFile,
-    asset_url: Callable[[str], str],
-    test_cache_dir: Path,
-    isolated_cache: Path,
+    scenario_file: Callable[[str, str], tuple[Path, Asset]], test_cache_dir: Path
 ) -> None:
-    expected = catalog()[PATH]
-    path = cached_file(
-        asset_url(PATH),
-        sha256=expected.sha256,
-        namespace="tiktoken",
-        filename=expected.filename,
-    )
+    path, expected = scenario_file(PATH, "tiktoken")  # under the root, with its sha256
     assert path.parent == test_cache_dir / "tiktoken"
-    assert under(path, isolated_cache)
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == expected.sha256
 
     ranks = tiktoken.load.load_tiktoken_bpe(str(path), expected_hash=expected.sha256)
     assert len(ranks) == N_RANKS
