@@ -6,17 +6,22 @@ raises instead of asking the network; a blank or ``0`` value is off; ``offline=F
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from cacheroot.envs import (
     CACHEROOT,
+    CACHEROOT_APPLIED,
     CACHEROOT_OFFLINE,
+    CACHEROOT_SHARED,
+    TABLE,
     VLLM_CACHE_ROOT,
     VLLM_TEST_CACHE,
     VLLM_TEST_CACHE_LEGACY,
     VLLM_TEST_CACHE_ONLY,
+    resolve,
 )
 from cacheroot.fetch import CacheMissError, Fetcher, Model, cache_dir, warm_snapshot
 from cacheroot.fetch import _snapshot as snapshot_module
@@ -26,6 +31,8 @@ from .origin import Origin, body
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from cacheroot.fetch import FetchEvent
 
 SWITCHES = [CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY]
 ON = ["1", "true", "yes", "ON", " 1 ", "\tyes\n"]
@@ -118,3 +125,96 @@ def test_cache_dir_follows_a_legacy_name_set_between_calls(tmp_path: Path) -> No
     del env[VLLM_TEST_CACHE], env[VLLM_TEST_CACHE_LEGACY]
     env[VLLM_CACHE_ROOT] = str(tmp_path / "v")
     assert cache_dir(env) == str(tmp_path / "v" / "test_cache")
+
+
+# -- the shared tier (CACHEROOT_SHARED) is local infrastructure, not the network ------------------
+
+
+def _become_host(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make this process another host of the fleet: its own root, the same shared tier."""
+    for each in (CACHEROOT_APPLIED, *(v.name for v in TABLE)):
+        monkeypatch.delenv(each, raising=False)
+    monkeypatch.setenv(CACHEROOT, str(root))
+    for each, value in resolve(os.environ).applied().items():
+        monkeypatch.setenv(each, value)
+
+
+@pytest.fixture
+def l2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A shared tier for this test's hosts."""
+    shared = tmp_path / "l2"
+    shared.mkdir()
+    monkeypatch.setenv(CACHEROOT_SHARED, str(shared))
+    return shared
+
+
+def test_a_cache_only_miss_is_served_by_the_shared_tier(
+    switch: str,
+    l2: Path,
+    *,
+    origin: Origin,
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = origin.url(f"/ok/{name}")
+    Fetcher().fetch(url, namespace="gsm8k")  # downloads, and writes through to L2
+    assert origin.gets[f"/ok/{name}"] == 1
+    _become_host(tmp_path / "fresh-host", monkeypatch)
+    monkeypatch.setenv(switch, "1")
+    events: list[FetchEvent] = []
+
+    path = Fetcher(reporter=events.append).fetch(url, namespace="gsm8k")
+
+    assert str(path).startswith(str(tmp_path / "fresh-host") + os.sep)
+    assert path.read_bytes() == body(name)
+    assert origin.gets[f"/ok/{name}"] == 1  # the origin was not asked again
+    assert [(e.kind, e.source) for e in events] == [("miss", "shared tier")]
+    events.clear()
+    assert Fetcher(reporter=events.append).fetch(url, namespace="gsm8k") == path
+    assert [(e.kind, e.source) for e in events] == [("hit", "")]  # this host's own copy now
+
+
+def test_a_cache_only_run_never_uses_a_damaged_shared_copy(
+    switch: str,
+    l2: Path,
+    *,
+    origin: Origin,
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = origin.url(f"/ok/{name}")
+    local = Fetcher().fetch(url, namespace="gsm8k").relative_to(os.environ[CACHEROOT])
+    shared = l2 / local
+    damaged = bytearray(shared.read_bytes())
+    damaged[0] ^= 0xFF
+    shared.write_bytes(bytes(damaged))  # its record still names the original sha256
+    _become_host(tmp_path / "fresh-host", monkeypatch)
+    monkeypatch.setenv(switch, "1")
+
+    with pytest.raises(CacheMissError):
+        Fetcher().fetch(url, namespace="gsm8k")
+
+    assert not (tmp_path / "fresh-host" / local).exists()
+    assert origin.gets[f"/ok/{name}"] == 1
+
+
+def test_a_cache_only_run_with_another_digest_does_not_take_the_shared_copy(
+    switch: str,
+    l2: Path,
+    *,
+    origin: Origin,
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = origin.url(f"/ok/{name}")
+    Fetcher().fetch(url, namespace="gsm8k")
+    _become_host(tmp_path / "fresh-host", monkeypatch)
+    monkeypatch.setenv(switch, "1")
+
+    with pytest.raises(CacheMissError):
+        Fetcher().fetch(url, namespace="gsm8k", sha256="0" * 64)
+    assert Fetcher().fetch(url, namespace="gsm8k").read_bytes() == body(name)  # its own digest
+    assert origin.gets[f"/ok/{name}"] == 1

@@ -378,6 +378,12 @@ class Fetcher:
         if offline is None:
             offline = cache_only()
         if offline:
+            size = self._from_shared(dest, key, digest, lambda: self._hit(dest, key, digest))
+            if size is not None:
+                path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
+                if self.reporter is not None:
+                    self._done(MISS, url, path, size=size, started=started, served=SHARED_TIER)
+                return path
             self._raise_if_corrupt(url, dest, digest)
             hint = ""
             if filename is not None or namespace != "downloads":
@@ -449,6 +455,11 @@ class Fetcher:
         if offline is None:
             offline = cache_only()
         if offline:
+            served = self._from_shared(
+                dest, key, sha256, lambda: self._plain_hit(dest, key, sha256)
+            )
+            if served is not None:
+                return
             self._raise_if_corrupt(url, dest, sha256)
             raise CacheMissError(url, dest, hint)
         if os.path.isdir(dest) and not os.path.islink(dest):
@@ -481,6 +492,17 @@ class Fetcher:
             if self._session is not None:
                 self._session.close()
                 self._session = None
+
+    def _from_shared(
+        self, dest: str, key: str, digest: str | None, hit: Callable[[], int | None]
+    ) -> int | None:
+        """A cache-only miss served by the shared tier (local, not the network): its size."""
+        if not _shared.pull_only(dest, key, digest):
+            return None
+        size = hit()
+        if size is not None:
+            _stats.add(misses=1)
+        return size
 
     # -- the hit path --------------------------------------------------------------------
     def _hit(self, dest: str, key: str, digest: str | None) -> int | None:

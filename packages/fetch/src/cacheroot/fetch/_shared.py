@@ -42,6 +42,7 @@ __all__ = [
     "fill_file",
     "publish_new",
     "pull_file",
+    "pull_only",
     "push_file",
 ]
 
@@ -165,6 +166,27 @@ def pull_file(dest: str, l2: str, key: str, digest: str | None) -> bool:
         part.discard()
         raise
     return True
+
+
+def pull_only(
+    dest: str, key: str, digest: str | None, environ: Mapping[str, str] | None = None
+) -> bool:
+    """Cache-only runs: copy the shared tier's verified copy of ``key`` into ``dest``.
+
+    The shared tier is local infrastructure, not the network, so a run that may not download
+    still looks there before it calls an entry missing. No lease is taken (nothing will be
+    downloaded) and no host lock: two processes pulling at once each publish the same verified
+    bytes. Returns whether ``dest`` was published; a shared tier that fails is logged and read as
+    holding nothing.
+    """
+    l2 = counterpart(dest, environ)
+    if l2 is None:
+        return False
+    try:
+        return pull_file(dest, l2, key, digest)
+    except OSError as exc:
+        _unusable(l2, exc)
+        return False
 
 
 def _copy_fd(src_fd: int, dst_fd: int, size: int, hasher: _store.Hasher | None) -> int:
