@@ -39,6 +39,7 @@ __all__ = [
     "copy_new",
     "counterpart",
     "fill_dir",
+    "fill_entry",
     "fill_file",
     "publish_new",
     "pull_file",
@@ -295,6 +296,55 @@ def _adopt_unrecorded(l2: str, meta: Mapping[str, Any], recorded: str) -> bool:
     return True
 
 
+def fill_entry(
+    l2: str,
+    *,
+    pull: Callable[[], bool],
+    ready: Callable[[], bool],
+    produce: Callable[[], object],
+    push: Callable[[], object],
+    timeout: float | None = 1800.0,
+) -> str:
+    """The shared tier's protocol for one missing entry whose shared copy is ``l2``.
+
+    ``pull()`` copies the shared copy into this host's cache if it is there and verifies
+    (``True``); ``ready()`` says cheaply whether one is there to try; ``produce()`` downloads or
+    builds the entry here; ``push()`` writes it through. The first look costs one ``pull()``;
+    on a miss this host waits for the entry's lease (another host may be producing it: its copy
+    is then pulled when ``ready()``), produces it holding the lease, and pushes it. ``timeout``
+    bounds the wait, after which this host produces too. A shared tier that fails (``OSError``)
+    is logged and the entry produced as with one tier. Returns :data:`SHARED` or :data:`LOCAL`.
+    """
+    lease: Lease | None = None
+    try:
+        try:
+            if pull():
+                return SHARED
+            _store.makedirs(os.path.dirname(l2))
+            lease = Lease(lease_path(l2))
+            outcome = lease.acquire(done=ready, timeout=timeout)
+            if outcome != "held":
+                lease = None
+            # Another host may have published while this one waited, or between its first look
+            # and the lease.
+            if outcome != "timeout" and ready() and pull():
+                return SHARED
+        except OSError as exc:
+            _unusable(l2, exc)
+            produce()
+            return LOCAL
+        produce()
+        try:
+            push()
+        except OSError as exc:
+            _unusable(l2, exc)
+        return LOCAL
+    finally:
+        if lease is not None:
+            with contextlib.suppress(OSError):
+                lease.release()
+
+
 def fill_file(
     dest: str,
     key: str,
@@ -314,37 +364,14 @@ def fill_file(
     if l2 is None:
         download()
         return LOCAL
-    lease: Lease | None = None
-    try:
-        if pull_file(dest, l2, key, digest):
-            return SHARED
-        _store.makedirs(os.path.dirname(l2))
-        lease = Lease(lease_path(l2))
-        outcome = lease.acquire(done=lambda: available(l2, key, digest), timeout=timeout)
-        if outcome != "held":
-            lease = None
-        if outcome == "done" and pull_file(dest, l2, key, digest):
-            return SHARED
-    except OSError as exc:
-        _unusable(l2, exc)
-        download()
-        return LOCAL
-    try:
-        # Another host may have published between our first look and the lease.
-        if lease is not None and available(l2, key, digest):
-            with contextlib.suppress(OSError):
-                if pull_file(dest, l2, key, digest):
-                    return SHARED
-        download()
-        try:
-            push_file(dest, l2)
-        except OSError as exc:
-            _unusable(l2, exc)
-        return LOCAL
-    finally:
-        if lease is not None:
-            with contextlib.suppress(OSError):
-                lease.release()
+    return fill_entry(
+        l2,
+        pull=lambda: pull_file(dest, l2, key, digest),
+        ready=lambda: available(l2, key, digest),
+        produce=download,
+        push=lambda: push_file(dest, l2),
+        timeout=timeout,
+    )
 
 
 def _unusable(l2: str, exc: OSError) -> None:
@@ -418,31 +445,12 @@ def fill_dir(
     def ready() -> bool:
         return os.path.isdir(l2) and _store.read_meta(l2) is not None
 
-    lease: Lease | None = None
-    try:
-        with contextlib.suppress(_WithdrawnError):
-            if ready() and pull_dir(dest, l2):
-                return SHARED
-        _store.makedirs(os.path.dirname(l2))
-        lease = Lease(lease_path(l2))
-        outcome = lease.acquire(done=ready, timeout=timeout)
-        if outcome != "held":
-            lease = None
-        with contextlib.suppress(_WithdrawnError):
-            if ready() and pull_dir(dest, l2):
-                return SHARED
-    except OSError as exc:
-        _unusable(l2, exc)
-        build()
-        return LOCAL
-    try:
-        build()
+    def pull() -> bool:
         try:
-            push_dir(dest, l2)
-        except OSError as exc:
-            _unusable(l2, exc)
-        return LOCAL
-    finally:
-        if lease is not None:
-            with contextlib.suppress(OSError):
-                lease.release()
+            return ready() and pull_dir(dest, l2)
+        except _WithdrawnError:
+            return False
+
+    return fill_entry(
+        l2, pull=pull, ready=ready, produce=build, push=lambda: push_dir(dest, l2), timeout=timeout
+    )
