@@ -168,17 +168,63 @@ def test_tag_from_environment_and_unknown_tag() -> None:
 
 
 def test_opt_in_is_off_unless_asked() -> None:
-    opt_ins = [v.name for v in TABLE if v.mode == OPT_IN]
-    assert "VLLM_MEDIA_CACHE" in opt_ins
-    off = resolve({**HOME, CACHEROOT: "/r"})
-    for name in opt_ins:
+    opt_ins = {v.name: v.tags for v in TABLE if v.mode == OPT_IN}
+    assert sorted(opt_ins) == ["AITER_ROOT_DIR", "CACHEROOT_MEDIA_CACHE", "VLLM_MEDIA_CACHE"]
+    for name, tags in opt_ins.items():
+        off = resolve({**HOME, CACHEROOT: "/r"}, tag=tags[0])
         assert off.settings[name].source == OPT_IN_OFF
         assert name not in off.applied()
+        every = resolve({**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: "all"}, tag=tags[0])
+        assert name in every.applied()
     on = resolve({**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: " VLLM_MEDIA_CACHE "})
     assert on.applied()["VLLM_MEDIA_CACHE"] == "/r/vllm/media_cache"
-    assert resolve({**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: "all"}).applied().keys() >= set(
-        opt_ins
+
+
+def test_a_vendor_opt_in_needs_its_tag() -> None:
+    """AITER's template-op builds are ROCm's, and opt-in (not keyed by GPU arch)."""
+    env = {**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: "AITER_ROOT_DIR"}
+    assert resolve(env, tag="rocm").applied()["AITER_ROOT_DIR"] == "/r/aiter"
+    assert resolve(env, tag="rocm").applied()["AITER_JIT_DIR"] == "/r/aiter/jit"
+    assert "AITER_ROOT_DIR" not in resolve(env, tag="cuda").settings
+    assert "AITER_ROOT_DIR" not in resolve({**HOME, CACHEROOT: "/r"}, tag="rocm").applied()
+
+
+def test_flashinfer_knob_cache_lies_beside_its_jit_cache() -> None:
+    """A file, not a directory: under FLASHINFER_WORKSPACE_BASE as FlashInfer's own cache."""
+    applied = resolve({**HOME, CACHEROOT: "/r"}, tag="cuda").applied()
+    assert applied["FLASHINFER_WORKSPACE_BASE"] == "/r/flashinfer"
+    assert applied["FLASHINFER_MOE_EP_KNOB_CACHE"] == (
+        "/r/flashinfer/.cache/flashinfer/moe_ep_knob_cache.json"
     )
+    moved = resolve({**HOME, CACHEROOT: "/r", "FLASHINFER_WORKSPACE_BASE": "/fi"}, tag="cuda")
+    assert moved.applied()["FLASHINFER_MOE_EP_KNOB_CACHE"] == (
+        "/fi/.cache/flashinfer/moe_ep_knob_cache.json"
+    )
+    assert "FLASHINFER_MOE_EP_KNOB_CACHE" not in resolve({**HOME, CACHEROOT: "/r"}).settings
+
+
+def test_names_documented_as_never_set_are_never_set() -> None:
+    never = sorted(v.name for v in TABLE if v.mode == NEVER)
+    assert never == [
+        "B12X_COMPILE_CACHE_DIR",
+        "B12X_ROCE_CACHE_DIR",
+        "CUPY_CUDA_LIB_PATH",
+        "FLASHINFER_AUTOTUNE_CACHE_DIR",
+        "FLASHINFER_KDA_PTX_CACHE_DIR",
+        "HF_HUB_CACHE",
+        "MINIMAX_KERNELS_CUTE_AOT_CACHE",
+        "MODELSCOPE_HOME",
+        "OUTLINES_CACHE_DIR",
+        "PYTORCH_PRETRAINED_BERT_CACHE",
+        "TILELANG_TMP_DIR",
+        "TRITON_HOME",
+        "VLLM_CONFIG_ROOT",
+        "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR",
+        "VLLM_LORA_RESOLVER_CACHE_DIR",
+    ]
+    for tag in (None, "cuda", "rocm"):
+        applied = resolve({**HOME, CACHEROOT: "/r", CACHEROOT_OPT_IN: "all"}, tag=tag).applied()
+        assert [n for n in never if n in applied] == []
 
 
 def test_unknown_opt_in_is_reported() -> None:

@@ -222,6 +222,31 @@ TABLE: tuple[Variable, ...] = (
         ),
     ),
     Variable(
+        "MODELSCOPE_HOME",
+        "",
+        mode=NEVER,
+        purpose=(
+            "Not set: modelscope_hub's configuration and login token, not cache; sharing it "
+            "through a CI volume leaks the token."
+        ),
+        replaces="~/.modelscope",
+        upstream=("modelscope-hub==0.5.1 modelscope_hub/config.py",),
+    ),
+    Variable(
+        "PYTORCH_PRETRAINED_BERT_CACHE",
+        "",
+        mode=NEVER,
+        purpose=(
+            "Not set: read by one model module of modelscope only, and transformers 4 takes it "
+            "for its hub cache ahead of HF_HOME, which would split the Hugging Face cache."
+        ),
+        replaces="~/.pytorch_pretrained_bert",
+        upstream=(
+            "modelscope==1.40.2 modelscope/models/nlp/mglm/data_utils/file_utils.py",
+            "doc: transformers 4.x transformers/utils/hub.py (TRANSFORMERS_CACHE's fallback)",
+        ),
+    ),
+    Variable(
         VLLM_CACHE_ROOT,
         "vllm",
         purpose=(
@@ -240,6 +265,17 @@ TABLE: tuple[Variable, ...] = (
         upstream=("vllm==0.33.0 vllm/envs.py",),
     ),
     Variable(
+        "VLLM_LORA_RESOLVER_CACHE_DIR",
+        "",
+        mode=NEVER,
+        purpose=(
+            "Not set: the directory vLLM's filesystem LoRA resolver reads adapters from (an "
+            "input, not a cache); set, it registers the resolver, which fails where it is missing."
+        ),
+        replaces="unset (no filesystem LoRA resolver)",
+        upstream=("vllm==0.33.0 vllm/envs.py",),
+    ),
+    Variable(
         "VLLM_ASSETS_CACHE",
         "assets",
         parent=VLLM_CACHE_ROOT,
@@ -253,6 +289,19 @@ TABLE: tuple[Variable, ...] = (
         parent=VLLM_CACHE_ROOT,
         purpose="XLA persistent compilation cache of vLLM's TPU backend.",
         replaces="$XDG_CACHE_HOME/vllm/xla_cache (ignores VLLM_CACHE_ROOT)",
+        upstream=("vllm==0.33.0 vllm/envs.py",),
+    ),
+    Variable(
+        "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR",
+        "flashinfer_autotune_cache",
+        parent=VLLM_CACHE_ROOT,
+        mode=NEVER,
+        purpose=(
+            "Not set: unset, vLLM keeps its per-config FlashInfer autotune files under "
+            "VLLM_CACHE_ROOT and leaves FlashInfer's managed store where FlashInfer puts it; set, "
+            "both would share one directory."
+        ),
+        replaces="$VLLM_CACHE_ROOT/flashinfer_autotune_cache/<version>/<arch>",
         upstream=("vllm==0.33.0 vllm/envs.py",),
     ),
     Variable(
@@ -276,6 +325,18 @@ TABLE: tuple[Variable, ...] = (
         replaces="unset (media is downloaded on every request)",
         upstream=("vllm==0.33.0 vllm/envs.py",),
         blank="blank turns vLLM's media cache off: kept",
+    ),
+    Variable(
+        "OUTLINES_CACHE_DIR",
+        ".cache/outlines",
+        parent=XDG_CACHE_HOME,
+        mode=NEVER,
+        purpose=(
+            "Not set: vLLM's outlines index cache (VLLM_V1_USE_OUTLINES_CACHE=1) follows "
+            "XDG_CACHE_HOME, which the layout sets."
+        ),
+        replaces="$XDG_CACHE_HOME/.cache/outlines, else ~/.cache/outlines",
+        upstream=("vllm==0.33.0 vllm/v1/structured_output/utils.py",),
     ),
     Variable(
         CACHEROOT_MEDIA_CACHE,
@@ -334,6 +395,20 @@ TABLE: tuple[Variable, ...] = (
         ),
     ),
     Variable(
+        "TRITON_HOME",
+        "",
+        mode=NEVER,
+        purpose=(
+            "Not set: Triton's kernel cache is TRITON_CACHE_DIR; what else it places under "
+            "TRITON_HOME/.triton is debug output (dump) and hand-written kernel overrides."
+        ),
+        replaces="~ (~/.triton/dump, ~/.triton/override)",
+        upstream=(
+            "triton==3.8.0 triton/knobs.py",
+            "tokenspeed-triton==3.9.10.post20261028 tokenspeed_triton/knobs.py",
+        ),
+    ),
+    Variable(
         "TVM_FFI_CACHE_DIR",
         "tvm-ffi",
         purpose="TVM-FFI's JIT-built extensions (on ROCm, a torch DLPack addon built at import).",
@@ -345,6 +420,18 @@ TABLE: tuple[Variable, ...] = (
         "tilelang",
         purpose="TileLang's compiled kernels and autotuner results (TILELANG_TMP_DIR follows it).",
         replaces="~/.tilelang/cache",
+        upstream=("tilelang==0.1.12 tilelang/env.py",),
+    ),
+    Variable(
+        "TILELANG_TMP_DIR",
+        "tmp",
+        parent="TILELANG_CACHE_DIR",
+        mode=NEVER,
+        purpose=(
+            "Not set: TileLang derives it from TILELANG_CACHE_DIR; its files are renamed into "
+            "the cache, so they must stay on the cache's file system."
+        ),
+        replaces="$TILELANG_CACHE_DIR/tmp",
         upstream=("tilelang==0.1.12 tilelang/env.py",),
     ),
     Variable(
@@ -402,7 +489,10 @@ TABLE: tuple[Variable, ...] = (
         tags=("cuda",),
         purpose="quack-kernels' JIT objects and autotuner results.",
         replaces="$TMPDIR/$USER/quack_cache and ~/.quack/cache",
-        upstream=("quack-kernels==0.6.5 quack/cache/__init__.py",),
+        upstream=(
+            "quack-kernels==0.6.5 quack/cache/__init__.py",
+            "torch==2.14.0 torch/_vendor/quack/cache/__init__.py",
+        ),
     ),
     Variable(
         "HUMMING_CACHE_DIR",
@@ -437,6 +527,19 @@ TABLE: tuple[Variable, ...] = (
         upstream=("vllm==0.33.0 vllm/third_party/fmha_sm100/cute/src/common/aot_cache.py",),
     ),
     Variable(
+        "MINIMAX_KERNELS_CUTE_AOT_CACHE",
+        "",
+        tags=("cuda",),
+        mode=NEVER,
+        purpose=(
+            "Not set: unset, each process compiles vLLM's kvouter AOT kernels into a temporary "
+            "directory it removes at exit; a persistent one is keyed without the kernel source, "
+            "so it would serve stale objects after a vLLM upgrade."
+        ),
+        replaces="a fresh $TMPDIR/fmha_sm100_cute_aot_* per process",
+        upstream=("vllm==0.33.0 vllm/third_party/fmha_sm100/kvouter/aot_export.py",),
+    ),
+    Variable(
         "DG_JIT_CACHE_DIR",
         "deep_gemm",
         tags=("cuda",),
@@ -451,6 +554,73 @@ TABLE: tuple[Variable, ...] = (
         purpose="FlashInfer's JIT cache and cubins ($FLASHINFER_WORKSPACE_BASE/.cache/flashinfer).",
         replaces="$HOME (cache in ~/.cache/flashinfer, ignores XDG_CACHE_HOME)",
         upstream=("flashinfer-python==0.7.2.post1 flashinfer/jit/env.py",),
+    ),
+    Variable(
+        "FLASHINFER_MOE_EP_KNOB_CACHE",
+        ".cache/flashinfer/moe_ep_knob_cache.json",
+        parent="FLASHINFER_WORKSPACE_BASE",
+        tags=("cuda",),
+        purpose=(
+            "FlashInfer's MoE EP tuned knobs (a JSON file keyed by GPU and shape), kept beside "
+            "its JIT cache."
+        ),
+        replaces="~/.cache/flashinfer/moe_ep_knob_cache.json (ignores FLASHINFER_WORKSPACE_BASE)",
+        upstream=(
+            (
+                "flashinfer-python==0.7.2.post1 "
+                "flashinfer/moe_ep/kernel_src/sm100/cutedsl_megamoe/shim/knob_cache.py"
+            ),
+            (
+                "flashinfer-python==0.7.2.post1 "
+                "flashinfer/moe_ep/kernel_src/sm107/next_cutedsl_megamoe/shim/knob_cache.py"
+            ),
+            (
+                "flashinfer-python==0.7.2.post1 "
+                "flashinfer/moe_ep/kernel_src/sm90/pull_style_cutedsl_megakernel/shim/knob_cache.py"
+            ),
+        ),
+    ),
+    Variable(
+        "FLASHINFER_AUTOTUNE_CACHE_DIR",
+        ".cache/flashinfer/autotune",
+        parent="FLASHINFER_WORKSPACE_BASE",
+        tags=("cuda",),
+        mode=NEVER,
+        purpose="Not set: FlashInfer's autotune store follows FLASHINFER_WORKSPACE_BASE.",
+        replaces="$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/autotune",
+        upstream=("flashinfer-python==0.7.2.post1 flashinfer/autotune_cache.py",),
+    ),
+    Variable(
+        "FLASHINFER_KDA_PTX_CACHE_DIR",
+        ".cache/flashinfer",
+        parent="FLASHINFER_WORKSPACE_BASE",
+        tags=("cuda",),
+        mode=NEVER,
+        purpose="Not set: FlashInfer's KDA cubins follow FLASHINFER_WORKSPACE_BASE.",
+        replaces="$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/<version>/<arch>/cached_ops/kda_ptx",
+        upstream=("flashinfer-python==0.7.2.post1 flashinfer/kda_kernels/ptx/static_runtime.py",),
+    ),
+    Variable(
+        "B12X_COMPILE_CACHE_DIR",
+        "b12x/compile",
+        parent=XDG_CACHE_HOME,
+        tags=("cuda",),
+        mode=NEVER,
+        purpose="Not set: FlashInfer's b12x CuTe compile cache follows XDG_CACHE_HOME.",
+        replaces="$XDG_CACHE_HOME/b12x/compile",
+        upstream=("flashinfer-python==0.7.2.post1 flashinfer/experimental/b12x/_lib/compiler.py",),
+    ),
+    Variable(
+        "B12X_ROCE_CACHE_DIR",
+        "b12x/roce",
+        parent=XDG_CACHE_HOME,
+        tags=("cuda",),
+        mode=NEVER,
+        purpose="Not set: FlashInfer's b12x RDMA proxy library follows XDG_CACHE_HOME.",
+        replaces="$XDG_CACHE_HOME/b12x/roce",
+        upstream=(
+            "flashinfer-python==0.7.2.post1 flashinfer/experimental/b12x/comm/roce/_proxy.py",
+        ),
     ),
     Variable(
         "MIOPEN_USER_DB_PATH",
@@ -477,6 +647,19 @@ TABLE: tuple[Variable, ...] = (
         upstream=("amd-aiter==0.1.7.post2.dev18 aiter/jit/core.py",),
     ),
     Variable(
+        "AITER_ROOT_DIR",
+        "aiter",
+        tags=("rocm",),
+        mode=OPT_IN,
+        purpose=(
+            "AITER's hipcc-built template ops ($AITER_ROOT_DIR/build; sampling, paged "
+            "attention, ...), opt-in: keyed by op and arguments only, not by GPU arch or AITER "
+            "version, so share it only across one GPU model and one AITER."
+        ),
+        replaces="$HOME/.aiter (build/ made at import)",
+        upstream=("amd-aiter==0.1.7.post2.dev18 aiter_meta/csrc/cpp_itfs/utils.py",),
+    ),
+    Variable(
         "FLYDSL_RUNTIME_CACHE_DIR",
         "flydsl/cache",
         tags=("rocm",),
@@ -494,6 +677,18 @@ TABLE: tuple[Variable, ...] = (
         purpose="CuPy's compiled kernels (CUDA and ROCm builds; not a vLLM 0.33 dependency).",
         replaces="~/.cupy/kernel_cache (ignores XDG_CACHE_HOME)",
         upstream=("cupy-cuda12x==14.2.0 cupy/cuda/_compiler_cache.py",),
+    ),
+    Variable(
+        "CUPY_CUDA_LIB_PATH",
+        "",
+        tags=("cuda",),
+        mode=NEVER,
+        purpose=(
+            "Not set: where `python -m cupyx.tools.install_library` installed CUDA libraries "
+            "(cuTENSOR, NCCL, cuDNN) for CuPy to load; an installation, not a cache."
+        ),
+        replaces="~/.cupy/cuda_lib",
+        upstream=("cupy-cuda12x==14.2.0 cupy/_environment.py",),
     ),
     Variable(
         "NUMBA_CACHE_DIR",
