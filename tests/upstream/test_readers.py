@@ -6,23 +6,32 @@ name must occur in it as a string literal or an identifier. Python files are tok
 and prose in docstrings, do not count); other text is searched word by word, and compiled files
 (``.so``) byte by byte. ``doc:`` entries name readers that no wheel ships, and ``unpinned`` ones
 in ``wheels.toml`` wheels deliberately left out: both are skipped, with the reason.
+
+Where a reader runs without a GPU, the library itself reads the value back: its module, taken
+from the pinned wheel, is loaded in a hooked interpreter and says which path it would use.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import io
+import json
+import os
 import re
+import subprocess
+import sys
 import tokenize
 import zipfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pytest
 
-from cacheroot.envs import TABLE
+from cacheroot.envs import CACHEROOT, CACHEROOT_OPT_IN, CACHEROOT_TAG, TABLE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from tests.upstream.conftest import Pins
 
@@ -145,3 +154,96 @@ def test_reader_reads_the_variable(
         f"{kind} {', '.join(map(str, sorted(set(at))))}" for kind, at in found.items()
     )
     report(f"{name}: {pin.spec} {path}: {where}")
+
+
+#: Each row's upstream entries, by name.
+BY_ROW = {v.name: v.upstream for v in TABLE}
+
+
+class Readback(NamedTuple):
+    """A row whose reader runs on CPU: its module (an upstream entry of the row) and what it
+    is asked."""
+
+    name: str
+    path: str
+    #: An expression over ``module`` that gives the path the library would use.
+    ask: str
+    tag: str
+    opt_in: str
+    #: Where the library's path should lie, relative to the root.
+    expected: str
+    #: A module it imports that the session keeps in the JIT directory only (``""``: none).
+    needs: str = ""
+
+
+READBACKS = [
+    Readback(
+        "FLASHINFER_MOE_EP_KNOB_CACHE",
+        "flashinfer/moe_ep/kernel_src/sm100/cutedsl_megamoe/shim/knob_cache.py",
+        "module.knob_cache_path()",
+        tag="cuda",
+        opt_in="",
+        expected="flashinfer/.cache/flashinfer/moe_ep_knob_cache.json",
+    ),
+    Readback(
+        "AITER_ROOT_DIR",
+        "aiter_meta/csrc/cpp_itfs/utils.py",
+        "module.BUILD_DIR",
+        tag="rocm",
+        opt_in="AITER_ROOT_DIR",
+        expected="aiter/build",
+        needs="jinja2",
+    ),
+]
+
+#: Loads one module file by path (no package around it) and prints what it is asked.
+LOAD = """
+import importlib.util, json, sys
+path, ask = sys.argv[1:3]
+spec = importlib.util.spec_from_file_location("reader_under_test", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(json.dumps(str(eval(ask))))
+"""
+
+
+@pytest.mark.parametrize("case", READBACKS, ids=[r.name for r in READBACKS])
+def test_the_library_reads_the_derived_value(  # noqa: PLR0917 - fixtures
+    case: Readback,
+    pins: Pins,
+    clean_env: dict[str, str],
+    jit_site: Path | None,
+    tmp_path: Path,
+    report: Callable[[str], None],
+) -> None:
+    entries = [WHEEL_ENTRY.fullmatch(e) for e in BY_ROW[case.name]]
+    (entry,) = [m for m in entries if m is not None and m["path"] == case.path]
+    pin = pins.find(entry["dist"], entry["version"])
+    assert pin is not None, f"{entry['dist']}=={entry['version']} is not pinned in {PINS}"
+    with zipfile.ZipFile(pins.path(pin)) as wheel:
+        source = tmp_path / "src" / case.path.rsplit("/", 1)[-1]
+        source.parent.mkdir()
+        source.write_bytes(wheel.read(case.path))
+    env = {**clean_env, CACHEROOT: str(tmp_path / "root"), CACHEROOT_TAG: case.tag}
+    if case.opt_in:
+        env[CACHEROOT_OPT_IN] = case.opt_in
+    if case.needs:
+        where = [str(jit_site)] if jit_site is not None else sys.path
+        if importlib.machinery.PathFinder.find_spec(case.needs, where) is None:
+            pytest.skip(f"{pin.name} imports {case.needs}: run `nox -s upstream` (--jit-site)")
+        if jit_site is not None:
+            env["PYTHONPATH"] = str(jit_site)
+
+    proc = subprocess.run(
+        [sys.executable, "-c", LOAD, str(source), case.ask],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert seen == os.path.join(tmp_path, "root", *case.expected.split("/"))
+    report(f"{case.name}: {pin.spec} {case.path}: {case.ask} -> $CACHEROOT/{case.expected}")
