@@ -19,7 +19,10 @@
 #   PYTHON      the interpreter of the tool environment (default python3)
 #   TOOLS_DIR   the tool environment (default $XDG_DATA_HOME/cacheroot/tools, where XDG_DATA_HOME
 #               defaults to ~/.local/share and a value that is not an absolute path is ignored)
-#   BIN_DIR     where the commands are linked (default ~/.local/bin)
+#   BIN_DIR     where the commands are linked (default: ~/.local/bin when it is on PATH, else the
+#               first of /usr/local/bin and ~/bin that is on PATH and writable, so that the
+#               README's `bash ci/bootstrap.sh && nox ...` finds nox at once in a root container,
+#               else ~/.local/bin, with a note to put it on PATH)
 #
 # Exit status: 0 when everything is there; 1 when something could not be installed (the message
 # says what to do); 2 for usage errors.
@@ -47,7 +50,25 @@ done
 data_home=${XDG_DATA_HOME:-}
 [[ "$data_home" == /* ]] || data_home=$HOME/.local/share
 tools=${TOOLS_DIR:-$data_home/cacheroot/tools}
-bin=${BIN_DIR:-$HOME/.local/bin}
+on_path() {
+    case ":$PATH:" in
+        *":$1:"*) return 0 ;;
+    esac
+    return 1
+}
+if [[ -n "${BIN_DIR:-}" ]]; then
+    bin=$BIN_DIR
+else
+    bin=$HOME/.local/bin
+    if ! on_path "$bin"; then
+        for candidate in /usr/local/bin "$HOME/bin"; do
+            if on_path "$candidate" && [[ -d "$candidate" && -w "$candidate" ]]; then
+                bin=$candidate
+                break
+            fi
+        done
+    fi
+fi
 [[ "$tools" == /* ]] || die "TOOLS_DIR=$tools is not an absolute path" 2
 [[ "$bin" == /* ]] || die "BIN_DIR=$bin is not an absolute path" 2
 python=${PYTHON:-python3}
@@ -66,7 +87,9 @@ link() {
             die "$bin/$tool exists and is not a link; move it, or set BIN_DIR to another directory"
         ln -sfn -- "$tools/bin/$tool" "$bin/$tool"
     fi
+    linked=1
 }
+linked=0
 
 wanted=()
 for tool in nox uv; do
@@ -111,10 +134,9 @@ if ((${#wanted[@]})); then
     done
 fi
 
-case ":$PATH:" in
-    *":$bin:"*) ;;
-    *) say "$bin is not on PATH: add it (export PATH=\"$bin:\$PATH\") to run the linked commands" ;;
-esac
+if ((linked)) && ! on_path "$bin"; then
+    say "$bin is not on PATH: add it (export PATH=\"$bin:\$PATH\") to run the linked commands"
+fi
 
 ((system_packages)) || exit 0
 packages=()

@@ -465,6 +465,31 @@ def test_bootstrap_links_what_its_environment_holds_and_a_rerun_changes_nothing(
         assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
+def test_bootstrap_links_into_a_writable_directory_already_on_path(
+    bash: str, bootstrap_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Without ~/.local/bin on PATH (a root container), ~/bin on PATH takes the links: the
+    README's ``bash ci/bootstrap.sh && nox ...`` then finds nox in the same shell line."""
+    home = tmp_path / "home"
+    tools = home / ".local/share/cacheroot/tools"
+    fake_tool(tools / "bin" / "nox", "2024.10.9")
+    fake_tool(tools / "bin" / "uv", "uv 0.9.0")
+    (home / "bin").mkdir(parents=True)
+    env = {**bootstrap_env, "PATH": f"{home / 'bin'}:{bootstrap_env['PATH']}"}
+    out = bootstrap(bash, env, "--no-system-packages")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        f"bootstrap: nox: already installed in {tools} (2024.10.9), linked as {home}/bin/nox",
+        f"bootstrap: uv: already installed in {tools} (uv 0.9.0), linked as {home}/bin/uv",
+    ]
+    assert os.readlink(home / "bin" / "nox") == str(tools / "bin" / "nox")
+    assert not (home / ".local" / "bin").exists()
+    found = subprocess.run(
+        [bash, "-c", "command -v nox"], env=env, capture_output=True, text=True, check=False
+    )
+    assert found.stdout.strip() == f"{home}/bin/nox"
+
+
 def test_bootstrap_follows_xdg_data_home_and_its_own_knobs(
     bash: str, bootstrap_env: dict[str, str], tmp_path: Path
 ) -> None:
