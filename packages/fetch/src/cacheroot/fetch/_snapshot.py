@@ -20,6 +20,10 @@ a test needs that shard. So:
 - :func:`offline_snapshot_path` returns the snapshot directory when it is complete and raises
   :class:`CacheMissError` naming the manifest entry to add when it is not.
 
+With a shared tier (``CACHEROOT_SHARED``, a fleet's volume) a pinned revision missing here is
+copied, verified, from another host's write-through before the hub is asked, one host per
+revision asks the hub, and a cache-only run looks there too (:mod:`._snapshot_shared`).
+
 Records and locks live under ``VLLM_CACHE_ROOT`` (the cache root when that is unusable):
 ``snapshots/<key>.json`` and ``locks/snapshots/<key>.lock``. A record stores the snapshot's
 path relative to the hub's cache root, so a volume mounted elsewhere keeps working.
@@ -34,12 +38,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import random
 import re
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +58,7 @@ from cacheroot.envs import (
 )
 
 from . import _snapshot_hubs as hubs
+from . import _snapshot_shared
 from ._errors import CacheMissError, ChecksumError, DownloadError
 from ._fetcher import cache_only
 from ._lock import PathLock
@@ -59,6 +66,8 @@ from ._model import COMMIT_HASH, Model
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+log = logging.getLogger("cacheroot.fetch")
 
 #: Version of the completeness record's format.
 RECORD_FORMAT = 1
@@ -337,6 +346,9 @@ def offline_snapshot_path(spec: Model, *, environ: Mapping[str, str] | None = No
     if report.complete:
         assert report.path is not None  # noqa: S101 - a complete report always has its path
         return report.path
+    found = _from_shared(spec, os.environ if environ is None else environ)
+    if found is not None:
+        return found
     raise _miss(spec, report)
 
 
@@ -388,6 +400,9 @@ def warm_snapshot(
         assert report.path is not None  # noqa: S101 - a complete report always has its path
         return report.path
     if is_offline:
+        found = _from_shared(spec, env, lock_timeout)
+        if found is not None:
+            return found
         raise _miss(spec, report)
     lpath = lock_path(spec)
     lpath.parent.mkdir(parents=True, exist_ok=True)
@@ -398,13 +413,87 @@ def warm_snapshot(
         if report.complete and spec.pinned:
             assert report.path is not None  # noqa: S101 - complete implies a path
             return report.path
-        _check_client_root(spec, env)
         _discard_wrong(spec, report)
-        snapshot_dir = _download_with_retries(spec, attempts, backoff, max_delay, sleep)
         rpath = record_path(spec)
-        record = _build_record(spec, snapshot_dir, _hub_root(spec, env), _read_record(rpath))
-        _write_record(rpath, record)
-    return Path(snapshot_dir)
+        hub_root = _hub_root(spec, env)
+
+        def download() -> dict[str, Any]:
+            _check_client_root(spec, env)
+            snapshot_dir = _download_with_retries(spec, attempts, backoff, max_delay, sleep)
+            record = _build_record(spec, snapshot_dir, hub_root, _read_record(rpath))
+            _write_record(rpath, record)
+            return record
+
+        tier = _tiers(spec, env)
+        if tier is None:
+            record = download()
+        else:
+            # A fleet (CACHEROOT_SHARED): another host's copy first, one host asking the hub.
+            _snapshot_shared.fill(
+                tier, _identity(spec), download, partial(_write_record, rpath), timeout=lock_timeout
+            )
+            record = _read_record(rpath) or {}
+    return _snapshot_dir(record, hub_root)
+
+
+def _snapshot_dir(record: Mapping[str, Any], hub_root: str) -> Path:
+    where = str(record.get("snapshot", ""))
+    return Path(where if os.path.isabs(where) else os.path.join(hub_root, where))
+
+
+# -- the shared tier ------------------------------------------------------------------------------
+
+
+def _identity(spec: Model) -> dict[str, Any]:
+    """The record fields that name ``spec``'s revision and selection (as JSON reads them back)."""
+    return {
+        "format": RECORD_FORMAT,
+        "hub": spec.hub,
+        "repo_type": spec.repo_type,
+        "repo_id": spec.repo_id,
+        "revision": spec.revision,
+        "allow_patterns": None if spec.allow_patterns is None else list(spec.allow_patterns),
+        "ignore_patterns": None if spec.ignore_patterns is None else list(spec.ignore_patterns),
+    }
+
+
+def _tiers(spec: Model, environ: Mapping[str, str]) -> _snapshot_shared.Tiers | None:
+    """Where ``spec`` lives on this host and on the shared tier; ``None`` without one.
+
+    Only a pinned revision is shared: a branch moves, and the hub is asked which commit it
+    names on every warm anyway.
+    """
+    if not spec.pinned:
+        return None
+    return _snapshot_shared.tiers(
+        str(record_path(spec, environ)), _hub_root(spec, environ), environ
+    )
+
+
+def _from_shared(
+    spec: Model, environ: Mapping[str, str], lock_timeout: float = 3600.0
+) -> Path | None:
+    """A cache-only miss: the shared tier's verified copy of ``spec``, pulled into this host's
+    cache (the shared tier is local infrastructure, not the hub), or ``None``."""
+    tier = _tiers(spec, environ)
+    if tier is None:
+        return None
+    lpath = lock_path(spec, environ)
+    try:
+        lpath.parent.mkdir(parents=True, exist_ok=True)
+        with PathLock(str(lpath), timeout=lock_timeout):
+            report = check_snapshot(spec, environ=environ)
+            if not report.complete:
+                _discard_wrong(spec, report)
+                record = _snapshot_shared.pull(tier, _identity(spec))
+                if record is None:
+                    return None
+                _write_record(record_path(spec, environ), record)
+    except OSError as exc:
+        log.warning("%s: the shared tier could not be read (%s)", spec.uri, exc.strerror or exc)
+        return None
+    report = check_snapshot(spec, environ=environ)
+    return report.path if report.complete else None
 
 
 def _discard_wrong(spec: Model, report: SnapshotReport) -> None:

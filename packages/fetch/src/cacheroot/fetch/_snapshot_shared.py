@@ -1,0 +1,460 @@
+"""Model snapshots on the shared tier (L2): a host copies a revision that another host already
+downloaded instead of asking the hub, and one host per revision asks the hub.
+
+A fleet of hosts asking the hub for the same model at once is what rate limits (429) are for;
+the shared tier makes it one request per file for the whole fleet. Both tiers keep the hub
+clients' own layouts, at the same path relative to each root, so that libraries (and an overlay
+mount of L2 under L1, ``cacheroot tier up``) find the files where they look:
+
+- Hugging Face: ``models--org--name/blobs/<etag>`` holds the bytes, named after the hub's ETag
+  (the sha256 of an LFS file, the git blob sha1 of a small one), ``snapshots/<commit>/<path>``
+  are relative links to them, ``trees/<commit>.json`` (huggingface_hub 1.x and later) caches
+  the commit's file listing. Only a pinned revision (a commit) is shared: ``refs/<branch>``
+  moves, so a branch is resolved with the hub on every warm anyway.
+- ModelScope (``modelscope_hub``): ``models/org--name/snapshots/<revision>/<path>`` holds the
+  files themselves, one directory per revision, which copies as cleanly. A legacy cache that
+  keeps the files directly under ``org/name`` (no revision in the path) is not shared: one
+  revision's files would replace another's.
+
+What marks a revision complete on L2 is cacheroot's completeness record (``snapshots/<key>.json``
+under the state directory, see :mod:`._snapshot`), at its own path on L2, published with a link
+that fails if the name exists, after every blob and link it names. Nothing trusts it: a reader
+copies each file into a private partial, checks its sha256 against the record *and* against the
+blob's name (its sha256, or its git blob sha1), and publishes it only then; the record of this
+host's cache is written last. A copy torn by a writer killed mid-way (partials, no record) or a
+record copied by ``tier sync`` before its blobs is simply not used, and the revision is fetched
+from the hub as with one tier.
+
+Writing through to L2 never replaces anything: a blob, link or record already there stays (it
+was published complete), a snapshot directory that does not exist yet appears whole (staged,
+then renamed), and the links of an existing one are added one by one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from . import _shared, _store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+__all__ = ["IDENTITY", "Tiers", "fill", "pull", "tiers"]
+
+log = logging.getLogger("cacheroot.fetch")
+
+#: The record fields that name one revision (and its file selection): they must all match.
+IDENTITY = (
+    "format",
+    "hub",
+    "repo_type",
+    "repo_id",
+    "revision",
+    "allow_patterns",
+    "ignore_patterns",
+)
+#: Record fields that describe this host's files (inode, mtime), never carried between tiers.
+_LOCAL = ("stat",)
+_CHUNK = 1 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
+
+
+class Tiers(NamedTuple):
+    """Where one snapshot's record and its hub cache are, on this host and on the shared tier."""
+
+    hub: str
+    record: str
+    shared_hub: str
+    shared_record: str
+
+
+def tiers(record: str, hub_root: str, environ: Mapping[str, str] | None = None) -> Tiers | None:
+    """The two tiers of the snapshot recorded at ``record`` (hub cache ``hub_root``); ``None``
+    without a shared tier or when either lies outside the root (nothing to share then)."""
+    shared_record = _shared.counterpart(record, environ)
+    shared_hub = _shared.counterpart(hub_root, environ)
+    if shared_record is None or shared_hub is None:
+        return None
+    return Tiers(hub_root, record, shared_hub, shared_record)
+
+
+class _UnusableError(Exception):
+    """The shared copy is missing a file or a file does not verify: none of it is used."""
+
+
+class _File(NamedTuple):
+    path: str
+    size: int
+    sha256: str
+
+
+def _load(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _safe(rel: object) -> str:
+    """``rel`` if it is a relative path that stays inside its directory; else unusable."""
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel:
+        raise _UnusableError(f"unsafe path {rel!r}")
+    if any(part in ("", ".", "..") for part in rel.split("/")):
+        raise _UnusableError(f"unsafe path {rel!r}")
+    return rel
+
+
+def _revision(record: Mapping[str, Any], identity: Mapping[str, Any]) -> tuple[str, list[_File]]:
+    """``(snapshot directory relative to the hub root, files)`` of a record of ``identity``."""
+    for key in IDENTITY:
+        if record.get(key) != identity.get(key):
+            raise _UnusableError(f"another revision or selection ({key})")
+    snapshot = _safe(record.get("snapshot"))
+    parts = snapshot.split("/")
+    if len(parts) < 3 or parts[-2] != "snapshots" or parts[-1] != identity["revision"]:
+        raise _UnusableError(f"not a per-revision snapshot directory: {snapshot}")
+    files = []
+    for entry in record.get("files") or []:
+        if not isinstance(entry, dict):
+            raise _UnusableError("a malformed file entry")
+        size, sha256 = entry.get("size"), entry.get("sha256")
+        if (
+            not isinstance(size, int)
+            or not isinstance(sha256, str)
+            or not _SHA256.fullmatch(sha256)
+        ):
+            raise _UnusableError("a malformed file entry")
+        files.append(_File(_safe(entry.get("path")), size, sha256))
+    return snapshot, files
+
+
+# -- bytes ------------------------------------------------------------------------------------
+
+
+def _hashers(size: int, git_sha1: str | None) -> tuple[Any, Any]:
+    blob = None
+    if git_sha1 is not None:
+        blob = hashlib.sha1(usedforsecurity=False)
+        blob.update(b"blob %d\x00" % size)
+    return hashlib.sha256(), blob
+
+
+def _matches(path: str, want: _File, git_sha1: str | None) -> bool:
+    """Whether the file at ``path`` holds ``want``'s bytes (and, given, that git blob id)."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size != want.size:
+                return False
+            sha, blob = _hashers(want.size, git_sha1)
+            while chunk := f.read(_CHUNK):
+                sha.update(chunk)
+                if blob is not None:
+                    blob.update(chunk)
+    except OSError:
+        return False
+    return sha.hexdigest() == want.sha256 and (blob is None or blob.hexdigest() == git_sha1)
+
+
+def _copy_checked(src: str, dst: str, want: _File, git_sha1: str | None) -> None:
+    """Write a copy of ``src`` at the new name ``dst``, verified as it is copied; on a mismatch
+    (or a source that is gone) nothing is left and :class:`_UnusableError` is raised."""
+    try:
+        source = open(src, "rb")  # noqa: SIM115 - closed below, with the copy
+    except FileNotFoundError:
+        raise _UnusableError(f"{src} is missing") from None
+    with source:
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            _store.share(fd, os.path.dirname(dst))
+            sha, blob = _hashers(want.size, git_sha1)
+            size = 0
+            while chunk := source.read(_CHUNK):
+                sha.update(chunk)
+                if blob is not None:
+                    blob.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+                size += len(chunk)
+            good = size == want.size and sha.hexdigest() == want.sha256
+            good = good and (blob is None or blob.hexdigest() == git_sha1)
+            if good:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(dst)
+            raise
+        os.close(fd)
+    if not good:
+        os.unlink(dst)
+        raise _UnusableError(f"{src} does not match its record (sha256 {sha.hexdigest()})")
+
+
+def _publish_copy(src: str, final: str, want: _File, git_sha1: str | None) -> None:
+    """Publish a verified copy of ``src`` at ``final`` unless something is there already."""
+    tmp = _store.partial_path(final)
+    _copy_checked(src, tmp, want, git_sha1)
+    _shared.publish_new(tmp, final, durable=False)
+
+
+# -- the Hugging Face layout ------------------------------------------------------------------
+
+
+def _blob_name(link: str, repo_dir: str) -> str:
+    """The blob a snapshot link points to, which must be a hub blob of its own repository."""
+    try:
+        target = os.readlink(link)
+    except FileNotFoundError:
+        raise _UnusableError(f"{link} is missing") from None
+    except OSError:  # not a link: a copy, which no blob name vouches for
+        raise _UnusableError(f"{link} is not a link to a blob") from None
+    where = os.path.normpath(os.path.join(os.path.dirname(link), target))
+    name = os.path.basename(where)
+    if os.path.dirname(where) != os.path.join(repo_dir, "blobs") or not (
+        _SHA256.fullmatch(name) or _GIT_SHA1.fullmatch(name)
+    ):
+        raise _UnusableError(f"{link} does not point to a blob of its repository")
+    return name
+
+
+def _git_sha1(name: str, want: _File) -> str | None:
+    """What the blob's name vouches for beyond the record's sha256: the git blob sha1 of a small
+    file (``None`` for an LFS blob, whose name must then be the sha256 itself)."""
+    if _GIT_SHA1.fullmatch(name):
+        return name
+    if name != want.sha256:
+        raise _UnusableError(f"blob {name} is named for other bytes than {want.path}")
+    return None
+
+
+def _place(snapshot_dir: str, makers: dict[str, Callable[[str], None]], *, mine: bool) -> None:
+    """Create each ``rel -> make(path)`` under ``snapshot_dir``: a directory that does not exist
+    yet appears whole (staged beside it, then renamed); into an existing one each name is
+    published alone, never replacing what is there unless the tier is ``mine`` (this host's,
+    where a wrong name may be replaced)."""
+    if not os.path.isdir(snapshot_dir):
+        with _store.staged_dir(snapshot_dir) as staging:
+            for rel, make in makers.items():
+                path = os.path.join(staging.path, *rel.split("/"))
+                _store.makedirs(os.path.dirname(path))
+                make(path)
+        if staging.published:
+            return
+    for rel, make in makers.items():
+        final = os.path.join(snapshot_dir, *rel.split("/"))
+        _store.makedirs(os.path.dirname(final))
+        tmp = _store.partial_path(final)
+        make(tmp)
+        if mine:
+            os.replace(tmp, final)
+        else:
+            _shared.publish_new(tmp, final, durable=False)
+    _store.fsync_dir(snapshot_dir)
+
+
+def _link_maker(target: str) -> Callable[[str], None]:
+    return lambda path: os.symlink(target, path)
+
+
+def _copy_maker(src: str, want: _File, git_sha1: str | None = None) -> Callable[[str], None]:
+    return lambda path: _copy_checked(src, path, want, git_sha1)
+
+
+def _hf_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
+    repo = snapshot.split("/", maxsplit=1)[0]
+    shared_repo, repo_dir = os.path.join(tier.shared_hub, repo), os.path.join(tier.hub, repo)
+    shared_dir, snapshot_dir = (
+        os.path.join(tier.shared_hub, snapshot),
+        os.path.join(tier.hub, snapshot),
+    )
+    links: dict[str, Callable[[str], None]] = {}
+    for want in files:
+        name = _blob_name(os.path.join(shared_dir, *want.path.split("/")), shared_repo)
+        git_sha1 = _git_sha1(name, want)
+        here = os.path.join(snapshot_dir, *want.path.split("/"))
+        if os.path.isdir(snapshot_dir) and _matches(here, want, None):
+            continue
+        blob = os.path.join(repo_dir, "blobs", name)
+        if os.path.exists(blob) and not _matches(blob, want, git_sha1):
+            os.unlink(blob)  # this host's blob is damaged: the verified copy replaces it
+        if not os.path.exists(blob):
+            _store.makedirs(os.path.dirname(blob))
+            _publish_copy(os.path.join(shared_repo, "blobs", name), blob, want, git_sha1)
+        links[want.path] = _link_maker(os.path.relpath(blob, os.path.dirname(here)))
+    _store.fsync_dir(os.path.join(repo_dir, "blobs"))
+    _place(snapshot_dir, links, mine=True)
+    _copy_tree_listing(shared_repo, repo_dir, snapshot)
+
+
+def _hf_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
+    repo = snapshot.split("/", maxsplit=1)[0]
+    shared_repo, repo_dir = os.path.join(tier.shared_hub, repo), os.path.join(tier.hub, repo)
+    shared_dir, snapshot_dir = (
+        os.path.join(tier.shared_hub, snapshot),
+        os.path.join(tier.hub, snapshot),
+    )
+    links: dict[str, Callable[[str], None]] = {}
+    for want in files:
+        name = _blob_name(os.path.join(snapshot_dir, *want.path.split("/")), repo_dir)
+        shared_blob = os.path.join(shared_repo, "blobs", name)
+        if not os.path.exists(shared_blob):
+            _store.makedirs(os.path.dirname(shared_blob))
+            _publish_copy(os.path.join(repo_dir, "blobs", name), shared_blob, want, None)
+        there = os.path.join(shared_dir, *want.path.split("/"))
+        if not os.path.lexists(there):
+            links[want.path] = _link_maker(os.path.relpath(shared_blob, os.path.dirname(there)))
+    _store.fsync_dir(os.path.join(shared_repo, "blobs"))
+    if links:
+        _place(shared_dir, links, mine=False)
+    _copy_tree_listing(repo_dir, shared_repo, snapshot)
+
+
+def _copy_tree_listing(src_repo: str, dst_repo: str, snapshot: str) -> None:
+    """Carry huggingface_hub's cached listing of the commit (``trees/<commit>.json``) along:
+    immutable, so never replaced; one that does not parse is left behind."""
+    name = f"{snapshot.rsplit('/', 1)[-1]}.json"
+    src, dst = os.path.join(src_repo, "trees", name), os.path.join(dst_repo, "trees", name)
+    if os.path.exists(dst) or _load(src) is None:
+        return
+    with contextlib.suppress(OSError):
+        _store.makedirs(os.path.dirname(dst))
+        _shared.copy_new(src, dst)
+
+
+# -- the ModelScope layout --------------------------------------------------------------------
+
+
+def _ms_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
+    shared_dir, snapshot_dir = (
+        os.path.join(tier.shared_hub, snapshot),
+        os.path.join(tier.hub, snapshot),
+    )
+    copies: dict[str, Callable[[str], None]] = {}
+    for want in files:
+        here = os.path.join(snapshot_dir, *want.path.split("/"))
+        if os.path.isdir(snapshot_dir) and _matches(here, want, None):
+            continue
+        copies[want.path] = _copy_maker(os.path.join(shared_dir, *want.path.split("/")), want)
+    _place(snapshot_dir, copies, mine=True)
+
+
+def _ms_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
+    shared_dir, snapshot_dir = (
+        os.path.join(tier.shared_hub, snapshot),
+        os.path.join(tier.hub, snapshot),
+    )
+    copies: dict[str, Callable[[str], None]] = {}
+    for want in files:
+        if not os.path.lexists(os.path.join(shared_dir, *want.path.split("/"))):
+            copies[want.path] = _copy_maker(os.path.join(snapshot_dir, *want.path.split("/")), want)
+    if copies:
+        _place(shared_dir, copies, mine=False)
+
+
+# -- the two directions -----------------------------------------------------------------------
+
+
+def pull(tier: Tiers, identity: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Copy the revision ``identity`` names from the shared tier into this host's hub cache.
+
+    Returns the record to write for this host (its files' ``stat`` filled in), or ``None`` when
+    the shared tier has no complete, verified copy; the caller writes the record, last.
+    """
+    record = _load(tier.shared_record)
+    if record is None:
+        return None
+    try:
+        snapshot, files = _revision(record, identity)
+        if identity["hub"] == "hf":
+            _hf_pull(tier, snapshot, files)
+        else:
+            _ms_pull(tier, snapshot, files)
+    except _UnusableError as why:
+        log.warning(
+            "%s on the shared tier is not used (%s): the hub is asked instead",
+            tier.shared_record,
+            why,
+        )
+        return None
+    mine = {k: v for k, v in record.items() if k != "files"}
+    mine["files"] = []
+    for want in files:
+        st = os.stat(os.path.join(tier.hub, snapshot, *want.path.split("/")))
+        entry = {"path": want.path, "size": want.size, "sha256": want.sha256}
+        mine["files"].append({**entry, "stat": [st.st_size, st.st_mtime_ns, st.st_ino]})
+    return mine
+
+
+def push(tier: Tiers, record: Mapping[str, Any], identity: Mapping[str, Any]) -> bool:
+    """Publish this host's complete revision (its ``record`` just written) on the shared tier.
+
+    Blobs and links first, the record last and never replacing one that is there. Returns
+    whether this host's record is now the shared one.
+    """
+    if os.path.exists(tier.shared_record):
+        return False
+    try:
+        snapshot, files = _revision(record, identity)
+        if identity["hub"] == "hf":
+            _hf_push(tier, snapshot, files)
+        else:
+            _ms_push(tier, snapshot, files)
+    except _UnusableError as why:
+        log.warning("snapshot %s not written to the shared tier: %s", tier.record, why)
+        return False
+    shared = {k: v for k, v in record.items() if k != "files"}
+    shared["files"] = [{k: v for k, v in f.items() if k not in _LOCAL} for f in record["files"]]
+    _store.makedirs(os.path.dirname(tier.shared_record))
+    tmp = _store.partial_path(tier.shared_record)
+    with open(tmp, "w", encoding="utf-8") as f:
+        _store.share(f.fileno(), os.path.dirname(tmp))
+        json.dump(shared, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    return _shared.publish_new(tmp, tier.shared_record)
+
+
+def fill(
+    tier: Tiers,
+    identity: Mapping[str, Any],
+    download: Callable[[], dict[str, Any]],
+    write: Callable[[dict[str, Any]], None],
+    *,
+    timeout: float | None,
+) -> str:
+    """Make the revision complete on this host: from the shared tier, or by ``download()``
+    (which returns the record it wrote) under the revision's lease, then written through.
+
+    ``write`` stores a record pulled from the shared tier. Returns :data:`._shared.SHARED` or
+    :data:`._shared.LOCAL`.
+    """
+    downloaded: list[dict[str, Any]] = []
+
+    def pulled() -> bool:
+        record = pull(tier, identity)
+        if record is None:
+            return False
+        write(record)
+        return True
+
+    served = _shared.fill_entry(
+        tier.shared_record,
+        pull=pulled,
+        ready=lambda: os.path.exists(tier.shared_record),
+        produce=lambda: downloaded.append(download()),
+        push=lambda: push(tier, downloaded[-1], identity),
+        timeout=timeout,
+    )
+    if served == _shared.SHARED:
+        log.info("%s@%s: copied from the shared tier", identity["repo_id"], identity["revision"])
+    return served
