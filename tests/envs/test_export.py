@@ -96,3 +96,66 @@ def test_cli_docker_export_of_a_colon_root_exits_1(tmp_path: Path) -> None:
     )
     assert (out.returncode, out.stdout) == (1, "")
     assert "docker's --volume=HOST:CONTAINER cannot express" in out.stderr
+
+
+RELATIVE = (
+    "cacheroot env: cannot export the layout: CACHEROOT='relative' is not an absolute path; "
+    "set it to an absolute path\n"
+)
+
+
+@pytest.mark.parametrize("fmt", ["docker", "github", "json", "sh"])
+def test_cli_refuses_an_invalid_root_in_every_format(
+    fmt: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `cacheroot env --format github >> "$GITHUB_ENV"` must stop the job, not go on with no layout.
+    from cacheroot.envs._cli import main
+
+    monkeypatch.setenv(CACHEROOT, "relative")
+    assert main(["env", "--format", fmt]) == 1
+    out = capsys.readouterr()
+    assert (out.out, out.err) == ("", RELATIVE)
+
+
+def test_sh_exports_the_root_and_tag_to_the_processes_it_starts() -> None:
+    text = export("sh", ENV, tag="rocm")
+    script = text + 'printf "%s\\n" "$CACHEROOT" "$CACHEROOT_TAG"'
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["/r", "rocm"]
+
+
+def test_github_exports_the_root_and_tag() -> None:
+    lines = export("github", ENV, tag="cuda").splitlines()
+    assert lines[:2] == ["CACHEROOT=/r", "CACHEROOT_TAG=cuda"]
+    assert not any(line.startswith("CACHEROOT_TAG") for line in export("github", ENV).splitlines())
+
+
+@pytest.mark.parametrize("fmt", ["github", "json", "sh"])
+def test_cli_refuses_container_root_outside_docker(
+    fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cacheroot.envs._cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["env", "--format", fmt, "--container-root", "/cache"])
+    assert exited.value.code == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.endswith(
+        f"cacheroot env: error: --container-root applies to --format docker only "
+        f"(got --format {fmt}): drop it, or add --format docker\n"
+    )
+
+
+def test_container_root_is_for_docker_only_in_python_too() -> None:
+    with pytest.raises(ValueError, match="container_root applies to the docker format only"):
+        export("sh", ENV, container_root="/cache")
+
+
+def test_docker_names_a_relative_container_root() -> None:
+    with pytest.raises(ValueError, match="container root") as raised:
+        docker_args(ENV, container_root="cache")
+    assert str(raised.value) == (
+        "cannot export docker arguments: the container root 'cache' is not an absolute path; "
+        "give the root's absolute path inside the container"
+    )

@@ -7,14 +7,27 @@ function that adds one subparser and sets ``func`` (``args -> exit status``) as 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
+    from importlib.metadata import EntryPoint
 
 GROUP = "cacheroot.commands"
+
+#: The subcommands of the other cacheroot distributions: their distribution and its folder in a
+#: clone, so that a missing one is named with the way to install it (argparse alone lists only
+#: what is installed, which reads as if the subcommand did not exist).
+ELSEWHERE = {
+    "cache": ("cacheroot-fetch", "packages/fetch"),
+    "fetch": ("cacheroot-fetch", "packages/fetch"),
+    "hook": ("cacheroot-sitecustomize", "sitecustomize"),
+    "tier": ("cacheroot-fetch", "packages/fetch"),
+    "warm": ("cacheroot-fetch", "packages/fetch"),
+}
 
 
 def register_env(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,12 +45,18 @@ def register_env(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument(
         "--table", action="store_true", help="print the variable table (markdown) instead"
     )
-    p.set_defaults(func=_run_env)
+    p.set_defaults(func=functools.partial(_run_env, p))
 
 
-def _run_env(args: argparse.Namespace) -> int:
+def _run_env(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from ._export import export, table_markdown  # noqa: PLC0415
 
+    if args.container_root is not None and args.format != "docker":
+        # Accepted silently, it would suggest the sh or GitHub text is meant for a container.
+        p.error(
+            f"--container-root applies to --format docker only (got --format {args.format}): "
+            "drop it, or add --format docker"
+        )
     if args.table:
         sys.stdout.write(table_markdown())
         return 0
@@ -65,13 +84,15 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return status
 
 
-def parser() -> argparse.ArgumentParser:
-    """The top-level parser with every installed distribution's subcommands."""
+def parser(entries: Iterable[EntryPoint] | None = None) -> argparse.ArgumentParser:
+    """The top-level parser with the subcommands of ``entries`` (default: the
+    ``cacheroot.commands`` entry points of every installed distribution)."""
     top = argparse.ArgumentParser(
         prog="cacheroot", description="One cache root for every cache an ML test suite touches."
     )
     sub = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+    found = entry_points(group=GROUP) if entries is None else entries
+    for ep in sorted(found, key=lambda e: e.name):
         try:
             register = ep.load()
         except (ImportError, AttributeError) as exc:
@@ -85,9 +106,32 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``cacheroot`` console script."""
-    args = parser().parse_args(argv)
+def _not_installed(command: str, installed: Iterable[str]) -> str:
+    """Why ``command`` is missing and how to install it, or ``""`` when it is none of ours."""
+    if command not in ELSEWHERE:
+        return ""
+    dist, folder = ELSEWHERE[command]
+    return (
+        f"{command!r} is a subcommand of the {dist} distribution, which is not installed "
+        f"(the subcommands installed here: {', '.join(sorted(installed))}); in a clone of the "
+        "cacheroot repository, "
+        f"`pip install .` at its root installs every cacheroot distribution, "
+        f"`pip install ./{folder}` this one alone"
+    )
+
+
+def main(argv: Sequence[str] | None = None, *, entries: Iterable[EntryPoint] | None = None) -> int:
+    """Entry point of the ``cacheroot`` console script; ``entries`` as for :func:`parser`."""
+    found = list(entry_points(group=GROUP) if entries is None else entries)
+    top = parser(found)
+    given = sys.argv[1:] if argv is None else list(argv)
+    # The top-level parser takes no option but -h, so the subcommand is the first argument. One
+    # whose entry point exists but failed to load was reported (with a fix) by parser().
+    if given and given[0] not in {ep.name for ep in found}:
+        hint = _not_installed(given[0], {ep.name for ep in found})
+        if hint:
+            top.error(hint)
+    args = top.parse_args(given)
     status: int = args.func(args)
     return status
 

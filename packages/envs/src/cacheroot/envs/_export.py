@@ -17,6 +17,7 @@ from _cacheroot_layout import (
     TAGS,
     Layout,
     Variable,
+    path_problem,
     resolve,
     shared_root,
 )
@@ -34,9 +35,18 @@ def _quote(value: str) -> str:
     return shlex.quote(value)
 
 
+def _given(layout: Layout) -> list[tuple[str, str]]:
+    """``CACHEROOT`` (and ``CACHEROOT_TAG``) as resolved: a process started from the exported
+    environment sees the root (and tag) the layout was given, as one started by docker does."""
+    given = [] if layout.root is None else [(CACHEROOT, layout.root)]
+    if layout.tag:
+        given.append((CACHEROOT_TAG, layout.tag))
+    return given
+
+
 def to_sh(layout: Layout) -> str:
     """POSIX ``export`` lines, quoted; unset and invalid variables as comments."""
-    lines = []
+    lines = [f"export {name}={_quote(value)}" for name, value in _given(layout)]
     for s in layout.settings.values():
         if s.value is not None and s.source != "invalid":
             lines.append(f"export {s.name}={_quote(s.value)}")
@@ -47,17 +57,20 @@ def to_sh(layout: Layout) -> str:
 
 def to_github(layout: Layout) -> str:
     """Lines for ``$GITHUB_ENV``; a value with a newline uses the delimiter form."""
+    pairs = _given(layout) + [
+        (s.name, s.value)
+        for s in layout.settings.values()
+        if s.value is not None and s.source != "invalid"
+    ]
     lines = []
-    for s in layout.settings.values():
-        if s.value is None or s.source == "invalid":
-            continue
-        if "\n" in s.value:
+    for name, value in pairs:
+        if "\n" in value:
             delimiter = "CACHEROOT_EOF"
-            while delimiter in s.value:
+            while delimiter in value:
                 delimiter += "_"
-            lines.append(f"{s.name}<<{delimiter}\n{s.value}\n{delimiter}")
+            lines.append(f"{name}<<{delimiter}\n{value}\n{delimiter}")
         else:
-            lines.append(f"{s.name}={s.value}")
+            lines.append(f"{name}={value}")
     return "\n".join(lines) + "\n"
 
 
@@ -114,12 +127,18 @@ def docker_args(
     """
     host = resolve(environ, tag)
     if host.root is None:
-        raise ValueError(f"cannot export docker arguments: {host.root_reason}")
+        raise ValueError(_unusable(host))
     inside = container_root or host.root
+    problem = path_problem(inside)
+    if problem:
+        raise ValueError(
+            f"cannot export docker arguments: the container root {inside!r} {problem}; "
+            "give the root's absolute path inside the container"
+        )
     clean = {CACHEROOT: inside, CACHEROOT_OPT_IN: environ.get(CACHEROOT_OPT_IN, "")}
     layout = resolve(clean, host.tag)
-    if layout.root is None:
-        raise ValueError(f"cannot export docker arguments: {layout.root_reason}")
+    if layout.root is None:  # pragma: no cover - path_problem above is the resolver's own check
+        raise ValueError(_unusable(layout))
     for side, path in (("host", host.root), ("container", layout.root)):
         if ":" in path:
             # --volume=HOST:CONTAINER[:OPTIONS] splits on every colon: docker would mount
@@ -150,6 +169,11 @@ def to_docker(args: list[str]) -> str:
     return "\n".join(args) + "\n"
 
 
+def _unusable(layout: Layout) -> str:
+    """One message for every format: an export without a root would leave CI with no layout."""
+    return f"cannot export the layout: {layout.root_reason}"
+
+
 def export(
     fmt: str,
     environ: Mapping[str, str] | None = None,
@@ -157,14 +181,26 @@ def export(
     tag: str | None = None,
     container_root: str | None = None,
 ) -> str:
-    """Render the layout of ``environ`` (default: this process's) in one of :data:`FORMATS`."""
+    """Render the layout of ``environ`` (default: this process's) in one of :data:`FORMATS`.
+
+    Raises :class:`ValueError` when the root is unusable, in every format: text that sets no
+    layout (``cacheroot env --format github >> "$GITHUB_ENV"``) would let a CI job carry on
+    with every cache in its default place.
+    """
     env = os.environ if environ is None else environ
     if fmt == "docker":
         return to_docker(docker_args(env, tag=tag, container_root=container_root))
-    layout = resolve(env, tag)
     renderers = {"sh": to_sh, "github": to_github, "json": to_json}
     if fmt not in renderers:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if container_root is not None:
+        raise ValueError(
+            f"container_root applies to the docker format only, not {fmt!r}: drop it, or "
+            "export in the docker format"
+        )
+    layout = resolve(env, tag)
+    if layout.root is None:
+        raise ValueError(_unusable(layout))
     return _with_shared(fmt, renderers[fmt](layout), env)
 
 
