@@ -31,27 +31,41 @@ processes in another container or pid namespace, on another host sharing the vol
 time.
 
 A plain entry is renamed aside before it is deleted and looked at once more there, so a process
-that opened it between the check and the rename keeps it (it is renamed back).
+that opened it between the check and the rename keeps it (it is renamed back). A prune killed
+between the rename and the deletion leaves ``.<name>.<machine>-<pid>.pruned`` behind, which no
+survey counts as an entry: the next prune or ``tier evict`` removes it (:func:`leftovers`) once
+its pruner is certainly dead (this machine's pid namespace, see :mod:`._proc`) or, where that
+cannot be known (another host), once it was renamed more than :data:`._cache.FOREIGN_STALE`
+seconds ago.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
+import re
 import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
 from . import _proc
-from ._cache import Entry, Refused, remove_entry
+from ._cache import FOREIGN_STALE, Entry, Refused, remove_entry
 from ._in_use import SETTLE, Held, Scan
-from ._root_caches import ENTRY, WHOLE_LABEL, PlainEntry, free_space, listdir
+from ._root_caches import ENTRY, WHOLE_LABEL, CacheDir, PlainEntry, free_space, inside, listdir
 from ._survey import HubRevision, Survey, Victim, hub_busy, hub_open, survey
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-__all__ = ["SETTLE", "Summary", "Victim", "apply", "choose", "plan"]
+__all__ = ["LEFTOVER", "SETTLE", "Summary", "Victim", "apply", "choose", "leftovers", "plan"]
+
+#: The kind of victim that a killed prune left renamed aside (always removed, whatever the budget).
+LEFTOVER = "pruned-leftover"
+#: How :func:`_set_aside` names an entry it renamed aside: ``.<name>.<machine tag>-<pid>.pruned``.
+_PRUNED = re.compile(r"^\.(?P<name>.+)\.(?P<tag>[0-9a-f]{8})-(?P<pid>[0-9]+)\.pruned$")
+#: Sidecars of a plain entry that mean nothing once it is gone (locks stay: one may be held).
+_SIDECARS = (".meta.json", ".used")
 
 
 class Summary:
@@ -100,6 +114,12 @@ def choose(
     order = sorted(found.candidates, key=lambda c: (c.priority, c.victim.last_used, c.victim.path))
     victims: list[Victim] = []
     kept: list[tuple[Victim, str]] = []
+    for v, busy in leftovers(found, now=now):  # garbage whatever the criteria: first
+        if busy:
+            kept.append((v, busy))
+            continue
+        victims.append(v)
+        free += v.size
     for cand in order:
         v = cand.victim
         if older_than is not None and now - v.last_used > older_than:
@@ -165,6 +185,17 @@ def apply(victims: Iterable[Victim]) -> Summary:
     hf: dict[int, tuple[Any, list[Victim]]] = {}
     aside: list[tuple[Victim, str]] = []
     for v in todo:
+        if v.kind == LEFTOVER:
+            try:
+                why = _remove_leftover(v, held)
+            except _Denied as denied:
+                done.refused.append((v, str(denied)))
+                continue
+            if why:
+                done.skipped.append((v, why))
+            else:
+                done.removed.append(v)
+            continue
         if isinstance(v.ref, HubRevision):
             info = v.ref.repo.info
             hf.setdefault(id(info), (info, []))[1].append(v)
@@ -189,6 +220,107 @@ def apply(victims: Iterable[Victim]) -> Summary:
     done.skipped.sort(key=lambda pair: rank[id(pair[0])])
     done.refused.sort(key=lambda pair: rank[id(pair[0])])
     return done
+
+
+# -- what a killed prune left behind ------------------------------------------------------------
+
+
+def leftovers(found: Survey, *, now: float | None = None) -> list[tuple[Victim, str]]:
+    """``(victim, why it stays)`` for every entry a prune renamed aside and never deleted.
+
+    Looked for where plain entries live (each plain cache and its entry sub-directories). One
+    whose pruner may still run is not one (its prune is under way); one that a process holds
+    open is kept (``why``), and goes back to its name when removed is tried (:func:`apply`).
+    """
+    now = time.time() if now is None else now
+    found_: list[tuple[Victim, str]] = []
+    held: Held | None = None
+    dirs = [c.path for c in found.caches]
+    for cache in found.caches:
+        if cache.kind != ENTRY or cache.whole:
+            continue
+        claimed = [d for d in dirs if d != cache.path and inside(d, cache.path)]
+        for rel, directory in _entry_dirs(cache, claimed):
+            for name in sorted(listdir(directory)):
+                match = _PRUNED.match(name)
+                path = os.path.join(directory, name)
+                if match is None or not _abandoned(path, match, now):
+                    continue
+                held = Held() if held is None else held
+                scan = Scan([path], held, now, 0.0)
+                victim = Victim(
+                    cache=cache.name,
+                    path=path,
+                    size=scan.size,
+                    last_used=scan.newest,
+                    kind=LEFTOVER,
+                    label=f"{rel}{name}",
+                    reason="left renamed aside by a prune that was stopped before deleting it",
+                    ref=os.path.join(directory, match["name"]),
+                )
+                found_.append((victim, scan.busy))
+    return found_
+
+
+def _entry_dirs(cache: CacheDir, claimed: list[str]) -> list[tuple[str, str]]:
+    """``(relative prefix, directory)`` of the cache and of its entry sub-directories."""
+    found = [("", cache.path)]
+    pending = [("", cache.path)]
+    while pending:
+        rel, directory = pending.pop()
+        for name in listdir(directory):
+            sub, path = f"{rel}{name}", os.path.join(directory, name)
+            if any(inside(c, path) for c in claimed) or os.path.islink(path):
+                continue
+            parts = sub.split("/")
+            full = deeper = False
+            for pattern in cache.containers:
+                want = pattern.split("/")
+                if len(parts) <= len(want) and all(
+                    fnmatch.fnmatchcase(p, w) for p, w in zip(parts, want, strict=False)
+                ):
+                    full = full or len(parts) == len(want)
+                    deeper = deeper or len(parts) < len(want)
+            if (full or deeper) and os.path.isdir(path):
+                if full:
+                    found.append((sub + "/", path))
+                if deeper:
+                    pending.append((sub + "/", path))
+    return found
+
+
+def _abandoned(path: str, match: re.Match[str], now: float) -> bool:
+    """Whether the prune that renamed ``path`` aside is gone."""
+    pid = int(match["pid"])
+    if match["tag"] == _proc.machine_tag() and pid != os.getpid() and _proc.gone(pid):
+        return True
+    try:  # the rename set the ctime: how long ago the prune stopped there
+        return now - os.lstat(path).st_ctime > FOREIGN_STALE
+    except OSError:
+        return False
+
+
+def _remove_leftover(v: Victim, held: Held) -> str:
+    """Delete a leftover (and its entry's orphaned sidecars), or put back one that is open."""
+    original = str(v.ref)
+    late = Scan([v.path], held, 0.0, 0.0).busy
+    if late:
+        if not os.path.lexists(original):
+            with contextlib.suppress(OSError):
+                os.rename(v.path, original)
+        return late
+    try:
+        _rmtree(v.path)
+    except FileNotFoundError:
+        return "gone meanwhile"
+    except OSError as exc:
+        raise _Denied(_cannot(v.path, exc)) from None
+    head, name = os.path.split(original)
+    if not os.path.lexists(original):
+        for suffix in _SIDECARS:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(head, f".{name}{suffix}"))
+    return ""
 
 
 class _Denied(Exception):  # noqa: N818 - control flow inside this module
