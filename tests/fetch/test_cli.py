@@ -48,7 +48,7 @@ def test_exit_statuses(origin: Origin, name: str) -> None:
     assert cli(url, "--namespace", "../x").returncode == USAGE
     assert cli(url, "--sha256", "xyz").returncode == USAGE
     assert cli(origin.url(f"/missing/{name}")).returncode == FAILED
-    assert cli("ftp://127.0.0.1/x").returncode == FAILED
+    assert cli("ftp://127.0.0.1/x").returncode == USAGE
     assert origin.gets[f"/ok/{name}"] == 1
 
 

@@ -121,7 +121,7 @@ def test_refused_schemes_name_the_flag_not_the_python_api(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     status, out, err = run(capsys, "fetch", "ftp://127.0.0.1/x")
-    assert (status, out) == (1, "")
+    assert (status, out) == (2, "")  # a usage error, as --help lists it
     assert err == (
         "cacheroot fetch: ftp://127.0.0.1/x: scheme 'ftp' is not supported: give an http:// or "
         "https:// URL, or a file:// URL with --allow-file\n"
@@ -130,7 +130,7 @@ def test_refused_schemes_name_the_flag_not_the_python_api(
     source.write_bytes(b"mirrored")
     url = source.as_uri()
     status, out, err = run(capsys, "fetch", url)
-    assert (status, out) == (1, "")
+    assert (status, out) == (2, "")
     assert err == (
         f"cacheroot fetch: {url}: file:// URLs are read only with --allow-file (they are meant "
         "for local mirrors)\n"
@@ -145,3 +145,31 @@ def test_refused_schemes_name_the_flag_not_the_python_api(
     status, out, err = run(capsys, "fetch", url)
     assert (status, out) == (0, f"{path}\n")
     assert err.startswith("cacheroot fetch: hit "), err
+
+
+def test_a_url_that_is_not_one_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    expected = (
+        "cacheroot fetch: notaurl: scheme '' is not supported: give an http:// or https:// URL, "
+        "or a file:// URL with --allow-file\n"
+    )
+    assert run(capsys, "fetch", "notaurl") == (2, "", expected)
+
+
+def test_an_origin_that_never_answers_names_the_deadline_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))  # bound, never listening: the connection is refused
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/x.bin"
+        # The first wait of the default backoff (0.25 s at least) is past a 0.2 s deadline.
+        status, out, err = run(capsys, "fetch", url, "--deadline", "0.2", "-q")
+    assert (status, out) == (1, "")
+    assert err == (
+        f"cacheroot fetch: gave up on {url} after 1 attempt, which got no answer from the origin "
+        "(the last: ConnectionError: Connection refused); another would come after the deadline "
+        "of 0.2 s. Check that the origin is up and that the URL's host and port are right, or "
+        "fetch it from elsewhere; to wait longer for it to come up, raise the deadline "
+        "(--deadline SECONDS, 0 for none)\n"
+    )

@@ -37,8 +37,9 @@ seconds; for a miss its rate and the host it came from) and one per retry as it 
 
 exit status:
   {OK}  the file is cached (downloaded now or already there)
-  {FAILED}  the download failed (network, HTTP status, disk full, refused scheme or redirect)
-  {USAGE}  bad arguments (namespace, file name or digest not allowed)
+  {FAILED}  the download failed (network, HTTP status, disk full, refused redirect)
+  {USAGE}  bad arguments (a URL that is not http:// or https://, file:// without --allow-file,
+     a namespace, file name or digest that is not allowed)
   {CHECKSUM}  the bytes received do not have the expected sha256 (nothing was cached)
   {MISS}  cache-only (--offline, {CACHEROOT_OFFLINE}=1 or {VLLM_TEST_CACHE_ONLY}=1) and the file
      is not cached
@@ -253,7 +254,11 @@ def _fetch(args: argparse.Namespace, fetcher: Fetcher) -> tuple[int, str, Path |
         # A refused scheme fails only on a miss (a cached file:// entry is served without the
         # flag), and the library's message names its Python API: say it in the CLI's words.
         refused = _refused_scheme(args.url, allow_file=args.allow_file)
-        return FAILED, refused or str(exc), None
+        if refused:
+            return USAGE, refused, None
+        from ._http import DEADLINE_HINT  # noqa: PLC0415 - requests is imported on a miss only
+
+        return FAILED, str(exc).replace(DEADLINE_HINT, "--deadline SECONDS, 0 for none"), None
     finally:
         fetcher.close()
     return OK, "", path

@@ -86,6 +86,9 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 #: Bytes an attempt must add before its failure stops counting as one (see Transfer.run).
 PROGRESS = 64 * 1024
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: How a message tells a Python caller to raise the deadline; ``cacheroot fetch`` puts its own
+#: flag in its place.
+DEADLINE_HINT = "Fetcher(deadline=SECONDS), None for none"
 #: What a broken transfer raises from inside requests, urllib3 or the socket layer.
 _TRANSIENT: tuple[type[BaseException], ...] = (
     requests.ConnectionError,
@@ -173,6 +176,11 @@ class Transfer:
         self.received = 0
         #: The source is a local file that not everyone may read: its digest is not to be shown.
         self.private = False
+        #: Attempts started, and whether any got a response: a deadline that passes while the
+        #: origin never answered is no slow origin, and the message must not say so.
+        self.attempts = 0
+        self.answered = False
+        self._last_failure = ""
         self._bar: Any = None
 
     # -- the retry loop ------------------------------------------------------------------
@@ -186,10 +194,12 @@ class Transfer:
             while True:
                 before = self.part.size
                 self._check_deadline()
+                self.attempts += 1
                 try:
                     self._attempt()
                     break
                 except _Retry as r:
+                    self._last_failure = r.reason
                     # An attempt that moved the transfer on does not count against the retries.
                     if self.part.size - before >= min(self.settings.chunk_size, PROGRESS):
                         failures = 0
@@ -221,6 +231,7 @@ class Transfer:
                 if r.wait is not None
                 else f"{redact_url(r.reason)}, and the next try would come after {limit}",
                 r.status,
+                stop=f"another would come after {limit}",
             )
         reason = redact_url(r.reason)
         log.info("retrying %s in %.2f s: %s", self.shown, delay, reason)
@@ -230,15 +241,33 @@ class Transfer:
 
     def _check_deadline(self) -> None:
         if self.until is not None and time.monotonic() >= self.until:
-            raise self._past_deadline(f"the deadline of {self.settings.deadline:g} s passed")
+            passed = f"the deadline of {self.settings.deadline:g} s passed"
+            raise self._past_deadline(passed, stop=passed)
 
-    def _past_deadline(self, what: str, status: int | None = None) -> DownloadError:
+    def _past_deadline(self, what: str, status: int | None = None, *, stop: str) -> DownloadError:
+        """Giving up at the deadline: ``what`` happened, ``stop`` says why no try follows."""
+        if not self.answered and self.attempts and self._last_failure:
+            # No byte came because no attempt got an answer: "too slow" would send the reader
+            # looking at bandwidth instead of at a host that is down or a wrong port.
+            tries = (
+                "1 attempt, which got no answer from the origin"
+                if self.attempts == 1
+                else f"{self.attempts} attempts, none of which got an answer from the origin"
+            )
+            return DownloadError(
+                self.url,
+                f"gave up on {self.url} after {tries} (the last: "
+                f"{redact_url(self._last_failure)}); {stop}. Check that the origin is up and "
+                "that the URL's host and port are right, or fetch it from elsewhere; to wait "
+                f"longer for it to come up, raise the deadline ({DEADLINE_HINT})",
+                status=status,
+            )
         total = "?" if self.total is None else str(self.total)
         return DownloadError(
             self.url,
             f"gave up on {self.url}: {what} ({self.part.size} of {total} bytes had arrived); "
             "the origin is too slow, or trickling: fetch it from elsewhere, or raise the "
-            "deadline (Fetcher(deadline=SECONDS), None for none) for a large file on a slow link",
+            f"deadline ({DEADLINE_HINT}) for a large file on a slow link",
             status=status,
         )
 
@@ -325,6 +354,7 @@ class Transfer:
                 resp = self.session.get(
                     url, headers=sent, stream=True, allow_redirects=False, timeout=self._timeouts()
                 )
+                self.answered = True
             except _TRANSIENT as exc:
                 why = _headers_too_large(exc)
                 if why:
