@@ -44,12 +44,20 @@ def valid_names(limit: int) -> st.SearchStrategy[str]:
     ).filter(lambda n: n.split(".", 1)[0].upper() not in _RESERVED and not n.endswith(".extracted"))
 
 
-def invalid_names(limit: int) -> st.SearchStrategy[str]:
-    """Names the checks refuse, each for one reason (shape, character, length, reserved)."""
+def valid_namespaces() -> st.SearchStrategy[str]:
+    """Nested namespaces the check accepts: 1 to 8 valid names joined by ``/``."""
+    return st.lists(valid_names(64), min_size=1, max_size=8).map("/".join)
+
+
+def invalid_names(limit: int, *, nested: bool = False) -> st.SearchStrategy[str]:
+    """Names the checks refuse, each for one reason (shape, character, length, reserved);
+    ``nested``: as namespaces, where ``a/b`` is allowed."""
     ok = valid_names(30)
-    bad_char = st.sampled_from(["/", "\\", "\x00", " ", "\n", ":", "*", "\u00e9", "/..", "~"])
+    bad = ["\\", "\x00", " ", "\n", ":", "*", "\u00e9", "/..", "~", "//", "/.x", "/-"]
+    bad_char = st.sampled_from(bad if nested else [*bad, "/"])
+    shapes = ["", ".", "..", "/", "/etc", "../x", "a\x00b", ".hidden", "-x", "a/", "a//b"]
     return st.one_of(
-        st.sampled_from(["", ".", "..", "/", "a/b", "/etc", "../x", "a\x00b", ".hidden", "-x"]),
+        st.sampled_from(shapes if nested else [*shapes, "a/b"]),
         st.builds(str.__add__, st.sampled_from(".-_/"), ok),  # a bad first character
         st.builds(lambda a, c, b: a + c + b, ok, bad_char, ok),  # a bad character inside
         ok.map(lambda n: (n * (limit // len(n) + 2))[: limit + 1 + len(n)]),  # too long
@@ -94,13 +102,14 @@ def test_distinct_urls_distinct_names(a: str, b: str) -> None:
 
 def test_valid_namespaces_stay_inside_their_directory() -> None:
     @RELAXED
-    @given(valid_names(64), urls)
+    @given(valid_namespaces(), urls)
     def check(counter: list[int], namespace: str, url: str) -> None:
         counter[0] += 1
         path = entry_path(CACHE, namespace, url)
         assert check_namespace(namespace) == namespace
         assert _inside(path, os.path.join(CACHE, namespace))
         assert os.path.join(CACHE, namespace) != CACHE
+        assert os.path.relpath(os.path.dirname(path), CACHE).split(os.sep) == namespace.split("/")
         counter[1] += 1
 
     run_counted(check)
@@ -126,7 +135,7 @@ def test_invalid_names_are_refused(kind: str) -> None:
     checker, limit = CHECKS[kind]
 
     @RELAXED
-    @given(invalid_names(limit), urls)
+    @given(invalid_names(limit, nested=kind == "namespace"), urls)
     def check(counter: list[int], name: str, url: str) -> None:
         counter[0] += 1
         with pytest.raises(ValueError, match=f"^{kind} "):
@@ -137,6 +146,40 @@ def test_invalid_names_are_refused(kind: str) -> None:
         counter[1] += 1
 
     run_counted(check)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "refused"),
+    [
+        (None, "expected one name (e.g. gsm8k) or several joined by '/'"),
+        ("", "expected one name (e.g. gsm8k) or several joined by '/'"),
+        ("gsm8k", None),
+        ("a/b", None),
+        ("gpt_oss/tiktoken", None),
+        ("a/b/c/d/e/f/g/h", None),
+        ("a/b/c/d/e/f/g/h/i", "9 levels, at most 8"),
+        ("../x", "its part '..': expected letters"),
+        ("a/../b", "its part '..': expected letters"),
+        ("a/./b", "its part '.': expected letters"),
+        ("/abs", "it is absolute"),
+        ("a//b", "it has an empty part"),
+        ("a/", "it has an empty part"),
+        (".hidden/x", "its part '.hidden': expected letters"),
+        ("x/.hidden", "its part '.hidden': expected letters"),
+        ("a\\b/c", "its part 'a\\\\b': expected letters"),
+        ("a/CON", "its part 'CON': a reserved device name"),
+        ("a/" + "b" * 65, "longer than 64 characters"),
+        ("data.tar.extracted", None),
+        ("a/data.tar.extracted", "ends in '.extracted', which names the unpacked archive"),
+    ],
+)
+def test_check_namespace_rules(namespace: str | None, refused: str | None) -> None:
+    if refused is None:
+        assert check_namespace(namespace) == namespace  # type: ignore[arg-type]
+        return
+    with pytest.raises(ValueError, match=r"^namespace ") as info:
+        check_namespace(namespace)  # type: ignore[arg-type]
+    assert refused in str(info.value)
 
 
 def test_reserved_for_unpacked_archives() -> None:

@@ -7,6 +7,14 @@ start with a dot; its dot-files beside it belong to it (``.<name>.meta.json``, t
 ``.<name>.lock``, the single-flight lock; ``.<name>.used``, when it was last used;
 ``.<name>.<machine>-<pid>.<id>.partial``, a download or build in progress).
 
+Namespaces nest (``gpt_oss/tiktoken``). Every directory at the top of the cache is a namespace;
+below it, a directory is an entry when it has a record of its own (an unpacked archive
+``X.extracted`` or a ``build_once`` tree always has one, written before the directory appears),
+and otherwise a further level of namespace, down to :data:`~._naming.MAX_DEPTH` levels, below
+which everything is an entry. A name ending in ``.extracted`` is always an entry: no namespace
+level below the top may have such a name (:func:`~._naming.check_namespace`). Files directly in
+the cache's root are nobody's entries, as before.
+
 "Last used" is the mtime of ``.<name>.used`` (see :mod:`._used`): set explicitly rather than
 read from atime, so it works on ``noatime`` mounts, and refreshed at most once an hour.
 
@@ -25,15 +33,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _proc, _store
 from ._errors import LockTimeout
 from ._lock import PathLock, holder
+from ._naming import EXTRACTED_SUFFIX, MAX_DEPTH, check_namespace
 from ._redact import redact_url
 from ._store import (
     lock_path,
@@ -57,6 +67,8 @@ GRACE = 3600.0
 #: untouched for at least this long, whatever the grace period.
 FOREIGN_STALE = 3600.0
 QUARANTINE = ".quarantine"
+#: What :func:`quarantine` appends to a name: ``.<UTC time>.<pid>``.
+_QUARANTINE_STAMP = re.compile(r"\.\d{8}T\d{6}Z\.\d+\Z")
 
 
 # -- entries -------------------------------------------------------------------------------------
@@ -135,6 +147,7 @@ def tree_size(path: str) -> int:
 
 
 def _namespaces(cache: str) -> list[str]:
+    """The top-level namespaces: every directory at the top whose name does not start with a dot."""
     try:
         names = sorted(os.listdir(cache))
     except OSError:
@@ -142,56 +155,130 @@ def _namespaces(cache: str) -> list[str]:
     return [n for n in names if not n.startswith(".") and os.path.isdir(os.path.join(cache, n))]
 
 
-def entries(cache: str, namespace: str | None = None) -> list[Entry]:
-    """Every entry of ``cache`` (or of one namespace), sorted by namespace and name."""
-    found: list[Entry] = []
+def _is_level(directory: str, name: str, depth: int, *, moved: bool = False) -> bool:
+    """Whether ``<directory>/<name>`` is a namespace level below the top rather than an entry.
+
+    ``depth`` is the number of levels of ``directory`` itself; ``moved``: ``directory`` is in
+    the quarantine, where what :func:`quarantine` moved is an entry by its name even if its
+    record did not move with it. Symbolic links are entries (never followed here).
+    """
+    if name.startswith(".") or depth >= MAX_DEPTH or name.endswith(EXTRACTED_SUFFIX):
+        return False
+    if moved and _QUARANTINE_STAMP.search(name):
+        return False
+    path = os.path.join(directory, name)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) and not os.path.lexists(meta_path(path))
+
+
+class Level(NamedTuple):
+    """One namespace level: its name, its directory, what is in it, and which of that is what."""
+
+    namespace: str
+    directory: str
+    #: Every name in the directory (dot-files included), sorted.
+    names: list[str]
+    #: The entries among :attr:`names`.
+    entries: list[str]
+    #: The further namespace levels among :attr:`names`.
+    levels: list[str]
+
+
+def _walk(directory: str, namespace: str, *, moved: bool = False) -> Iterator[Level]:
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return
+    depth = namespace.count("/") + 1
+    levels = [n for n in names if _is_level(directory, n, depth, moved=moved)]
+    found = [n for n in names if not n.startswith(".") and n not in levels]
+    yield Level(namespace, directory, names, found, levels)
+    for name in levels:
+        yield from _walk(os.path.join(directory, name), f"{namespace}/{name}", moved=moved)
+
+
+def levels(cache: str, namespace: str | None = None, *, moved: bool = False) -> Iterator[Level]:
+    """Every namespace level of ``cache`` (or ``namespace`` and those under it), in tree order:
+    a level, then the levels under it, each list sorted by name."""
     for ns in _namespaces(cache) if namespace is None else [namespace]:
-        directory = os.path.join(cache, ns)
-        try:
-            names = sorted(os.listdir(directory))
-        except OSError:
-            continue
-        for name in names:
-            if name.startswith("."):
-                continue
-            path = os.path.join(directory, name)
-            meta = read_meta(path)
-            kind = "dir" if os.path.isdir(path) and not os.path.islink(path) else "file"
-            found.append(
-                Entry(
-                    namespace=ns,
-                    name=name,
-                    path=path,
-                    kind=kind,
-                    size=tree_size(path),
-                    last_used=last_used(path, meta),
-                    meta=meta,
-                )
+        yield from _walk(os.path.join(cache, ns), ns, moved=moved)
+
+
+#: How many namespaces a message names at most.
+_SHOWN = 20
+
+
+def missing_namespace(cache: str, namespace: str) -> str:
+    """Why ``namespace`` is not a namespace level of ``cache``, saying what to do (``""``: it is).
+
+    A filter that names nothing must say so rather than report on nothing: a typo in
+    ``--namespace`` would otherwise read as "verified 0 entries".
+    """
+    try:
+        parts = check_namespace(namespace).split("/")
+    except ValueError as exc:
+        return str(exc)
+    directory = cache
+    for depth, part in enumerate(parts):
+        path = os.path.join(directory, part)
+        here = "/".join(parts[: depth + 1])
+        if not os.path.lexists(path):
+            known = [lv.namespace for lv in levels(cache)]
+            shown = ", ".join(known[:_SHOWN]) + (", ..." if len(known) > _SHOWN else "")
+            return f"no namespace {namespace!r} in {cache} ({here!r} does not exist); " + (
+                f"its namespaces are: {shown}" if known else "it has none yet"
             )
-    return found
+        if depth and not _is_level(directory, part, depth):
+            return (
+                f"{here!r} is an entry of namespace {'/'.join(parts[:depth])!r}, not a "
+                "namespace; name the namespace that holds it"
+            )
+        if not os.path.isdir(path):
+            return f"{path} is not a directory, so {here!r} is no namespace; move it away"
+        directory = path
+    return ""
+
+
+def _entry(namespace: str, directory: str, name: str) -> Entry:
+    path = os.path.join(directory, name)
+    meta = read_meta(path)
+    return Entry(
+        namespace=namespace,
+        name=name,
+        path=path,
+        kind="dir" if os.path.isdir(path) and not os.path.islink(path) else "file",
+        size=tree_size(path),
+        last_used=last_used(path, meta),
+        meta=meta,
+    )
+
+
+def entries(cache: str, namespace: str | None = None) -> list[Entry]:
+    """Every entry of ``cache`` (or of ``namespace`` and the namespaces under it), in tree
+    order: by namespace (a namespace, then those nested in it), then by name."""
+    return [
+        _entry(level.namespace, level.directory, name)
+        for level in levels(cache, namespace)
+        for name in level.entries
+    ]
 
 
 def quarantined(cache: str) -> list[Entry]:
     """What ``verify`` moved aside, as entries of the pseudo-namespace ``.quarantine``."""
-    top = os.path.join(cache, QUARANTINE)
     found: list[Entry] = []
-    for ns in _namespaces(top):
-        directory = os.path.join(top, ns)
-        try:
-            names = sorted(os.listdir(directory))
-        except OSError:
-            continue
-        for name in names:
-            if name.startswith("."):
-                continue
-            path = os.path.join(directory, name)
+    for level in levels(os.path.join(cache, QUARANTINE), moved=True):
+        for name in level.entries:
+            path = os.path.join(level.directory, name)
             try:
                 moved = os.lstat(path).st_mtime
             except OSError:
                 continue
             found.append(
                 Entry(
-                    namespace=f"{QUARANTINE}/{ns}",
+                    namespace=f"{QUARANTINE}/{level.namespace}",
                     name=name,
                     path=path,
                     kind="dir" if os.path.isdir(path) else "file",
@@ -210,7 +297,14 @@ def disk_usage(cache: str) -> dict[str, Any]:
     """Bytes per namespace of the test cache and per top-level cache of the layout."""
     from cacheroot.envs import INVALID, resolve  # noqa: PLC0415
 
-    namespaces = {ns: tree_size(os.path.join(cache, ns)) for ns in _namespaces(cache)}
+    namespaces = {}
+    for level in levels(cache):
+        # A level's own bytes: its entries and their dot-files, not the levels under it.
+        own = [n for n in level.names if n not in level.levels]
+        if own or not level.levels:
+            namespaces[level.namespace] = sum(
+                tree_size(os.path.join(level.directory, n)) for n in own
+            )
     q = tree_size(os.path.join(cache, QUARANTINE))
     if q:
         namespaces[QUARANTINE] = q
@@ -230,6 +324,7 @@ def disk_usage(cache: str) -> dict[str, Any]:
         )
     return {
         "cache": cache,
+        "exists": os.path.isdir(cache),
         "namespaces": namespaces,
         "total": sum(namespaces.values()),
         "root": layout.root,
@@ -421,14 +516,10 @@ def remove_entry(entry: Entry) -> str:
 
 
 def _listings(cache: str) -> Iterator[tuple[str, list[str], set[str]]]:
-    """Each namespace's directory, its names, and the entries among them (no leading dot)."""
-    for ns in _namespaces(cache):
-        directory = os.path.join(cache, ns)
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            continue
-        yield directory, names, {n for n in names if not n.startswith(".")}
+    """Each namespace level's directory, its names, and what they are for (no leading dot:
+    its entries and the levels under it, whose own dot-files may sit beside them)."""
+    for level in levels(cache):
+        yield level.directory, level.names, {n for n in level.names if not n.startswith(".")}
 
 
 def _stray_files(cache: str, grace: float, now: float) -> list[tuple[str, int, str]]:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from cacheroot.envs import VLLM_TEST_CACHE
+from cacheroot.envs import CACHEROOT, VLLM_TEST_CACHE
 from cacheroot.envs.units import format_age, format_size
 
-from ._cache import GRACE, disk_usage, entries, verify
-from ._cli import age_arg, size_arg
+from ._cache import GRACE, disk_usage, entries, missing_namespace, verify
+from ._cli import age_arg, namespace_arg, size_arg
 from ._errors import FetchError
 from ._manifest import load_manifest
 from ._prune_report import run_prune
@@ -36,6 +37,12 @@ def _when(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
+#: What ``ls`` and ``du`` say of a test cache that is not there.
+_NO_CACHE = (
+    f"{{cache}} does not exist: nothing has been fetched into it yet (${VLLM_TEST_CACHE} or "
+    f"${CACHEROOT} decide where it is)"
+)
+
 #: The options of ``cacheroot cache prune`` that say what to remove (one at least).
 PRUNE_CRITERIA = ("--max-size SIZE", "--min-free SIZE", "--older-than AGE", "--strays")
 
@@ -45,8 +52,12 @@ exit status:
   1  verify found corrupt entries (they were quarantined unless --no-quarantine), or entries
      this user cannot read; prune could not remove entries it should have (permissions:
      each is listed with what to do; entries kept because they are busy do not count)
-  2  bad arguments (prune: none of --max-size, --min-free, --older-than, --strays), or the
-     cache directory is unusable
+  2  bad arguments (prune: none of --max-size, --min-free, --older-than, --strays; ls,
+     verify: a --namespace that is not a namespace of the cache), or the cache directory is
+     unusable
+
+Namespaces nest (gpt_oss/tiktoken): ls and verify look at every level, and --namespace NS
+covers NS and the namespaces under it.
 """
 
 
@@ -60,12 +71,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ops = p.add_subparsers(dest="cache_command", metavar="OPERATION", required=True)
-    namespace = f"only this namespace (a directory under ${VLLM_TEST_CACHE}), e.g. gsm8k"
+    namespace = (
+        f"only this namespace (a directory under ${VLLM_TEST_CACHE}) and those nested in it, "
+        "e.g. gsm8k or gpt_oss/tiktoken"
+    )
     ls = ops.add_parser("ls", help="entries: name, size, last used, source URL")
-    ls.add_argument("--namespace", metavar="NS", default=None, help=namespace)
+    ls.add_argument("--namespace", metavar="NS", type=namespace_arg, default=None, help=namespace)
     du = ops.add_parser("du", help="bytes per namespace and per top-level cache of the layout")
     ver = ops.add_parser("verify", help="re-hash entries; quarantine the corrupt ones")
-    ver.add_argument("--namespace", metavar="NS", default=None, help=namespace)
+    ver.add_argument("--namespace", metavar="NS", type=namespace_arg, default=None, help=namespace)
     ver.add_argument("--no-quarantine", action="store_true", help="report only, move nothing")
     ver.add_argument(
         "--manifest",
@@ -153,29 +167,43 @@ def run(args: argparse.Namespace) -> int:
     except FetchError as exc:
         sys.stderr.write(f"cacheroot cache: {exc}\n")
         return 2
-    if op == "ls":
-        rows = entries(cache, args.namespace)
-        lines = ["ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE\n"]
-        lines += [
-            f"{e.namespace}/{e.name}\t{format_size(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
-            for e in rows
-        ] or ["(empty)\n"]
-        _emit(args, [e.as_dict() for e in rows], "".join(lines))
-        return 0
-    if op == "du":
-        usage = disk_usage(cache)
-        lines = [f"{format_size(v)}\t{k}\n" for k, v in usage["namespaces"].items()]
+    if op in ("ls", "verify") and args.namespace is not None:
+        problem = missing_namespace(cache, args.namespace)
+        if problem:
+            sys.stderr.write(f"cacheroot cache {op}: {problem}\n")
+            return 2
+    operation = {"ls": _run_ls, "du": _run_du, "verify": _run_verify}.get(op, run_prune)
+    return operation(args, cache)
+
+
+def _run_ls(args: argparse.Namespace, cache: str) -> int:
+    rows = entries(cache, args.namespace)
+    lines = ["ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE\n"]
+    lines += [
+        f"{e.namespace}/{e.name}\t{format_size(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
+        for e in rows
+    ]
+    if not rows:
+        there = os.path.isdir(cache)
+        lines.append("(empty)\n" if there else f"no test cache: {_NO_CACHE.format(cache=cache)}\n")
+    _emit(args, [e.as_dict() for e in rows], "".join(lines))
+    return 0
+
+
+def _run_du(args: argparse.Namespace, cache: str) -> int:
+    usage = disk_usage(cache)
+    lines = [f"{format_size(v)}\t{k}\n" for k, v in usage["namespaces"].items()]
+    if usage["exists"]:
         lines.append(f"{format_size(usage['total'])}\ttotal ({cache})\n\n")
-        lines += [
-            f"{format_size(c['size'])}\t{c['variable']}\t{c['path']}\n"
-            for c in usage["caches"]
-            if c["exists"]
-        ]
-        _emit(args, usage, "".join(lines))
-        return 0
-    if op == "verify":
-        return _run_verify(args, cache)
-    return run_prune(args, cache)
+    else:
+        lines.append(f"no test cache: {_NO_CACHE.format(cache=cache)}\n\n")
+    lines += [
+        f"{format_size(c['size'])}\t{c['variable']}\t{c['path']}\n"
+        for c in usage["caches"]
+        if c["exists"]
+    ]
+    _emit(args, usage, "".join(lines))
+    return 0
 
 
 def _run_verify(args: argparse.Namespace, cache: str) -> int:

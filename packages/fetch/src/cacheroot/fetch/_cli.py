@@ -63,7 +63,8 @@ def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 size_arg: Callable[[str], int] = _checked(parse_size)
 #: ``--older-than 1h30m``: seconds (see :func:`cacheroot.envs.units.parse_age`).
 age_arg: Callable[[str], float] = _checked(parse_age)
-_namespace_arg: Callable[[str], str] = _checked(check_namespace)
+#: ``--namespace gpt_oss/tiktoken``: a checked, possibly nested namespace.
+namespace_arg: Callable[[str], str] = _checked(check_namespace)
 _filename_arg: Callable[[str], str] = _checked(check_filename)
 
 
@@ -130,9 +131,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--namespace",
         metavar="NS",
-        type=_namespace_arg,
+        type=namespace_arg,
         default="downloads",
-        help=f"the directory under ${VLLM_TEST_CACHE}, e.g. gsm8k (default: downloads)",
+        help=f"the directory under ${VLLM_TEST_CACHE}, e.g. gsm8k, or a nested one such as "
+        "gpt_oss/tiktoken (default: downloads)",
     )
     p.add_argument(
         "--filename",

@@ -7,7 +7,11 @@ different URLs (64 bits of digest), recognisable (``3f9c...-test.jsonl``) and sh
 ``..``, absolute, contain a separator or NUL, or collide with the store's dot-files.
 
 Namespaces and caller-chosen file names are *checked* rather than sanitised: silently mapping
-``../x`` to something else would hide a bug in the caller.
+``../x`` to something else would hide a bug in the caller. A namespace may be nested
+(``gpt_oss/tiktoken``, as vLLM's own tests name theirs): a relative path of up to
+:data:`MAX_DEPTH` names, each one checked as a file name is. None of its names below the first
+may end in ``.extracted``, so a namespace never runs into an unpacked archive of the level above
+it (and ``cacheroot cache`` can tell the two apart by name).
 
 Credentials in a URL (``https://user:password@host/...``) are part of what the name digests, as
 they always were: an entry keeps its name across versions, and two users of one URL get one
@@ -30,6 +34,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _VALID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _MAX_BASENAME = 100
 _MAX_NAMESPACE = 64
+#: The most names a nested namespace may have (``a/b/c`` has 3): bounds how deep
+#: ``cacheroot cache`` looks for entries.
+MAX_DEPTH = 8
 #: Suffix of the directory an archive entry ``X`` is unpacked into (``X.extracted``, see
 #: :mod:`._archive`): a caller-chosen file name may not end with it.
 EXTRACTED_SUFFIX = ".extracted"
@@ -70,22 +77,67 @@ def entry_name(url: str) -> str:
     return f"{digest}-{_sanitise(unquote(path.rsplit('/', 1)[-1]))}"
 
 
-def _check(kind: str, value: str, limit: int) -> str:
-    if not isinstance(value, str) or not _VALID.fullmatch(value):
-        raise ValueError(
-            f"{kind} {value!r} is not allowed: expected letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit (no separators, no '..', no NUL)"
+def _refusal(value: str, limit: int) -> str:
+    """Why ``value`` is not one safe name (``""``: it is)."""
+    if not _VALID.fullmatch(value):
+        return (
+            "expected letters, digits, '.', '_' or '-', starting with a letter or digit "
+            "(no separators, no '..', no NUL)"
         )
     if len(value) > limit:
-        raise ValueError(f"{kind} {value!r} is longer than {limit} characters")
+        return f"longer than {limit} characters"
     if value.split(".", 1)[0].upper() in _RESERVED:
-        raise ValueError(f"{kind} {value!r} is a reserved device name on Windows file systems")
+        return "a reserved device name on Windows file systems"
+    return ""
+
+
+def _check(kind: str, value: str, limit: int) -> str:
+    why = _refusal(value, limit) if isinstance(value, str) else "expected a string"
+    if why:
+        raise ValueError(f"{kind} {value!r} is not allowed: {why}")
     return value
 
 
 def check_namespace(namespace: str) -> str:
-    """``namespace`` if it is one safe directory name, else ``ValueError`` saying why."""
-    return _check("namespace", namespace, _MAX_NAMESPACE)
+    """``namespace`` if it is a safe relative directory path, else ``ValueError`` saying why.
+
+    One name (``gsm8k``) or up to :data:`MAX_DEPTH` names joined by ``/`` (``gpt_oss/tiktoken``),
+    each checked as :func:`check_filename` checks a name: so no ``..``, no absolute path, no empty
+    or dot-leading part, no backslash.
+    """
+    shape = (
+        "expected one name (e.g. gsm8k) or several joined by '/' (e.g. gpt_oss/tiktoken), each "
+        "of letters, digits, '.', '_' or '-' and starting with a letter or digit"
+    )
+    if not isinstance(namespace, str) or not namespace:
+        raise ValueError(f"namespace {namespace!r} is not allowed: {shape}")
+    if namespace.startswith("/"):
+        raise ValueError(
+            f"namespace {namespace!r} is not allowed: it is absolute; {shape}, relative to "
+            "the test cache"
+        )
+    parts = namespace.split("/")
+    if len(parts) > MAX_DEPTH:
+        raise ValueError(
+            f"namespace {namespace!r} is not allowed: {len(parts)} levels, at most {MAX_DEPTH}"
+        )
+    for depth, part in enumerate(parts):
+        if not part:
+            raise ValueError(
+                f"namespace {namespace!r} is not allowed: it has an empty part (a leading, "
+                f"trailing or doubled '/'); {shape}"
+            )
+        why = _refusal(part, _MAX_NAMESPACE)
+        if why:
+            where = "" if len(parts) == 1 else f"its part {part!r}: "
+            raise ValueError(f"namespace {namespace!r} is not allowed: {where}{why}")
+        if depth and part.endswith(EXTRACTED_SUFFIX):
+            raise ValueError(
+                f"namespace {namespace!r} is not allowed: its part {part!r} ends in "
+                f"{EXTRACTED_SUFFIX!r}, which names the unpacked archive of an entry of "
+                f"{'/'.join(parts[:depth])!r}; choose another name"
+            )
+    return namespace
 
 
 def check_filename(filename: str) -> str:
