@@ -51,6 +51,8 @@ seen = {
     "modelscope cache dir": ms.get_modelscope_cache_dir(),
     "modelscope model root": ms.get_model_cache_root(),
     "modelscope_hub HubConfig": str(HubConfig().cache_dir),
+    "modelscope_hub config dir": str(HubConfig().config_dir),
+    "PYTORCH_PRETRAINED_BERT_CACHE": os.environ.get("PYTORCH_PRETRAINED_BERT_CACHE"),
 }
 seen["modelscope_hub dir existed"] = os.path.exists(seen["modelscope_hub HubConfig"])
 seen["modelscope_hub get_cache_dir"] = str(msh.get_cache_dir())  # creates the directory
@@ -91,6 +93,13 @@ def test_every_library_resolves_under_the_root(
     assert seen["modelscope_hub HubConfig"] == os.path.join(real, "modelscope")
     assert seen["modelscope_hub dir existed"] is False  # the hook created nothing
     assert seen["modelscope_hub get_cache_dir"] == os.path.join(real, "modelscope")
+    # MODELSCOPE_HOME is never set: modelscope_hub's configuration and token stay in the home.
+    home = os.path.realpath(child_env["HOME"])
+    assert os.path.realpath(str(seen["modelscope_hub config dir"])) == os.path.join(
+        home, ".modelscope"
+    )
+    # PYTORCH_PRETRAINED_BERT_CACHE is never set (transformers 4 would take it for its hub cache).
+    assert seen["PYTORCH_PRETRAINED_BERT_CACHE"] is None
     # tiktoken: the download was cached as sha1(url) under the root.
     assert seen["tiktoken body"] == VOCAB.decode()
     cached = root / "tiktoken" / hashlib.sha1(vocab_url.encode()).hexdigest()  # noqa: S324
@@ -175,7 +184,15 @@ def test_a_blank_tiktoken_cache_dir_keeps_tiktoken_uncached(
 
 
 #: Rows checked above by asking the library that reads them, with the expected paths written out.
-ASKED = {"XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "MODELSCOPE_CACHE", "TIKTOKEN_CACHE_DIR"}
+ASKED = {
+    "XDG_CACHE_HOME",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "MODELSCOPE_CACHE",
+    "MODELSCOPE_HOME",
+    "PYTORCH_PRETRAINED_BERT_CACHE",
+    "TIKTOKEN_CACHE_DIR",
+}
 
 
 def test_every_row_read_by_an_installed_library_is_asked_here() -> None:
