@@ -5,7 +5,7 @@ Two kinds of entries, as arrays of tables::
     [[asset]]                     # a file fetched by URL into $_VLLM_TEST_CACHE/<namespace>/
     url = "https://example.org/data/gsm8k-test.jsonl"
     sha256 = "0f3c...64 hex digits"
-    namespace = "gsm8k"
+    namespace = "gsm8k"           # or nested, as vLLM's tests name theirs: "gpt_oss/tiktoken"
     filename = "test.jsonl"       # optional: the entry's name (default: derived from the URL)
     extract = false               # optional: unpack a zip/tar next to it
     max_unpacked = "40G"          # optional, with extract: the unpacked size bound (16G)
@@ -38,7 +38,7 @@ from cacheroot.envs.units import parse_size
 from ._errors import FetchError
 from ._model import FIELDS as _MODEL_FIELDS
 from ._model import HUBS, REPO_TYPES, Model
-from ._naming import check_filename, check_namespace
+from ._naming import check_filename, check_namespace, entry_name
 from ._redact import redact_url
 
 if sys.version_info >= (3, 11):
@@ -363,7 +363,26 @@ def parse_manifest(text: str, *, path: str = "<manifest>") -> Manifest:
     return Manifest(path, assets, models)
 
 
+def _no_namespace_through_an_entry(path: str, assets: list[Asset]) -> None:
+    """Refuse a namespace nested in another asset's entry (``a/x`` where ``a/x`` is a file of
+    namespace ``a``): the fetch of one or the other would fail, or write into the other."""
+    entries = {f"{a.namespace}/{a.filename or entry_name(a.url)}": a for a in assets}
+    for a in assets:
+        parts = a.namespace.split("/")
+        for depth in range(2, len(parts) + 1):
+            other = entries.get("/".join(parts[:depth]))
+            if other is not None:
+                raise ManifestError(
+                    path,
+                    f"[[asset]] #{a.index}, field 'namespace'",
+                    f"{a.namespace!r} runs through the entry {'/'.join(parts[:depth])!r} of "
+                    f"[[asset]] #{other.index}; a namespace cannot be inside an entry: rename "
+                    "one of them",
+                )
+
+
 def _no_duplicates(path: str, assets: list[Asset], models: list[Model]) -> None:
+    _no_namespace_through_an_entry(path, assets)
     seen: dict[tuple[str, ...], Asset] = {}
     for a in assets:
         key = (a.namespace, a.filename or "", "" if a.filename else a.url)
