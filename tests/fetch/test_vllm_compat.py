@@ -19,6 +19,7 @@ import pytest
 from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE, VLLM_TEST_CACHE_ONLY
 from cacheroot.fetch import _store as store
 from cacheroot.fetch import cache_dir, fetch, reset_stats, stats
+from cacheroot.fetch._cache import entries
 from cacheroot.fetch.store import partials
 from cacheroot.fetch.vllm_compat import (
     download_to_vllm_test_cache,
@@ -176,6 +177,21 @@ def test_nested_namespace_and_given_filename(origin: Origin, name: str) -> None:
     assert again == path
     assert origin.gets[f"/ok/{name}"] == 1
     assert _visible(path.parent) == ["cl100k_base.tiktoken"]
+
+
+def test_a_nested_entry_is_one_entry_of_the_cache_maintenance(origin: Origin, name: str) -> None:
+    url = origin.url(f"/ok/{name}")
+    digest = sha256(body(name))
+    download_to_vllm_test_cache(
+        url, "gpt_oss/tiktoken", filename="cl100k_base.tiktoken", expected_sha256=digest
+    )
+    found = [
+        (e.namespace, e.name, e.kind, e.size, e.url, (e.meta or {}).get("sha256"))
+        for e in entries(str(_root()))
+    ]
+    assert found == [
+        ("gpt_oss/tiktoken", "cl100k_base.tiktoken", "file", len(body(name)), url, digest)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ The three functions keep upstream's signatures, return types, on-disk names and 
   the digest covers the whole URL as given (query and fragment included), ``base`` is the last
   segment of the URL's path as :func:`urllib.parse.urlparse` splits it (no query, fragment or
   ``;params``; not percent-decoded), or ``download`` when that is empty. A given ``filename``
-  is used as is. Namespaces may be nested (``gpt_oss/tiktoken``);
+  is used as is. Namespaces may be nested (``gpt_oss/tiktoken``), and ``cacheroot cache``
+  lists, verifies and prunes the files of every level, as it does the fetcher's own;
 - an unsafe namespace or filename (empty, absolute, with a ``.`` or ``..`` component; a filename
   of more than one component) raises :class:`ValueError`, and so does an ``expected_sha256``
   that is not 64 hexadecimal digits (either case);
@@ -37,6 +38,12 @@ cacheroot's own files beside an entry all start with a dot (``.<name>.meta.json`
 files published here and is not confused by the rest. ``download_url_to_file`` leaves the same
 dot-files beside a path outside the cache; only entries of the cache record their last use
 (for ``cacheroot cache prune``).
+
+Upstream's namespaces are looser than the fetcher's (:func:`~._naming.check_namespace`), and so
+are this module's, to stay a drop-in: ``cacheroot cache`` leaves alone what it cannot tell from
+its own dot-files or from the cache's root, namely files directly in the root (namespace
+``"."``) and anything under a directory whose name starts with a dot; below
+:data:`~._naming.MAX_DEPTH` levels, a directory counts as one entry.
 
 Where upstream differs and this module does not follow: it reads ``_VLLM_TEST_CACHE`` raw (a
 blank or relative value becomes a relative directory; here the layout decides, and an unusable
