@@ -241,7 +241,7 @@ def test_the_workflow_keys_restores_warms_tests_offline_and_saves(
     assert same.key == cold.key
     assert same.outputs["restore"]["cache-hit"] == "true"
     assert origin.requests["/a.txt"] == 1  # warm and the suite were served by the volume
-    assert "1 entries: 1 hits, 0 misses" in same.stdout["warm"]
+    assert "1 entry: 1 hit, 0 misses" in same.stdout["warm"]
     assert "1 passed" in same.stdout["tests"]
     assert sorted(p.name for p in (tmp_path / "store").iterdir()) == [cold.key]
 
@@ -252,7 +252,7 @@ def test_the_workflow_keys_restores_warms_tests_offline_and_saves(
     assert more.key.startswith("cacheroot-v1-cuda-")
     assert more.outputs["restore"] == {"cache-hit": "false", "cache-matched-key": cold.key}
     assert (origin.requests["/a.txt"], origin.requests["/b.txt"]) == (1, 1)
-    assert "2 entries: 1 hits, 1 misses" in more.stdout["warm"]
+    assert "2 entries: 1 hit, 1 miss" in more.stdout["warm"]
     assert sorted(p.name for p in (tmp_path / "store").iterdir()) == sorted([cold.key, more.key])
 
 

@@ -211,7 +211,7 @@ def test_warm_logs_each_entry_and_ends_with_totals(
         cold.stderr,
     ), cold.stderr
     assert re.fullmatch(
-        rf"warm {re.escape(str(manifest))}: 1 entries: 0 hits, 1 misses \(64\.0 KiB "
+        rf"warm {re.escape(str(manifest))}: 1 entry: 0 hits, 1 miss \(64\.0 KiB "
         r"downloaded\), 0 failures in \d+\.\d s\n",
         cold.stdout,
     ), cold.stdout
@@ -226,8 +226,8 @@ def test_warm_logs_each_entry_and_ends_with_totals(
     hit = rf"cacheroot warm: hit  {re.escape(ok)} \(64\.0 KiB\) in {SECONDS}"
     assert re.fullmatch(hit, lines[1]), lines[1]
     assert re.fullmatch(
-        rf"warm {re.escape(str(manifest))}: 2 entries: 1 hits, 0 misses \(0 B downloaded\), "
-        r"1 failures in \d+\.\d s",
+        rf"warm {re.escape(str(manifest))}: 2 entries: 1 hit, 0 misses \(0 B downloaded\), "
+        r"1 failure in \d+\.\d s",
         again.stdout.splitlines()[-1],
     ), again.stdout
     quiet = cacheroot("warm", "-q", str(manifest))

@@ -51,3 +51,13 @@ def test_refused_attempts_are_counted(refused_url: str) -> None:
     assert found is not None, str(info.value)
     assert int(found.group(1)) >= 2
     assert "too slow" not in str(info.value)
+
+
+def test_retries_spent_on_one_attempt_say_1_attempt(refused_url: str) -> None:
+    with pytest.raises(DownloadError) as info:
+        Fetcher(retries=0).fetch(refused_url)
+    assert str(info.value) == (
+        f"giving up on {refused_url} after 1 attempt: ConnectionError: Connection refused; the "
+        "origin may be down or rate-limiting: retry later, or warm the cache from a machine that "
+        "can reach it"
+    )

@@ -269,7 +269,7 @@ def test_prune_json_and_text_outputs_agree(origin: Origin, fetcher: Fetcher) -> 
     text = cli("cache", "prune", "--max-size", "0", "--dry-run")
     assert text.returncode == 0
     assert "would remove ns/" in text.stdout
-    assert "would remove 1 entries" in text.stdout
+    assert "would remove 1 entry and 0 stray files" in text.stdout
     again = json.loads(cli("cache", "ls", "--json").stdout)
     assert len(again) == 1
 

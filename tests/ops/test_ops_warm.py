@@ -78,7 +78,7 @@ def test_failures_are_listed_and_fail_the_run(origin: Origin, tmp_path: Path) ->
     done = cli("warm", str(manifest))
     assert done.returncode == 1
     assert "failed: [[asset]] #2" in done.stdout
-    assert "1 hits, 0 misses" in done.stdout
+    assert "3 entries: 1 hit, 0 misses (0 B downloaded), 2 failures" in done.stdout
 
 
 def test_check_reports_missing_without_requests(origin: Origin, tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ from cacheroot.envs import VLLM_TEST_CACHE
 
 from ._errors import DownloadError
 from ._httpvalues import decimal, retry_after
+from ._progress import counted
 from ._redact import redact_url
 
 if TYPE_CHECKING:
@@ -207,7 +208,8 @@ class Transfer:
                     if failures > self.retries:
                         raise DownloadError(
                             self.url,
-                            f"giving up on {self.url} after {failures} attempts: {r.reason}; "
+                            f"giving up on {self.url} after {counted(failures, 'attempt')}: "
+                            f"{r.reason}; "
                             "the origin may be down or rate-limiting: retry later, or warm the "
                             "cache from a machine that can reach it",
                             status=r.status,
@@ -249,10 +251,10 @@ class Transfer:
         if not self.answered and self.attempts and self._last_failure:
             # No byte came because no attempt got an answer: "too slow" would send the reader
             # looking at bandwidth instead of at a host that is down or a wrong port.
-            tries = (
-                "1 attempt, which got no answer from the origin"
+            tries = counted(self.attempts, "attempt") + (
+                ", which got no answer from the origin"
                 if self.attempts == 1
-                else f"{self.attempts} attempts, none of which got an answer from the origin"
+                else ", none of which got an answer from the origin"
             )
             return DownloadError(
                 self.url,

@@ -104,6 +104,12 @@ class FetchEvent:
         }
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """``1 entry``, ``2 entries``: ``n`` and ``noun``, or ``plural`` (default: ``noun`` + "s")
+    unless ``n`` is 1, so that a command's summary line reads right for a single item."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def host_of(url: str) -> str:
     """``host`` or ``host:port`` of ``url``: never its credentials (they are not the host);
     ``local file`` for a ``file://`` URL."""

@@ -19,6 +19,7 @@ from cacheroot.envs.units import format_size
 
 from ._budget import apply, choose
 from ._cache import prune
+from ._progress import counted
 from ._root_caches import free_space
 from ._survey import survey
 
@@ -120,13 +121,16 @@ def render(report: dict[str, Any]) -> str:
             for k in held
         ]
         if rows:
-            lines.append(f"  {len(rows)} entries, {format_size(info['freed'])}\n")
+            lines.append(
+                f"  {counted(len(rows), 'entry', 'entries')}, {format_size(info['freed'])}\n"
+            )
     lines += [f"{verb} {s['path']}: {s['reason']}\n" for s in report.get("strays", [])]
     lines += [f"note: {n}\n" for n in report["notes"]]
     free = "" if report["free"] is None else f", {format_size(report['free'])} free"
     lines.append(
-        f"{verb} {len(report['removed'])} entries and {len(report.get('strays', []))} stray "
-        f"files, {format_size(report['freed'])}; {format_size(report['total_after'])} left"
+        f"{verb} {counted(len(report['removed']), 'entry', 'entries')} and "
+        f"{counted(len(report.get('strays', [])), 'stray file')}, {format_size(report['freed'])}; "
+        f"{format_size(report['total_after'])} left"
         f"{free}\n"
     )
     return "".join(lines)

@@ -14,6 +14,7 @@ from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED, resolve, shared_root
 from cacheroot.envs.units import format_size, parse_age, parse_size
 
 from . import _tier
+from ._progress import counted
 
 if TYPE_CHECKING:
     import argparse
@@ -201,7 +202,7 @@ def _run_sync(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stopping)
     signal.signal(signal.SIGINT, stopping)
     passes = _tier.watch(l1, l2, args.watch, stop, settle=args.settle)
-    sys.stdout.write(f"{passes} sync passes\n")
+    sys.stdout.write(f"{counted(passes, 'sync pass', 'sync passes')}\n")
     return 0
 
 

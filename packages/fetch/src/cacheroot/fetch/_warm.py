@@ -36,7 +36,7 @@ from ._cachekey import cache_key, environ_tag
 from ._errors import CacheMissError, FetchError
 from ._manifest import Asset, Manifest, load_manifest
 from ._progress import FAILED as FAILED_EVENT
-from ._progress import FetchEvent, LineReporter
+from ._progress import FetchEvent, LineReporter, counted
 from ._redact import redact_url
 from ._used import touch_used
 
@@ -77,6 +77,7 @@ def _row(entry: Asset | Model, status: str, **extra: Any) -> dict[str, Any]:
         "status": status,
         "path": None,
         "bytes": 0,
+        "downloaded": 0,
         "reason": "",
         **extra,
     }
@@ -109,7 +110,9 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
         path = fetcher.fetch(asset.url, **kwargs)
         status = MISS
     size = os.stat(path).st_size
-    row = _row(asset, status, path=str(path), bytes=size if status == MISS else 0)
+    # ``bytes`` is the entry's size, as `cacheroot fetch --json` reports it for a hit too;
+    # ``downloaded`` is what this run fetched, which the summary adds up.
+    row = _row(asset, status, path=str(path), bytes=size, downloaded=size if status == MISS else 0)
     if asset.extract:
         out = extracted_path(path)
         if os.path.isdir(out):
@@ -185,7 +188,8 @@ def warm_manifest(
     already cached). ``reporter`` is called with a :class:`~cacheroot.fetch.FetchEvent` as
     each entry is done (and for each retry), as the command prints them. The summary has
     ``hits``, ``misses``, ``missing``, ``failures`` (counts), ``bytes`` (downloaded by asset
-    misses), ``seconds``, ``warnings`` and one row per entry.
+    misses), ``seconds``, ``warnings`` and one row per entry (an asset's ``bytes`` is its size,
+    hit or miss; its ``downloaded``, what this run fetched of it).
     """
     from ._fetcher import Fetcher  # noqa: PLC0415 - requests only when warming
 
@@ -221,7 +225,7 @@ def warm_manifest(
         "misses": count[MISS],
         "missing": count[MISSING],
         "failures": count[FAILURE],
-        "bytes": sum(r["bytes"] for r in rows),
+        "bytes": sum(r["downloaded"] for r in rows),
         "seconds": round(time.monotonic() - started, 3),
         "warnings": notes,
     }
@@ -325,13 +329,14 @@ def run(args: argparse.Namespace) -> int:
         if args.check:
             head = f"{total - bad} complete, {summary['missing']} missing"
         else:
-            head = (
-                f"{summary['hits']} hits, {summary['misses']} misses "
-                f"({format_size(summary['bytes'])} downloaded)"
+            hits, misses = (
+                counted(summary["hits"], "hit"),
+                counted(summary["misses"], "miss", "misses"),
             )
+            head = f"{hits}, {misses} ({format_size(summary['bytes'])} downloaded)"
         lines.append(
-            f"warm {summary['manifest']}: {total} entries: {head}, "
-            f"{summary['failures']} failures in {summary['seconds']:.1f} s\n"
+            f"warm {summary['manifest']}: {counted(total, 'entry', 'entries')}: {head}, "
+            f"{counted(summary['failures'], 'failure')} in {summary['seconds']:.1f} s\n"
         )
         sys.stdout.write("".join(lines))
     return FAILED if bad else OK
