@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cacheroot.fetch import Fetcher, build_once
+from cacheroot.fetch._cache import entries
 from cacheroot.fetch._fetcher import cache_dir
 from cacheroot.fetch._manifest import ManifestError, parse_manifest
 from cacheroot.fetch._store import read_meta
@@ -325,3 +326,18 @@ def test_manifest_namespaces_nest_but_not_through_an_entry() -> None:
     bad = asset.format(name="x.bin", sha=TIKTOKEN_SHA, ns="gpt_oss//tiktoken")
     with pytest.raises(ManifestError, match="field 'namespace'"):
         parse_manifest(bad, path="m.toml")
+
+
+def test_levels_end_at_the_deepest_namespace_a_fetch_can_name(tmp_path: Path) -> None:
+    deepest = tmp_path.joinpath("a", "b", "c", "d", "e", "f", "g", "h")
+    (deepest / "tree" / "sub").mkdir(parents=True)
+    (deepest / "tree" / "sub" / "w.bin").write_bytes(b"w" * 5)
+    (deepest / "file.bin").write_bytes(b"f" * 3)
+    (tmp_path / "a" / "b" / ".hidden").mkdir()
+    (tmp_path / "a" / "b" / ".hidden" / "x.bin").write_bytes(b"x")
+    (tmp_path / "root.bin").write_bytes(b"r")
+    found = [(e.namespace, e.name, e.kind, e.size) for e in entries(str(tmp_path))]
+    assert found == [
+        ("a/b/c/d/e/f/g/h", "file.bin", "file", 3),
+        ("a/b/c/d/e/f/g/h", "tree", "dir", 5),
+    ]

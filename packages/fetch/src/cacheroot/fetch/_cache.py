@@ -155,23 +155,31 @@ def _namespaces(cache: str) -> list[str]:
     return [n for n in names if not n.startswith(".") and os.path.isdir(os.path.join(cache, n))]
 
 
-def _is_level(directory: str, name: str, depth: int, *, moved: bool = False) -> bool:
-    """Whether ``<directory>/<name>`` is a namespace level below the top rather than an entry.
+def _level(name: str, depth: int, *, is_dir: bool, recorded: bool, moved: bool) -> bool:
+    """Whether the child ``name`` of a level ``depth`` levels deep is a further level (see
+    :func:`_is_level`), from what its directory listing says of it."""
+    return not (
+        not is_dir
+        or recorded
+        or name.startswith(".")
+        or depth >= MAX_DEPTH
+        or name.endswith(EXTRACTED_SUFFIX)
+        or (moved and _QUARANTINE_STAMP.search(name))
+    )
 
-    ``depth`` is the number of levels of ``directory`` itself; ``moved``: ``directory`` is in
-    the quarantine, where what :func:`quarantine` moved is an entry by its name even if its
-    record did not move with it. Symbolic links are entries (never followed here).
-    """
-    if name.startswith(".") or depth >= MAX_DEPTH or name.endswith(EXTRACTED_SUFFIX):
-        return False
-    if moved and _QUARANTINE_STAMP.search(name):
-        return False
+
+def _is_level(directory: str, name: str, depth: int) -> bool:
+    """Whether ``<directory>/<name>`` is a namespace level below the top rather than an entry:
+    a directory (not a symbolic link to one: never followed here) without a record of its own,
+    above :data:`~._naming.MAX_DEPTH` and not named like an unpacked archive. ``depth`` is the
+    number of levels of ``directory`` itself."""
     path = os.path.join(directory, name)
     try:
-        mode = os.lstat(path).st_mode
+        is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
-    return stat.S_ISDIR(mode) and not os.path.lexists(meta_path(path))
+    recorded = os.path.lexists(meta_path(path))
+    return _level(name, depth, is_dir=is_dir, recorded=recorded, moved=False)
 
 
 class Level(NamedTuple):
@@ -188,15 +196,26 @@ class Level(NamedTuple):
 
 
 def _walk(directory: str, namespace: str, *, moved: bool = False) -> Iterator[Level]:
+    """``directory``'s level, then those under it. ``moved``: in the quarantine, where what
+    :func:`quarantine` moved is an entry by its name even if its record did not move with it.
+    One listing per level; the file type comes with it where the file system gives one."""
     try:
-        names = sorted(os.listdir(directory))
+        with os.scandir(directory) as it:
+            found = sorted((d.name, d.is_dir(follow_symlinks=False)) for d in it)
     except OSError:
         return
+    names = [name for name, _ in found]
+    present = set(names)
     depth = namespace.count("/") + 1
-    levels = [n for n in names if _is_level(directory, n, depth, moved=moved)]
-    found = [n for n in names if not n.startswith(".") and n not in levels]
-    yield Level(namespace, directory, names, found, levels)
-    for name in levels:
+    below = [
+        name
+        for name, is_dir in found
+        if _level(name, depth, is_dir=is_dir, recorded=meta_path(name) in present, moved=moved)
+    ]
+    skip = set(below)
+    own = [n for n in names if not n.startswith(".") and n not in skip]
+    yield Level(namespace, directory, names, own, below)
+    for name in below:
         yield from _walk(os.path.join(directory, name), f"{namespace}/{name}", moved=moved)
 
 
