@@ -173,3 +173,44 @@ def test_audit_from_the_environment_warns_without_failing(tmp_path: Path) -> Non
     assert report["mode"] == "warn"
     # One report, from the plugin: the start-up hook's own exit report was handed over.
     assert out.count("cacheroot audit: 1 path written") == 1
+
+
+def test_fail_from_the_environment_names_the_variable_and_reports_in_the_base_temp(
+    tmp_path: Path,
+) -> None:
+    """``CACHEROOT_AUDIT=fail pytest``: the start-up hook made the session in the temporary
+    directory; the plugin moves it into pytest's base temporary directory, as with the option,
+    and says which setting failed the session."""
+    project = Project.make(tmp_path)
+    (project.work / "test_one.py").write_text(
+        "import os, tempfile\n"
+        "\n"
+        "def test_writes_tmp():\n"
+        "    open(os.path.join(tempfile.gettempdir(), 'stray.txt'), 'w').close()\n",
+        encoding="utf-8",
+    )
+    basetemp = tmp_path / "basetemp"
+    run = project.pytest(f"--basetemp={basetemp}", env=project.env(**{CACHEROOT_AUDIT: "fail"}))
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    report_path = basetemp / "cacheroot-audit" / "report.json"
+    assert f"(report: {report_path})" in out
+    report = load_report(report_path)
+    assert [w["path"] for w in writes(report)] == [str(project.tmp / "stray.txt")]
+    assert (report["mode"], report["session"]) == ("fail", str(basetemp / "cacheroot-audit"))
+    assert report["processes"] == 1  # the hook's record of the process came along
+    assert "cacheroot audit: failing the session (CACHEROOT_AUDIT=fail): move" in out
+    assert "--cacheroot-audit=fail" not in out
+    # Nothing of the session is left in the temporary directory.
+    assert sorted(p.name for p in project.tmp.iterdir()) == ["stray.txt"]
+
+
+def test_a_bare_option_before_a_path_suggests_the_default_mode(tmp_path: Path) -> None:
+    project = Project.make(tmp_path)
+    (project.work / "test_x.py").write_text("def test_ok():\n    pass\n", encoding="utf-8")
+    run = project.pytest("--cacheroot-audit", "test_x.py")
+    assert run.returncode == 4, run.stdout + run.stderr  # pytest's usage error
+    assert (
+        "--cacheroot-audit takes warn or fail, found 'test_x.py'; write --cacheroot-audit=warn "
+        "(or =fail): a path after a bare --cacheroot-audit is taken as its value"
+    ) in run.stderr

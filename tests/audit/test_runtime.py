@@ -96,3 +96,60 @@ def test_records_are_json_lines() -> None:
     for text in ("plain", 'a "quote" \\ back', "tab\tnewline\n\x00\x7f", "é中😀", "\udcff"):
         record: dict[str, object] = {"s": text, "n": 3, "f": 1.5, "b": False, "z": None}
         assert json.loads(audit.dumps(record)) == record
+
+
+BOGUS = (
+    "cacheroot audit: CACHEROOT_AUDIT='bogus' is not a mode: expected 1, warn or fail "
+    "(blank or 0: off); auditing as warn"
+)
+
+
+def test_a_value_it_does_not_know_is_said_once_and_audits_as_warn(tmp_path: Path) -> None:
+    """The process that makes the session says it, once; its child, which joins, does not."""
+    project = Project.make(tmp_path)
+    report_path = tmp_path / "audit.json"
+    child = "import _cacheroot_audit as a; print(a.AUDITOR is not None)"
+    code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}], check=True)"
+    env = project.env(**{CACHEROOT_AUDIT: " bogus ", CACHEROOT_AUDIT_REPORT: str(report_path)})
+    run = _python(code, env, cwd=project.work)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True"  # the child joined the session
+    assert run.stderr.splitlines() == [
+        BOGUS,
+        (
+            "cacheroot audit: no writes outside the cache root and allowed places, 2 processes "
+            f"audited (report: {report_path})"
+        ),
+    ]
+    assert load_report(report_path)["mode"] == "warn"
+
+
+def test_pytest_says_an_unknown_value_once(tmp_path: Path) -> None:
+    project = Project.make(tmp_path)
+    (project.work / "test_ok.py").write_text("def test_ok():\n    pass\n", encoding="utf-8")
+    report_path = tmp_path / "audit.json"
+    run = project.pytest(
+        "--cacheroot-audit-report",
+        str(report_path),
+        env=project.env(**{CACHEROOT_AUDIT: "bogus"}),
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert run.stderr.splitlines().count(BOGUS) == 1, out
+    assert out.count("is not a mode") == 1
+    assert load_report(report_path)["mode"] == "warn"
+
+
+def test_the_values_it_knows_say_nothing(tmp_path: Path) -> None:
+    project = Project.make(tmp_path)
+    installed = (
+        "import sys; a = sys.modules.get('_cacheroot_audit'); "
+        "print(a is not None and a.AUDITOR is not None)"
+    )
+    for value in ("0", "off", " "):
+        run = _python(installed, project.env(**{CACHEROOT_AUDIT: value}), cwd=project.work)
+        assert (run.stdout.strip(), run.stderr) == ("False", ""), value
+    for value in ("1", "warn", "FAIL", "true"):
+        run = _python(PROBE, project.env(**{CACHEROOT_AUDIT: value}), cwd=project.work)
+        assert run.stdout.strip() == "True", (value, run.stderr)
+        assert run.stderr.startswith("cacheroot audit: no writes outside"), (value, run.stderr)

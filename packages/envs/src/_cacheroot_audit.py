@@ -55,6 +55,11 @@ PLACES = "places"
 #: Modes of ``CACHEROOT_AUDIT`` (``1``, ``true``, ``yes`` and ``on`` mean ``warn``).
 WARN = "warn"
 FAIL = "fail"
+#: Values of ``CACHEROOT_AUDIT`` that turn it off, and those that mean ``warn``.
+_OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on", WARN)
+#: The values a user is told about when ``CACHEROOT_AUDIT`` holds another one.
+ACCEPTED = "1, warn or fail (blank or 0: off)"
 #: Prefixes of paths that hold no cache: device nodes, process and kernel views.
 PSEUDO = ("/dev/", "/proc/", "/sys/")
 #: How deep :func:`scan` looks below ``HOME`` and the temporary directory, and how many entries
@@ -92,11 +97,26 @@ _THIS = __file__
 
 
 def mode_of(value: str | None) -> str:
-    """``warn``, ``fail``, or ``""`` (off) for a ``CACHEROOT_AUDIT`` value; blank means off."""
+    """``warn``, ``fail``, or ``""`` (off) for a ``CACHEROOT_AUDIT`` value; blank means off.
+
+    A value it does not know means ``warn``: the audit was asked for, so it runs, and the
+    process that makes the session says so once (:func:`unknown_mode`).
+    """
     value = (value or "").strip().lower()
-    if not value or value in ("0", "false", "no", "off"):
+    if not value or value in _OFF:
         return ""
     return FAIL if value == FAIL else WARN
+
+
+def unknown_mode(value: str | None) -> str:
+    """The line that says a ``CACHEROOT_AUDIT`` value is not one it knows; ``""`` if it is."""
+    text = (value or "").strip()
+    if not text or text.lower() in (*_OFF, *_ON, FAIL):
+        return ""
+    return (
+        f"cacheroot audit: {CACHEROOT_AUDIT}={text!r} is not a mode: expected {ACCEPTED}; "
+        f"auditing as {WARN}\n"
+    )
 
 
 def _text(value: object) -> str | None:
@@ -291,6 +311,8 @@ AUDITOR: Auditor | None = None
 #: whether this process reports at exit (the pytest plugin takes that over).
 BEFORE: dict[str, tuple[bool, int]] | None = None
 SCAN_BASES: tuple[str, ...] = ()
+#: Files held open from before the session (:func:`held_files`): the scan leaves them out.
+HELD: tuple[str, ...] = ()
 REPORT_AT_EXIT = False
 
 
@@ -369,19 +391,89 @@ def scan(
     return found
 
 
+def fd_links(pid: int | str) -> list[tuple[int, str]]:
+    """``(descriptor, what it points at)`` for each file ``pid`` holds open, from ``/proc``
+    (``[]`` where that is not readable: another user's process, or no ``/proc``)."""
+    folder = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    links = []
+    for name in names:
+        try:
+            links.append((int(name), os.readlink(f"{folder}/{name}")))
+        except (OSError, ValueError):  # noqa: PERF203 - closed meanwhile
+            continue
+    return links
+
+
+def reads(pid: int | str, fd: int) -> bool:
+    """Whether descriptor ``fd`` of ``pid`` is open for reading only (a pipe's reading end)."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("flags:"):
+                    return int(line.split()[1], 8) & os.O_ACCMODE == os.O_RDONLY
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def held_files(*, own_files: bool = True) -> tuple[str, ...]:
+    """The files open in this process (unless not ``own_files``), in its parent, and in the
+    processes that read this process's output through a pipe (``| tee log``).
+
+    Where a command's output goes (``pytest > log``, ``| tee log``) is opened before the session
+    and written all through it, by no test: the scan must not count it. Asked again at the end
+    without this process's own files (which by then include what it opened during the session),
+    so that a ``tee`` that opened its file late is seen too. Only what ``/proc`` shows is seen;
+    elsewhere this is empty.
+    """
+    own = fd_links("self")
+    pids = [os.getppid()]
+    pipes = {target for fd, target in own if fd in (1, 2) and target.startswith("pipe:")}
+    if pipes:
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            entries = []
+        for entry in entries:
+            if not entry.isdigit() or int(entry) in (os.getpid(), os.getppid()):
+                continue
+            if any(t in pipes and reads(entry, fd) for fd, t in fd_links(entry)):
+                pids.append(int(entry))
+    links = [target for _, target in own] if own_files else []
+    for pid in pids:
+        links += [target for _, target in fd_links(pid)]
+    return tuple(
+        sorted(
+            {
+                target
+                for target in links
+                if target.startswith(os.sep)
+                and not target.endswith(" (deleted)")
+                and not target.startswith(PSEUDO)
+            }
+        )
+    )
+
+
 def start(directory: str, places: Iterable[str], *, scan_home: bool = True) -> Auditor:
     """Make ``directory`` the session of this process and its children, and install the hook.
 
     ``places`` are the allowed prefixes (recorded for the children). With ``scan_home``, HOME
-    and the temporary directory are scanned first, for :func:`scan` to compare at the end.
+    and the temporary directory are scanned first, for :func:`scan` to compare at the end, and
+    the files already held open (:func:`held_files`) are noted, for the scan to leave out.
     """
-    global AUDITOR, BEFORE, SCAN_BASES  # noqa: PLW0603 - one auditor per process
+    global AUDITOR, BEFORE, SCAN_BASES, HELD  # noqa: PLW0603 - one auditor per process
     places = list(places)
     os.makedirs(directory, exist_ok=True)
     write_places(directory, places)
     os.environ[CACHEROOT_AUDIT_DIR] = directory
     if scan_home:
         SCAN_BASES = scan_bases()
+        HELD = held_files()
         BEFORE = scan(SCAN_BASES, [directory, *places])
     if AUDITOR is None:
         AUDITOR = Auditor(directory, places)
@@ -390,6 +482,33 @@ def start(directory: str, places: Iterable[str], *, scan_home: bool = True) -> A
     else:
         AUDITOR.__init__(directory, places)  # type: ignore[misc]
     return AUDITOR
+
+
+def move(directory: str, places: Iterable[str]) -> Auditor:
+    """Move this process's session to ``directory``, with ``places`` allowed (the pytest plugin
+    takes over a session the start-up hook made): its records come along, the old directory
+    goes, and the scan taken at start-up stays (it saw more of the session than a new one)."""
+    import shutil  # noqa: PLC0415 - only pytest's controller moves a session
+
+    if AUDITOR is None:
+        return start(directory, places)
+    old = AUDITOR.directory
+    if os.path.realpath(old) == os.path.realpath(directory):
+        return start(directory, places, scan_home=False)
+    auditor = start(directory, places, scan_home=False)
+    try:
+        with open(os.path.join(old, RECORDS), "rb") as f:
+            earlier = f.read()
+    except OSError:
+        earlier = b""
+    if earlier:
+        fd = os.open(auditor.records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            os.write(fd, earlier)
+        finally:
+            os.close(fd)
+    shutil.rmtree(old, ignore_errors=True)
+    return auditor
 
 
 def _hello(auditor: Auditor) -> None:
@@ -424,16 +543,20 @@ def install() -> bool:
     and returns ``True``: it is the one that reports at its exit (``cacheroot audit: ...`` on
     stderr, the JSON report in ``CACHEROOT_AUDIT_REPORT`` or the session directory), which the
     caller arranges, so that this module never imports the report (which imports this module).
-    Failures say one line on stderr: the audit was asked for, so its absence must not be silent.
+    Failures say one line on stderr: the audit was asked for, so its absence must not be silent;
+    so does a ``CACHEROOT_AUDIT`` value it does not know (the audit then runs as ``warn``).
     """
     global REPORT_AT_EXIT  # noqa: PLW0603
     try:
-        if AUDITOR is not None or not mode_of(os.environ.get(CACHEROOT_AUDIT)):
+        value = os.environ.get(CACHEROOT_AUDIT)
+        if AUDITOR is not None or not mode_of(value):
             return False
         directory = os.environ.get(CACHEROOT_AUDIT_DIR, "").strip()
         if directory:
             join(directory)
             return False
+        # Said once, by the process that makes the session (its children inherit the value).
+        sys.stderr.write(unknown_mode(value))
         import tempfile  # noqa: PLC0415 - only the session's maker
 
         directory = tempfile.mkdtemp(prefix="cacheroot-audit-")

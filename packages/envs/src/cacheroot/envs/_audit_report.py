@@ -12,18 +12,25 @@ The scan compares ``HOME`` and the temporary directory with what they held when 
 began. What it finds that no audited process wrote was written by something the hook cannot
 see: a process started with a scrubbed environment, or a program that is not Python. Such a
 find is attributed by time to the tests that were running when it was last modified, and to the
-processes those tests started.
+processes those tests started. Three kinds of change are not the tests' and are left out: the
+files the session's processes held open from before it began (where its output goes:
+``pytest > log``, ``| tee log``), the audit's own files (its report), and what a live process
+outside the session's process tree holds open or works in (another job's ``pip install`` in
+``/tmp``), which is listed apart as not from this session. What remains is matched by time
+alone, so on a machine shared with other jobs it may still hold their writes: the report says
+so, and a job of its own ``TMPDIR`` avoids it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from typing import Any
 
 import _cacheroot_audit as audit
-from _cacheroot_layout import CACHEROOT_AUDIT_REPORT
+from _cacheroot_layout import CACHEROOT_AUDIT_DIR, CACHEROOT_AUDIT_REPORT
 
 __all__ = ["build_report", "escapes", "report_at_exit", "summary_lines", "write_report"]
 
@@ -82,11 +89,18 @@ def _scan_finds(
     bases: tuple[str, ...],
     skip: list[str],
     written: dict[str, Any],
-) -> tuple[list[dict[str, Any]], bool]:
+    *,
+    held: frozenset[str] = frozenset(),
+    own: tuple[str, ...] = (),
+) -> tuple[list[dict[str, Any]], bool, list[str]]:
     """What changed since ``before`` that no audited process wrote: the topmost entry of each
-    new tree, and modified files. A new directory an audited process made does not hide what
-    another writer put inside it (a scrubbed child's ``~/.cache/vllm`` in the ``~/.cache`` a
-    test made)."""
+    new tree, and modified files; whether the scan was cut short; the changed paths left out.
+
+    A new directory an audited process made does not hide what another writer put inside it (a
+    scrubbed child's ``~/.cache/vllm`` in the ``~/.cache`` a test made). Left out: the ``held``
+    files (open from before the session) and the audit's ``own`` files (a path, its temporary
+    siblings ``PATH.*`` and what is under it).
+    """
     after = audit.scan(bases, skip)
     truncated = "" in after or "" in before
     skipped = audit._prefixes(skip)  # noqa: SLF001 - one prefix rule for hook and report
@@ -94,6 +108,8 @@ def _scan_finds(
     # neither new content nor a write of the tests.
     holders = {os.path.dirname(p.rstrip(os.sep)) for p in skipped}
     changed: dict[str, dict[str, Any]] = {}
+    mine = tuple(f"{o}{tail}" for o in own for tail in (".", os.sep))
+    left_out: list[str] = []
     for path, (is_dir, mtime) in sorted(after.items()):
         if not path or path in written or _under(path, skipped) or path in holders:
             continue
@@ -103,12 +119,86 @@ def _scan_finds(
         elif not is_dir and old[1] != mtime:
             changed[path] = {"path": path, "change": "modified", "directory": False}
             changed[path]["mtime"] = mtime
+        else:
+            continue
+        if path in held or path in own or path.startswith(mine):
+            left_out.append(path)
+            changed[path]["change"] = ""  # not a find, and no parent of one
     finds = [
         find
         for path, find in changed.items()
-        if not (find["change"] == "new" and changed.get(os.path.dirname(path), {}).get("change"))
+        if find["change"]
+        and not (find["change"] == "new" and changed.get(os.path.dirname(path), {}).get("change"))
     ]
-    return finds, truncated
+    return finds, truncated, left_out
+
+
+def _stat_parent(pid: str) -> int | None:
+    """The parent of ``pid``, from ``/proc/PID/stat`` (``None`` where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        return int(text.rpartition(")")[2].split()[1])  # the command may hold spaces and ")"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return "?"
+    return " ".join(os.fsdecode(a) for a in argv[:8] if a)[:300] or "?"
+
+
+def _joined(pid: int, directory: str) -> bool:
+    """Whether ``pid`` was started in the session (its environment names the session)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            names = f.read().split(b"\0")
+    except OSError:
+        return False
+    return f"{CACHEROOT_AUDIT_DIR}={directory}".encode() in names
+
+
+def _outside(
+    paths: list[str], directory: str, audited: set[int]
+) -> dict[str, list[dict[str, Any]]]:
+    """Which of ``paths`` live processes outside the session hold open or work in.
+
+    The session is this process, every process that joined it (``audited``) and their
+    descendants; a process whose environment names the session (reparented when its parent
+    ended) is in it too. A path that a process of the session holds as well stays the
+    session's. Read from ``/proc``; elsewhere nothing is found.
+    """
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return {}
+    parents = {int(e): _stat_parent(e) for e in entries}
+    inside = {os.getpid(), *audited}
+    grew = True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in inside} - inside
+        inside |= more
+        grew = bool(more)
+    tops = tuple(paths)
+    held_inside: set[str] = set()
+    outside: dict[str, list[dict[str, Any]]] = {}
+    for pid in parents:
+        targets = [t for _, t in audit.fd_links(pid)]
+        with contextlib.suppress(OSError):
+            targets.append(os.readlink(f"/proc/{pid}/cwd"))
+        hits = {p for p in tops for t in targets if t == p or t.startswith(p + os.sep)}
+        if not hits:
+            continue
+        if pid in inside or _joined(pid, directory):
+            held_inside |= hits
+            continue
+        for hit in hits:
+            outside.setdefault(hit, []).append({"pid": pid, "command": _command(pid)})
+    return {p: holders for p, holders in outside.items() if p not in held_inside}
 
 
 def build_report(
@@ -118,12 +208,19 @@ def build_report(
     mode: str = audit.WARN,
     before: dict[str, tuple[bool, int]] | None = None,
     bases: tuple[str, ...] = (),
+    held: tuple[str, ...] = (),
+    own: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The session's report as a JSON-ready mapping (see the module docstring)."""
+    """The session's report as a JSON-ready mapping (see the module docstring).
+
+    ``held`` are the files open from before the session and ``own`` the audit's own files (the
+    report's path): the scan leaves both out. Without ``before``, this process's scan, taken when
+    it made the session, is compared, with the files it held then.
+    """
     if places is None:
         places = audit.read_places(directory)
     if before is None:
-        before, bases = audit.BEFORE, audit.SCAN_BASES
+        before, bases, held = audit.BEFORE, audit.SCAN_BASES, (*held, *audit.HELD)
     allowed = audit._prefixes([directory, *places])  # noqa: SLF001 - the hook's rule
     records = _records(directory)
     writes: dict[str, dict[str, Any]] = {}
@@ -166,10 +263,26 @@ def build_report(
         for top, paths in _group(list(writes)).items()
     ]
     scanned: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    left_out: list[str] = []
     truncated = False
     if before is not None and bases:
-        finds, truncated = _scan_finds(before, bases, [directory, *places], written)
+        # Asked again now: a `| tee log` that opened its file after the session began.
+        late = audit.held_files(own_files=False)
+        finds, truncated, left_out = _scan_finds(
+            before,
+            bases,
+            [directory, *places],
+            written,
+            held=frozenset((*held, *late)),
+            own=tuple(os.path.abspath(o) for o in own),
+        )
+        audited = {int(p) for p in processes if isinstance(p, int)}
+        strangers = _outside([f["path"] for f in finds], directory, audited) if finds else {}
         for find in finds:
+            if find["path"] in strangers:
+                others.append({**find, "holders": strangers[find["path"]]})
+                continue
             when = find["mtime"] / 1e9
             tests = sorted({t for t, s, e in windows if s - SLACK <= when <= e + SLACK})
             # Processes started before the find was last written: by its tests, or by anyone
@@ -188,9 +301,43 @@ def build_report(
         "escapes": len(writes) + len(scanned),
         "groups": groups,
         "transient": transient,
-        "scan": {"bases": list(bases), "truncated": truncated, "finds": scanned},
+        "scan": {
+            "bases": list(bases),
+            "truncated": truncated,
+            "finds": scanned,
+            "others": others,
+            "left_out": left_out,
+        },
         "scrubbed": [s for s in spawns if s.get("scrubbed")],
+        "notes": _notes(left_out, others, scanned),
     }
+
+
+def _notes(
+    left_out: list[str], others: list[dict[str, Any]], finds: list[dict[str, Any]]
+) -> list[str]:
+    """What the reader of the report should know about the scan's finds."""
+    notes = []
+    if left_out:
+        notes.append(
+            f"not counted: {', '.join(left_out[:SHOWN])}"
+            + (f" and {len(left_out) - SHOWN} more" if len(left_out) > SHOWN else "")
+            + ": changed during the session, but held open by its processes from before it "
+            "began (where its output goes: > log, | tee log) or written by the audit itself"
+        )
+    if others:
+        notes.append(
+            f"not counted: {len(others)} new path{'s' if len(others) != 1 else ''} in HOME or the "
+            "temporary directory held open by live processes outside this session (another "
+            "job on this machine)"
+        )
+    if finds:
+        notes.append(
+            "the scan's finds are matched to tests by time: on a machine shared with other "
+            "jobs they may be those jobs' writes; give each job its own TMPDIR "
+            "(TMPDIR=$(mktemp -d)) to keep them apart"
+        )
+    return notes
 
 
 def escapes(report: dict[str, Any]) -> int:
@@ -223,7 +370,7 @@ def summary_lines(report: dict[str, Any], path: str | None = None) -> list[str]:
     processes = f"{report['processes']} process{'es' if report['processes'] != 1 else ''}"
     if not count:
         line = "cacheroot audit: no writes outside the cache root and allowed places, "
-        return [line + f"{processes} audited{where}"]
+        return [line + f"{processes} audited{where}", *_apart(report)]
     groups = len(report["groups"]) + len(report["scan"]["finds"])
     head = (
         f"cacheroot audit: {count} path{'s' if count != 1 else ''} written outside the cache root "
@@ -253,6 +400,19 @@ def summary_lines(report: dict[str, Any], path: str | None = None) -> list[str]:
         lines.append(f"  and {count} written outside and removed again (transient; not counted)")
     if report["scan"]["truncated"]:
         lines.append(f"  (the scan stopped at {audit.SCAN_CAP} entries)")
+    return lines + _apart(report)
+
+
+def _apart(report: dict[str, Any]) -> list[str]:
+    """The scan's finds that are not this session's, and the report's notes."""
+    lines = []
+    for other in report["scan"]["others"]:
+        holders = "; ".join(f"pid {h['pid']} {h['command']!r}" for h in other["holders"][:3])
+        lines.append(
+            f"  {other['path']} ({other['change']}; not from this session, not counted: "
+            f"open in {holders})"
+        )
+    lines += [f"  note: {note}" for note in report["notes"]]
     return lines
 
 
@@ -269,10 +429,10 @@ def report_at_exit() -> None:
         return
     auditor.enabled = False  # the report itself may be written anywhere
     try:
-        report = build_report(auditor.directory)
         path = os.environ.get(CACHEROOT_AUDIT_REPORT, "").strip() or os.path.join(
             auditor.directory, "report.json"
         )
+        report = build_report(auditor.directory, own=(path,))
         write_report(report, path)
         for line in summary_lines(report, path):
             sys.stderr.write(line + "\n")

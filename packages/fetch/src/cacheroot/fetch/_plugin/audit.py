@@ -5,9 +5,10 @@ lives in cacheroot-fetch, not beside the audit in cacheroot-envs: pytest marks e
 distribution with a ``pytest11`` entry point for assertion rewriting, and the start-up hook has
 imported cacheroot-envs' ``_cacheroot_layout`` long before pytest starts (a warning, an error under
 ``filterwarnings = error``). It does nothing unless ``--cacheroot-audit`` is given or
-``CACHEROOT_AUDIT`` is set. Then the controller makes the session (in pytest's base temporary
-directory), allows the cache root and the layout's directories, the base temporary directory (every
-``tmp_path``), the working tree (unless ``--cacheroot-audit-strict``) and the prefixes of
+``CACHEROOT_AUDIT`` is set. Then the controller makes the session in pytest's base temporary
+directory (or moves there the one the start-up hook made for ``CACHEROOT_AUDIT``), allows the
+cache root and the layout's directories, the base temporary directory (every ``tmp_path``), the
+working tree (unless ``--cacheroot-audit-strict``) and the prefixes of
 ``CACHEROOT_AUDIT_ALLOW``, installs the audit hook (:mod:`_cacheroot_audit`) and sets
 ``CACHEROOT_AUDIT`` and ``CACHEROOT_AUDIT_DIR`` for every process it starts: xdist workers, and the
 processes tests start, join the session through the start-up hook. Each process that runs tests
@@ -22,6 +23,7 @@ anything was written outside.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +42,10 @@ __all__: list[str] = []
 class _Session:
     """What the controller keeps for the report."""
 
-    def __init__(self, mode: str, report_path: str, places: list[str]) -> None:
+    def __init__(self, mode: str, source: str, report_path: str, places: list[str]) -> None:
         self.mode = mode
+        #: What turned the audit on, as the user wrote it (``--cacheroot-audit=fail``).
+        self.source = source
         self.report_path = report_path
         self.places = places
         self.report: dict[str, Any] | None = None
@@ -61,8 +65,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="warn|fail",
         help=f"record every file written outside the cache root and allowed places, by every "
         f"process (also {CACHEROOT_AUDIT}=1 or =fail); =fail makes such writes fail the session. "
-        f"Write it as --cacheroot-audit=fail, or before another option: a bare value after it "
-        f"is taken as its own",
+        f"Write a value with = (--cacheroot-audit=warn, --cacheroot-audit=fail), or put the bare "
+        f"option before another option: a bare value after it is taken as its own",
     )
     group.addoption(
         "--cacheroot-audit-strict",
@@ -78,22 +82,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _mode(config: pytest.Config) -> str:
+def _mode(config: pytest.Config) -> tuple[str, str]:
+    """The audit's mode (``""``: off) and what asked for it: the option or the variable."""
     given = config.getoption("cacheroot_audit")
     if given is None:
-        return audit.mode_of(os.environ.get(CACHEROOT_AUDIT))
+        mode = audit.mode_of(os.environ.get(CACHEROOT_AUDIT))
+        return mode, f"{CACHEROOT_AUDIT}={mode}"
     if given not in (audit.WARN, audit.FAIL):
         raise pytest.UsageError(
             f"--cacheroot-audit takes warn or fail, found {given!r}; write "
-            f"--cacheroot-audit=fail (a path after a bare --cacheroot-audit is taken as its value)"
+            f"--cacheroot-audit=warn (or =fail): a path after a bare --cacheroot-audit is "
+            f"taken as its value"
         )
-    return str(given)
+    return str(given), f"--cacheroot-audit={given}"
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Start the session (controller) or join it (xdist worker without the start-up hook)."""
-    mode = _mode(config)
+    mode, source = _mode(config)
     if not mode:
         return
     config.stash[_RECORDING] = True
@@ -111,18 +118,21 @@ def pytest_configure(config: pytest.Config) -> None:
         places.append(parent)  # pytest keeps its earlier base temporary directories there
     if not config.getoption("cacheroot_audit_strict"):
         places += [str(config.rootpath), str(config.invocation_params.dir)]
+    directory = os.path.join(basetemp, "cacheroot-audit")
     if audit.AUDITOR is not None and audit.REPORT_AT_EXIT:
-        # CACHEROOT_AUDIT was set before pytest started: the start-up hook made the session
-        # (and took the scan); the plugin reports instead, with pytest's places.
+        # CACHEROOT_AUDIT was set before pytest started: the start-up hook made the session in
+        # the temporary directory (and took the scan); the plugin moves it into the base
+        # temporary directory, as with the option, and reports instead, with pytest's places.
         audit.REPORT_AT_EXIT = False
-        directory = audit.AUDITOR.directory
-        audit.start(directory, places, scan_home=False)
+        audit.move(directory, places)
     else:
-        directory = os.path.join(basetemp, "cacheroot-audit")
+        if config.getoption("cacheroot_audit") is None:
+            # Without the start-up hook nothing has said so yet.
+            sys.stderr.write(audit.unknown_mode(os.environ.get(CACHEROOT_AUDIT)))
         audit.start(directory, places)
     os.environ[CACHEROOT_AUDIT] = mode
     report = config.getoption("cacheroot_audit_report") or os.path.join(directory, "report.json")
-    config.stash[_SESSION] = _Session(mode, os.path.abspath(report), places)
+    config.stash[_SESSION] = _Session(mode, source, os.path.abspath(report), places)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -145,7 +155,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state is None or audit.AUDITOR is None:
         return
     audit.AUDITOR.enabled = False  # the report itself may be written anywhere
-    state.report = build_report(audit.AUDITOR.directory, places=state.places, mode=state.mode)
+    state.report = build_report(
+        audit.AUDITOR.directory, places=state.places, mode=state.mode, own=(state.report_path,)
+    )
     write_report(state.report, state.report_path)
     if state.mode == audit.FAIL and escapes(state.report) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -159,7 +171,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(line)
     if state.mode == audit.FAIL and escapes(state.report):
         terminalreporter.write_line(
-            "cacheroot audit: failing the session (--cacheroot-audit=fail): move these writes "
+            f"cacheroot audit: failing the session ({state.source}): move these writes "
             f"under the cache root (the layout's variables, tmp_path), or allow a prefix in "
             f"{CACHEROOT_AUDIT_ALLOW}"
         )
