@@ -78,12 +78,15 @@ def test_fs_type_reads_the_longest_mount_point(tmp_path: Path) -> None:
     assert fs_type("/home", str(info)) == "ext4"
 
 
-def test_counterpart_maps_paths_under_the_root_only() -> None:
-    env = {CACHEROOT: "/local", CACHEROOT_SHARED: "/nfs"}
-    assert counterpart("/local/vllm/test_cache/d/x", env) == "/nfs/vllm/test_cache/d/x"
+def test_counterpart_maps_paths_under_the_root_only(tmp_path: Path) -> None:
+    local, nfs = tmp_path / "local", tmp_path / "nfs"
+    local.mkdir()
+    nfs.mkdir()
+    env = {CACHEROOT: str(local), CACHEROOT_SHARED: str(nfs)}
+    assert counterpart(f"{local}/vllm/test_cache/d/x", env) == f"{nfs}/vllm/test_cache/d/x"
     assert counterpart("/elsewhere/x", env) is None
-    assert counterpart("/local/x", {CACHEROOT: "/local"}) is None
-    assert counterpart("/nfs/x", {CACHEROOT: "/nfs", CACHEROOT_SHARED: "/nfs"}) is None
+    assert counterpart(f"{local}/x", {CACHEROOT: str(local)}) is None
+    assert counterpart(f"{nfs}/x", {CACHEROOT: str(nfs), CACHEROOT_SHARED: str(nfs)}) is None
 
 
 def test_tier_without_a_shared_tier_says_what_to_set(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ def writer(tmp_path: Path) -> Iterator[Path]:
 
 def test_only_complete_files_are_copied(tmp_path: Path, writer: Path) -> None:
     l1, l2 = tmp_path / "l1", tmp_path / "l2"
+    l2.mkdir()
     hub = "huggingface/hub/models--org--m"
     put(l1, f"{hub}/blobs/abc", b"weights")
     put(l1, f"{hub}/blobs/def.incomplete", b"half")
@@ -116,6 +117,7 @@ def _copied(out: str) -> int:
 
 def test_a_sync_killed_mid_copy_is_finished_by_the_next(tmp_path: Path) -> None:
     l1, l2 = tmp_path / "l1", tmp_path / "l2"
+    l2.mkdir()
     tree = _tree(l1, 300, 96 * 1024)
     proc = _cli_sync(l1, l2)
     wait_for(lambda: len(list(l2.rglob("f*.bin"))) >= 30, what="the sync to get going")
@@ -134,6 +136,7 @@ def test_a_sync_killed_mid_copy_is_finished_by_the_next(tmp_path: Path) -> None:
 
 def test_two_hosts_syncing_one_tree_publish_each_file_once(tmp_path: Path) -> None:
     a, b, l2 = tmp_path / "a", tmp_path / "b", tmp_path / "l2"
+    l2.mkdir()
     tree = _tree(a, 200, 32 * 1024)
     assert _tree(b, 200, 32 * 1024) == tree
     procs = [_cli_sync(a, l2), _cli_sync(b, l2)]

@@ -16,6 +16,12 @@ file, a ``build_once`` directory) has the same path relative to either root. On 
 The L2 volume may be slow, full, read-only or gone: every failure there is logged and the entry
 is fetched as a single-tier cache would, so the shared tier can only save downloads, never cost a
 test. Nothing trusts a lock or the lease: a copy is only ever published complete and verified.
+
+cacheroot never creates L2's root: a path that is not there is an unmounted volume or a typo,
+and creating it would fill this host's own disk with a "shared" tier that no other host sees. A
+root that is missing, not a directory, not writable, or that overlaps ``CACHEROOT`` leaves this
+process on one tier, said once (:func:`counterpart`); sub-directories inside it are made as
+needed.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ import errno
 import logging
 import os
 import shutil
+import threading
 from typing import TYPE_CHECKING, Any
 
-from cacheroot.envs import resolve, shared_root
+from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED, resolve, shared_root
 
 from . import _store
 from ._lease import Lease, lease_path
@@ -41,10 +48,12 @@ __all__ = [
     "fill_dir",
     "fill_entry",
     "fill_file",
+    "overlap_problem",
     "publish_new",
     "pull_file",
     "pull_only",
     "push_file",
+    "root_problem",
 ]
 
 log = logging.getLogger("cacheroot.fetch")
@@ -58,14 +67,100 @@ _CHUNK = 1 << 20
 _NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV, errno.EMLINK)
 
 
+def _within(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def overlap_problem(root: str, l2: str) -> str:
+    """Why ``l2`` cannot be the shared tier of the host root ``root`` because the two overlap
+    (the same directory, one inside the other, also through links), or ``""``.
+
+    One tree cannot be both a host's own cache and the fleet's: a sync would copy it into itself
+    and an eviction of one tier would remove the other's files.
+    """
+    pairs = [(root, l2), (os.path.realpath(root), os.path.realpath(l2))]
+    for a, b in pairs:
+        why = (
+            "is the same directory as"
+            if a == b
+            else "is inside"
+            if _within(b, a)
+            else "contains"
+            if _within(a, b)
+            else ""
+        )
+        if why:
+            return (
+                f"{CACHEROOT_SHARED}={l2} {why} {CACHEROOT}={root}: expected another volume than "
+                f"this host's cache (the fleet's shared one); point {CACHEROOT_SHARED} there, or "
+                "unset it to use one tier"
+            )
+    return ""
+
+
+def root_problem(l2: str) -> str:
+    """Why the shared tier's root ``l2`` cannot be used (``""`` when it can): it must be an
+    existing directory this process can create a file in.
+
+    Writability is tried, not asked of ``os.access``: a server that squashes root answers
+    otherwise than the client's view of the permissions. The probe is a partial of this process
+    (a leftover is removed as abandoned, and skipped by ``tier sync``).
+    """
+    if not os.path.isdir(l2):
+        why = "is not a directory" if os.path.lexists(l2) else "does not exist"
+    else:
+        probe = _store.partial_path(os.path.join(l2, "cacheroot-probe"))
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.unlink(probe)
+        except OSError as exc:
+            why = f"is not writable by uid {os.getuid()} ({exc.strerror or exc})"
+        else:
+            return ""
+    return (
+        f"{CACHEROOT_SHARED}={l2} {why}: expected the fleet's shared volume, a directory this "
+        "host can write (cacheroot never creates it: an unmounted volume or a typo would fill "
+        f"this host's disk instead); mount it there, or unset {CACHEROOT_SHARED} to use one tier"
+    )
+
+
+#: Verdicts of :func:`overlap_problem` and of the write probe of :func:`root_problem`, per
+#: ``(root, l2)``: a process asks once (the probe writes to the volume).
+_VERDICTS: dict[tuple[str, str], str] = {}
+#: The problems already logged: each is said once per process, not once per entry.
+_SAID: set[str] = set()
+_SAID_LOCK = threading.Lock()
+
+
+def _say_once(problem: str) -> None:
+    with _SAID_LOCK:
+        if problem in _SAID:
+            return
+        _SAID.add(problem)
+    log.warning("shared tier not used by this process: %s", problem)
+
+
+def _usable(root: str, l2: str) -> bool:
+    """Whether ``l2`` can be the shared tier behind ``root``; logs why not, once."""
+    problem = _VERDICTS.get((root, l2))
+    if problem is None:
+        problem = _VERDICTS[root, l2] = overlap_problem(root, l2) or root_problem(l2)
+    elif not problem and not os.path.isdir(l2):  # usable, then gone (unmounted): not made again
+        problem = root_problem(l2)
+    if problem:
+        _say_once(problem)
+    return not problem
+
+
 def counterpart(path: str, environ: Mapping[str, str] | None = None) -> str | None:
     """Where ``path`` (under this host's root) lives on the shared tier; ``None`` when there
-    is no shared tier, it is unusable, or ``path`` is not under the root."""
+    is no shared tier, it is unusable (said once per process), or ``path`` is not under the
+    root."""
     env = os.environ if environ is None else environ
     try:
         l2 = shared_root(env)
     except ValueError as exc:
-        log.warning("shared tier ignored: %s", exc)
+        _say_once(str(exc))
         return None
     root = resolve(env).root
     if l2 is None or root is None:
@@ -73,8 +168,8 @@ def counterpart(path: str, environ: Mapping[str, str] | None = None) -> str | No
     rel = os.path.relpath(os.path.abspath(path), root)
     if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
         return None
-    if os.path.abspath(path) == l2 or os.path.abspath(path).startswith(l2.rstrip("/") + "/"):
-        return None  # the root is inside the shared tier: there is only one tier
+    if not _usable(root, l2):
+        return None
     return os.path.join(l2, rel)
 
 

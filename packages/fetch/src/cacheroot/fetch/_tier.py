@@ -19,11 +19,15 @@ already on L2 (another host's copy is as complete as ours), and publishes each c
 private temporary file, an fsync, a hard link that fails if the name exists, and an fsync of
 the directory. A sync killed at any point leaves only hidden partials (removed by the next sync
 on the same host, or once abandoned for an hour by any host); running it again finishes the job.
+
+Neither :func:`up` nor :func:`sync` ever creates L2's root (see :mod:`._shared`): a root that is
+not there is an unmounted volume or a typo, and they raise :class:`FileNotFoundError` instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -109,13 +113,24 @@ class SyncReport:
         )
 
 
-def _ensure_dir(path: str, made: set[str]) -> None:
-    """Create ``path`` and its missing parents, each made durable in its parent."""
+def _root_gone(root: str) -> FileNotFoundError:
+    return FileNotFoundError(
+        errno.ENOENT,
+        "the shared tier's root is not a directory (it is never created: mount the volume)",
+        root,
+    )
+
+
+def _ensure_dir(path: str, made: set[str], top: str | None = None) -> None:
+    """Create ``path`` and its missing parents, each made durable in its parent; never ``top``
+    itself (:class:`FileNotFoundError` if it is gone)."""
     if path in made or os.path.isdir(path):
         made.add(path)
         return
+    if path == top:
+        raise _root_gone(path)
     parent = os.path.dirname(path)
-    _ensure_dir(parent, made)
+    _ensure_dir(parent, made, top)
     with contextlib.suppress(FileExistsError):
         _store.makedirs(path)
         _store.fsync_dir(parent)
@@ -134,9 +149,10 @@ def _walk(top: str) -> Iterator[tuple[str, list[str]]]:
 class _Pass:
     """What one sync pass shares between directories: what it saw, made and counted."""
 
-    __slots__ = ("busy", "made", "now", "report", "settle")
+    __slots__ = ("busy", "made", "now", "report", "settle", "top")
 
-    def __init__(self, settle: float) -> None:
+    def __init__(self, settle: float, top: str) -> None:
+        self.top = top
         self.busy = open_for_writing()
         self.made: set[str] = set()
         self.now = time.time()
@@ -174,9 +190,13 @@ def sync(l1: str, l2: str, *, settle: float = SETTLE, workers: int = WORKERS) ->
     """Copy every complete file of ``l1`` that ``l2`` lacks to ``l2`` (see the module docs).
 
     ``workers`` files are copied at once: each copy waits for its own fsync (and, on a network
-    volume, for round trips), and those waits overlap.
+    volume, for round trips), and those waits overlap. Raises :class:`FileNotFoundError` when
+    ``l2`` is not a directory (it is never created).
     """
-    state = _Pass(settle)
+    l2 = os.path.normpath(l2)
+    if not os.path.isdir(l2):
+        raise _root_gone(l2)
+    state = _Pass(settle, l2)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cacheroot-sync") as pool:
         jobs: list[tuple[str, os.stat_result, Future[str]]] = []
         for rel, names in _walk(l1):
@@ -221,7 +241,7 @@ def _sync_dir(
         if st is None:
             continue
         try:
-            _ensure_dir(dst_dir, state.made)
+            _ensure_dir(os.path.normpath(dst_dir), state.made, state.top)
             if not cleaned:
                 _store.remove_abandoned(dst_dir)
                 cleaned = True
@@ -253,12 +273,20 @@ def _copy_one(src: str, dst: str, st: os.stat_result) -> str:
 
 
 def watch(l1: str, l2: str, every: float, stop: threading.Event, *, settle: float = SETTLE) -> int:
-    """:func:`sync` every ``every`` seconds until ``stop`` is set; returns the passes made."""
+    """:func:`sync` every ``every`` seconds until ``stop`` is set; returns the passes made.
+
+    A pass that finds L2's root gone (the volume unmounted under the run) is logged and the
+    next one tries again: the watchdog outlives a volume's hiccup.
+    """
     passes = 0
     while True:
-        report = sync(l1, l2, settle=settle)
+        try:
+            report = sync(l1, l2, settle=settle)
+        except FileNotFoundError as exc:
+            log.warning("tier sync pass %d: %s: %s", passes + 1, exc.filename, exc.strerror)
+        else:
+            log.info("tier sync pass %d: %s", passes + 1, report)
         passes += 1
-        log.info("tier sync pass %d: %s", passes, report)
         if stop.wait(every):
             return passes
 
@@ -436,10 +464,12 @@ def up(
     seeding ``l1`` and linking ``merged`` to it.
 
     ``mode``: ``auto`` (overlay, else seed), ``overlay`` (raise :class:`OSError` if it cannot),
-    ``seed``. ``merged`` must be absent or an empty directory.
+    ``seed``. ``merged`` must be absent or an empty directory. ``l1`` is made if need be, ``l2``
+    never (:class:`FileNotFoundError`).
     """
-    for path in (l1, l2):
-        os.makedirs(path, exist_ok=True)
+    if not os.path.isdir(l2):
+        raise _root_gone(l2)
+    os.makedirs(l1, exist_ok=True)
     if os.path.islink(merged) or os.path.ismount(merged):
         raise OSError(f"{merged} is already up (a link or a mount point): run `tier down` first")
     if os.path.isdir(merged) and os.listdir(merged):

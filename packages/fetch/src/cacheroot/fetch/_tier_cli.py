@@ -11,10 +11,12 @@ import threading
 from typing import TYPE_CHECKING
 
 from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED, resolve, shared_root
-from cacheroot.envs.units import format_size, parse_age, parse_size
+from cacheroot.envs.units import format_size
 
 from . import _tier
+from ._cli import age_arg, seconds_arg, size_arg
 from ._progress import counted
+from ._shared import overlap_problem, root_problem
 
 if TYPE_CHECKING:
     import argparse
@@ -26,11 +28,24 @@ A CI job runs `tier up --merged DIR`, mounts DIR into its container as the cache
 `tier sync --watch 300` beside the tests, then `tier sync`, `tier down --merged DIR` and, now
 and then, `tier evict`.
 
+{CACHEROOT_SHARED} must name an existing directory (the mounted volume): cacheroot never creates
+it, so that an unmounted volume or a typo cannot fill the local disk.
+
 exit status:
   0  done
-  1  something could not be done (the message says what); a sync counts files it could not copy
-  2  usage: no shared tier configured, or an invalid value
+  1  something could not be done (the message says what): {CACHEROOT_SHARED} does not exist,
+     is not a directory or is not writable; a sync counts files it could not copy
+  2  usage: no shared tier configured, one that is, contains or lies inside {CACHEROOT}, evict
+     without a criterion, or an invalid value
 """
+
+#: The options of ``tier evict`` that say what to remove (one at least), with an example each.
+EVICT_CRITERIA = (
+    ("--l1-max-size SIZE", "800G"),
+    ("--l1-min-free SIZE", "100G"),
+    ("--l2-max-size SIZE", "2T"),
+    ("--l2-older-than AGE", "14d"),
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,14 +92,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sy.add_argument(
         "--watch",
         metavar="SECONDS",
-        type=float,
+        type=seconds_arg,
         default=None,
         help="repeat every SECONDS seconds until SIGTERM or SIGINT (a watchdog beside the run)",
     )
     sy.add_argument(
         "--settle",
         metavar="SECONDS",
-        type=float,
+        type=seconds_arg,
         default=_tier.SETTLE,
         help=f"skip files changed in the last SECONDS seconds (default {_tier.SETTLE:g})",
     )
@@ -98,27 +113,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ev.add_argument(
         "--l1-max-size",
         metavar="SIZE",
-        type=parse_size,
+        type=size_arg,
         help="L1 total at most SIZE (bytes, or 500M, 800G, ...)",
     )
     ev.add_argument(
         "--l1-min-free",
         metavar="SIZE",
-        type=parse_size,
+        type=size_arg,
         help="keep at least SIZE free on L1's file system (bytes, or 100G, ...)",
     )
     ev.add_argument(
         "--l2-max-size",
         metavar="SIZE",
-        type=parse_size,
+        type=size_arg,
         help="L2 total at most SIZE (bytes, or 2T, ...)",
     )
     ev.add_argument(
         "--l2-older-than",
         metavar="AGE",
-        type=parse_age,
-        help="remove L2 entries unused for longer than AGE, by access time (seconds, or "
-        "12h, 14d, 2w)",
+        type=age_arg,
+        help="remove L2 entries unused for longer than AGE, by the newer of access and "
+        "modification time: a file just written counts as used (seconds, or 12h, 14d, 2w)",
     )
     ev.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
     ev.set_defaults(func=_run_evict)
@@ -128,21 +143,22 @@ def _budget_flags(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument(
         "--max-size",
         metavar="SIZE",
-        type=parse_size,
+        type=size_arg,
         default=None,
         help=f"{what} L1 holds SIZE in all (bytes, or 500M, 100G, ...)",
     )
     p.add_argument(
         "--min-free",
         metavar="SIZE",
-        type=parse_size,
+        type=size_arg,
         default=None,
         help=f"{what} L1's file system has less than SIZE free (bytes, or 100G, ...)",
     )
 
 
-def _tiers() -> tuple[str, str]:
-    """L1 and L2 from the environment; exits 2 with what to set when either is unusable."""
+def _tiers(verb: str, *, shared: bool = True) -> tuple[str, str]:
+    """L1 and L2 from the environment, or exit: 2 (usage) when either is unset or invalid or
+    they overlap, 1 when ``shared`` (the command uses L2) and L2's root cannot be used."""
     try:
         l2 = shared_root(os.environ)
     except ValueError as exc:
@@ -158,6 +174,14 @@ def _tiers() -> tuple[str, str]:
         )
         sys.stderr.write(f"cacheroot tier: {why}\n")
         raise SystemExit(2)
+    problem = overlap_problem(layout.root, l2)
+    if problem:
+        sys.stderr.write(f"cacheroot tier {verb}: {problem}\n")
+        raise SystemExit(2)
+    problem = root_problem(l2) if shared else ""
+    if problem:
+        sys.stderr.write(f"cacheroot tier {verb}: {problem}\n")
+        raise SystemExit(1)
     return layout.root, l2
 
 
@@ -166,7 +190,7 @@ def _quiet_logging() -> None:
 
 
 def _run_up(args: argparse.Namespace) -> int:
-    l1, l2 = _tiers()
+    l1, l2 = _tiers("up")
     _quiet_logging()
     merged = os.path.abspath(args.merged)
     try:
@@ -188,7 +212,7 @@ def _run_up(args: argparse.Namespace) -> int:
 
 
 def _run_sync(args: argparse.Namespace) -> int:
-    l1, l2 = _tiers()
+    l1, l2 = _tiers("sync")
     _quiet_logging()
     if args.watch is None:
         report = _tier.sync(l1, l2, settle=args.settle)
@@ -219,12 +243,21 @@ def _run_down(args: argparse.Namespace) -> int:
 def _run_evict(args: argparse.Namespace) -> int:
     from ._budget import apply, plan  # noqa: PLC0415 - only eviction needs it
 
-    l1, l2 = _tiers()
+    l1_budget = {"max_size": args.l1_max_size, "min_free": args.l1_min_free}
+    l2_budget = {"max_size": args.l2_max_size, "older_than": args.l2_older_than}
+    l2_wanted = any(v is not None for v in l2_budget.values())
+    if not l2_wanted and all(v is None for v in l1_budget.values()):
+        named = ", ".join(f"{flag} (e.g. {example})" for flag, example in EVICT_CRITERIA[:-1])
+        flag, example = EVICT_CRITERIA[-1]
+        sys.stderr.write(
+            f"cacheroot tier evict: say what to remove: {named} or {flag} (e.g. {example}); "
+            "nothing was removed\n"
+        )
+        return 2
+    # L1's budget alone needs no L2 (a host whose volume is gone still frees its own disk).
+    l1, l2 = _tiers("evict", shared=l2_wanted)
     status = 0
-    for label, root, budget in (
-        ("L1", l1, {"max_size": args.l1_max_size, "min_free": args.l1_min_free}),
-        ("L2", l2, {"max_size": args.l2_max_size, "older_than": args.l2_older_than}),
-    ):
+    for label, root, budget in (("L1", l1, l1_budget), ("L2", l2, l2_budget)):
         if all(v is None for v in budget.values()):
             continue
         victims = plan(root, **budget)
