@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,7 +22,7 @@ from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED
 from cacheroot.fetch import Fetcher, build_once
 from cacheroot.fetch._shared import counterpart
 from cacheroot.fetch._snapshot_shared import tiers
-from cacheroot.fetch._tier import sync, up
+from cacheroot.fetch._tier import sync, up, watch
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -199,6 +200,34 @@ def test_sync_and_up_refuse_a_missing_shared_tier(tmp_path: Path) -> None:
     assert not (tmp_path / "merged").exists()
 
 
+class _Passes(threading.Event):
+    """A stop event that is set once ``n`` passes have waited on it (no clock involved)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.left = n
+
+    def wait(self, timeout: float | None = None) -> bool:  # noqa: ARG002 - Event.wait's signature
+        self.left -= 1
+        return self.left <= 0
+
+
+def test_the_watchdog_outlives_a_shared_tier_that_goes_and_never_recreates_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    l1, l2 = tmp_path / "l1", tmp_path / "l2"
+    (l1 / "triton").mkdir(parents=True)
+    (l1 / "triton" / "k.so").write_bytes(b"k")
+    with caplog.at_level(logging.WARNING, logger="cacheroot.fetch"):
+        assert watch(str(l1), str(l2), 0.0, _Passes(2), settle=0) == 2
+    assert not l2.exists()
+    assert _warnings(caplog) == [
+        f"tier sync pass {n}: {l2}: the shared tier's root is not a directory (it is never "
+        "created: mount the volume)"
+        for n in (1, 2)
+    ]
+
+
 # -- tier up, sync, evict: exit 1 (unusable) or 2 (overlap), nothing created -------------------
 
 
@@ -224,6 +253,16 @@ def test_tier_commands_refuse_a_missing_shared_tier(tmp_path: Path, verb: tuple[
     )
     assert not (tmp_path / "nonexistent").exists()
     assert not (tmp_path / "merged").exists()
+
+
+def test_tier_evict_of_l1_alone_needs_no_shared_tier(tmp_path: Path) -> None:
+    l1, l2 = tmp_path / "l1", tmp_path / "nonexistent" / "x"
+    l1.mkdir()
+    env = {CACHEROOT: str(l1), CACHEROOT_SHARED: str(l2)}
+    done = _cli("tier", "evict", "--l1-max-size", "1G", **env)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("L1: removed 0 (0 B)")
+    assert not (tmp_path / "nonexistent").exists()
 
 
 def test_tier_sync_refuses_a_shared_tier_that_is_a_file(tmp_path: Path) -> None:
