@@ -245,6 +245,7 @@ def test_a_miss_the_shared_tier_serves_says_so(origin: Origin, name: str, tmp_pa
     }
     url = origin.url(f"/ok/{name}")
     lines = []
+    (tmp_path / "l2").mkdir()  # the shared tier is mounted, never made by cacheroot
     for host in ("a", "b"):  # two hosts, each its own root, one shared tier
         env = {**base, CACHEROOT: str(tmp_path / host), CACHEROOT_SHARED: str(tmp_path / "l2")}
         done = subprocess.run(
