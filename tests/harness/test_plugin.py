@@ -48,6 +48,21 @@ def _project(tmp_path: Path, origin: ServedOrigin, body: str) -> Path:
     return project
 
 
+def _failure(text: str, test: str) -> str:
+    """The block pytest prints for the failure of ``test`` (up to the next header)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip("_ ") == test)
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith(("____", "===="))),
+        len(lines),
+    )
+    return "\n".join(lines[start + 1 : end])
+
+
+#: What to do about a miss of an offline run that names no manifest.
+WARM = "list it in a manifest and run `cacheroot warm MANIFEST` before the tests"
+
+
 def _sha(origin: ServedOrigin, path: str) -> tuple[str, int]:
     import urllib.request
 
@@ -136,9 +151,20 @@ def test_offline_run_fails_misses_and_foreign_connections(
     text = out.stdout + out.stderr
     assert out.returncode == pytest.ExitCode.TESTS_FAILED, text
     assert "3 failed, 2 passed" in text
-    assert f"cacheroot offline run: {origin.url}{GSM8K} is not in the cache" in text
-    assert f"cache miss on an offline run: {origin.url}{BPE}" in text
-    assert "cacheroot warm MANIFEST" in text
+    # Each miss says what to do once: the fixture's message (not its cause again, nor a
+    # section), and a fetch's own error (which says it: no section repeats it).
+    fixture = _failure(text, "test_fixture_miss")
+    assert fixture.startswith(f"cacheroot offline run: {origin.url}{GSM8K} is not in the cache")
+    assert fixture.endswith(
+        f"warm it with `cacheroot fetch {origin.url}{GSM8K} --namespace adopter`, or {WARM}"
+    )
+    assert fixture.count("cacheroot warm") == 1
+    assert "The above exception" not in fixture
+    direct = _failure(text, "test_direct_fetch_miss")
+    assert f"CacheMissError: offline and {origin.url}{BPE} is not cached at " in direct
+    assert direct.count("is not cached at") == 1  # (the traceback quotes the code around it)
+    assert "- cacheroot -" not in direct  # no section
+    assert "nox -s warm" not in text
     assert 'socket.socket.connect() with host "192.0.2.7"' in text  # the guard names it
     assert "allows loopback connections only" in text
     assert origin.stats()["total"] == before  # nothing reached the origin
@@ -180,9 +206,45 @@ def test_offline_miss_report_names_the_namespace_and_never_the_password(
     assert out.returncode == pytest.ExitCode.TESTS_FAILED, text
     shown = origin.url.replace("://", "://alice:***@", 1)
     assert f"cacheroot fetch {shown}{GSM8K} --namespace adopter`" in text
-    assert f"cache miss on an offline run: {shown}{BPE}" in text
+    assert f"offline and {shown}{BPE} is not cached at " in text
     assert f"cacheroot fetch {shown}{BPE} --namespace adopter --filename bpe.tiktoken`" in text
     assert secret not in text
+
+
+def test_an_offline_miss_names_the_run_s_manifest(tmp_path: Path, origin: ServedOrigin) -> None:
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text("# nothing listed: complete, so the run goes offline\n")
+    project = _project(
+        tmp_path,
+        origin,
+        f"""
+        from cacheroot.fetch import fetch
+
+        def test_fixture_miss(cached_file):
+            cached_file(ORIGIN + {GSM8K!r})
+
+        def test_direct_fetch_miss():
+            fetch(ORIGIN + {BPE!r})
+        """,
+    )
+    out = run_pytest(
+        ["--cacheroot-offline", *plugin_args(), "--cacheroot-manifest", str(manifest)],
+        env=layout_env(tmp_path / "root"),
+        cwd=project,
+    )
+    text = out.stdout + out.stderr
+    assert out.returncode == pytest.ExitCode.TESTS_FAILED, text
+    hint = (
+        f"list it in this run's manifest (--cacheroot-manifest {manifest}) and run "
+        f"`cacheroot warm {manifest}` before the tests"
+    )
+    fixture = _failure(text, "test_fixture_miss")
+    assert fixture.endswith(f"warm it with `cacheroot fetch {origin.url}{GSM8K}`, or {hint}")
+    assert fixture.count("cacheroot warm") == 1
+    direct = _failure(text, "test_direct_fetch_miss")
+    # The fetch's error names `cacheroot warm MANIFEST`; the section adds the run's manifest.
+    assert f"cache miss on an offline run: {hint}\n" in direct + "\n"
+    assert direct.count(hint) == 1
 
 
 def test_offline_runs_are_cache_only_for_upstream_vllm_helpers_too(
@@ -235,8 +297,10 @@ def test_upstream_cache_only_switch_forces_offline_first_runs(
     )
     text = out.stdout + out.stderr
     assert out.returncode == pytest.ExitCode.USAGE_ERROR, text
-    assert "offline run, but 1 manifest entries are not complete" in text
-    assert f"{VLLM_TEST_CACHE_ONLY}=1, which warms them" in text
+    assert "offline run, but 1 manifest entry is not complete in the cache:" in text
+    assert text.count(f"missing: [[asset]] #1 {origin.url}{GSM8K} ({manifest})") == 1
+    assert "Exit" not in text
+    assert f"{VLLM_TEST_CACHE_ONLY}=1, which warms it)" in text
     assert "test_never_runs" not in text
     assert origin.stats()["total"] == before  # forced offline: nothing was warmed
 

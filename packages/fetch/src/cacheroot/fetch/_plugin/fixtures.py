@@ -26,7 +26,7 @@ from .._fetcher import cache_dir, cache_only, fetch
 from .._model import Model
 from .._redact import redact_url
 from .._snapshot import offline_snapshot_path
-from .offline import WARM_HINT
+from .offline import manifests, warm_hint
 from .state import STATE, State
 
 if TYPE_CHECKING:
@@ -47,8 +47,10 @@ __all__ = [
 class CachedFile:
     """``cached_file(url, sha256=..., namespace=..., filename=...)``: the entry's local path."""
 
-    def __init__(self, *, offline: bool) -> None:
+    def __init__(self, *, offline: bool, manifests: list[str] | None = None) -> None:
         self.offline = offline
+        #: The run's manifests (``--cacheroot-manifest``), named in the message of a miss.
+        self.manifests = manifests or []
 
     def __call__(
         self,
@@ -74,9 +76,11 @@ class CachedFile:
             shown = redact_url(url)
             msg = (
                 f"cacheroot offline run: {shown} is not in the cache (expected at {exc.path}); "
-                f"warm it with `cacheroot fetch {shown}{extra}` or {WARM_HINT}"
+                f"warm it with `cacheroot fetch {shown}{extra}`, or {warm_hint(self.manifests)}"
             )
-            raise pytest.fail.Exception(msg, pytrace=False) from exc
+            # The miss's own message says the same: shown once (the guard still finds the miss
+            # as the context, and counts it).
+            raise pytest.fail.Exception(msg, pytrace=False) from None
 
 
 @pytest.fixture
@@ -88,7 +92,7 @@ def test_cache_dir() -> Path:
 @pytest.fixture
 def cached_file(pytestconfig: pytest.Config) -> CachedFile:
     """:func:`cacheroot.fetch.fetch` bound to the test cache (and to the run's offline mode)."""
-    return CachedFile(offline=pytestconfig.stash[STATE].offline)
+    return CachedFile(offline=pytestconfig.stash[STATE].offline, manifests=manifests(pytestconfig))
 
 
 class ModelSnapshot:

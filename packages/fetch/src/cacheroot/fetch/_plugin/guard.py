@@ -15,7 +15,7 @@ import pytest
 
 from .._errors import CacheMissError, FetchError
 from .._redact import redact_url
-from .offline import WARM_HINT
+from .offline import WARM_HINT, manifests, warm_hint
 from .state import STATE
 
 if TYPE_CHECKING:
@@ -94,15 +94,13 @@ def pytest_runtest_makereport(
             state.offline_misses += 1  # read with the other counters
         else:  # a test's own root: set apart at once (this runs between test phases)
             state.own_roots.offline_misses += 1
-        report.sections.append(
-            (
-                "cacheroot",
-                (
-                    f"cache miss on an offline run: {miss.url}\nexpected at {miss.path}\n"
-                    f"{miss.hint}; the suite's manifest: {WARM_HINT}"
-                ),
-            )
-        )
+        # The failure shows the miss's URL, path and hint already: the section adds only how to
+        # warm it, where the failure does not say so (the run's manifest, or nothing at all).
+        paths = manifests(item.config)
+        hint = warm_hint(paths)
+        shown = str(report.longrepr)
+        if hint not in shown and (paths or WARM_HINT not in shown):
+            report.sections.append(("cacheroot", f"cache miss on an offline run: {hint}"))
     elif state.no_network and "socket.socket.connect()" in str(call.excinfo.value):
         report.sections.append(
             (

@@ -15,21 +15,32 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from cacheroot.envs import CACHEROOT_OFFLINE, HF_HUB_OFFLINE, VLLM_TEST_CACHE_ONLY
 
 from .._errors import FetchError
+from .._progress import counted
 from .._warm import HIT, warm_manifest
 from .figures import Figures
 
-__all__ = ["INCOMPLETE_MANIFEST", "WARM_HINT", "go_offline", "manifests", "offline_first"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "INCOMPLETE_MANIFEST",
+    "WARM_HINT",
+    "go_offline",
+    "manifests",
+    "offline_first",
+    "warm_hint",
+]
 
 #: The command that fills a volume before an offline run.
-WARM_HINT = "`cacheroot warm MANIFEST` (the test suite's manifest: `nox -s warm`)"
-#: The exit status of a forced-offline session whose manifest is incomplete: like a usage error,
+WARM_HINT = "`cacheroot warm MANIFEST`"
+#: The exit status of a forced-offline session whose manifest is incomplete: a usage error, as
 #: the run was started in a state in which its tests cannot work (nothing ran).
 INCOMPLETE_MANIFEST = pytest.ExitCode.USAGE_ERROR
 #: ``cacheroot warm`` in a fresh interpreter (see :func:`_warm_manifests`).
@@ -48,6 +59,22 @@ def manifests(config: pytest.Config) -> list[str]:
     if given:
         return [os.path.abspath(config.invocation_params.dir / p) for p in given]
     return [os.path.abspath(p) for p in config.getini("cacheroot_manifest")]
+
+
+def warm_hint(paths: Sequence[str]) -> str:
+    """What fills the cache for an entry an offline run missed: :data:`WARM_HINT`, or the run's
+    own manifests (``--cacheroot-manifest``) where it names any."""
+    if not paths:
+        return f"list it in a manifest and run {WARM_HINT} before the tests"
+    if len(paths) == 1:
+        return (
+            f"list it in this run's manifest (--cacheroot-manifest {paths[0]}) and run "
+            f"`cacheroot warm {paths[0]}` before the tests"
+        )
+    return (
+        f"list it in one of this run's manifests (--cacheroot-manifest {', '.join(paths)}) and "
+        f"run {WARM_HINT} on it before the tests"
+    )
 
 
 def _say(config: pytest.Config, text: str) -> None:
@@ -125,18 +152,22 @@ def offline_first(
     account: dict[str, Any] = {"paths": paths, "missing": [r["entry"] for r in missing]}
     if missing and forced:
         warm = " && ".join(f"cacheroot warm {p}" for p in sorted({r["manifest"] for r in missing}))
-        head = (
-            f"cacheroot: offline run, but {len(missing)} manifest entries are not complete "
-            "in the cache:"
-        )
+        entries = counted(len(missing), "manifest entry", "manifest entries")
+        are = "is" if len(missing) == 1 else "are"
+        head = f"cacheroot: offline run, but {entries} {are} not complete in the cache:"
+        them = "it" if len(missing) == 1 else "them"
         hint = (
-            f"warm them with network access first: `{warm}` (or run without "
+            f"warm {them} with network access first: `{warm}` (or run without "
             f"--cacheroot-offline / {CACHEROOT_OFFLINE}=1 / {VLLM_TEST_CACHE_ONLY}=1, which "
-            "warms them)"
+            f"warms {them})"
         )
-        pytest.exit("\n".join([head, *_listing(missing), hint]), returncode=INCOMPLETE_MANIFEST)
+        # A usage error (the status INCOMPLETE_MANIFEST) is printed once; pytest.exit() in
+        # pytest_configure would print the list twice, on its own and in the session's summary.
+        raise pytest.UsageError("\n".join([head, *_listing(missing), hint]))
     if missing:
-        _say(config, f"cacheroot manifest: {len(missing)} entries missing; warming them:")
+        entries = counted(len(missing), "entry", "entries")
+        them = "it" if len(missing) == 1 else "them"
+        _say(config, f"cacheroot manifest: {entries} missing; warming {them}:")
         for line in _listing(missing):
             _say(config, line)
         warmed, reasons = _warm_manifests(sorted({r["manifest"] for r in missing}))
@@ -146,10 +177,8 @@ def offline_first(
             if reason is not None:
                 row.update(status="failed", reason=reason)
         if still:
-            _say(
-                config,
-                f"cacheroot manifest: {len(still)} entries could not be warmed; running online:",
-            )
+            entries = counted(len(still), "entry", "entries")
+            _say(config, f"cacheroot manifest: {entries} could not be warmed; running online:")
             for line in _listing(still):
                 _say(config, line)
             return account | {"offline": False, "failed": [r["entry"] for r in still]}, warmed
