@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -444,3 +447,151 @@ def test_a_base_given_a_name_is_followed_to_where_it_is_joined(tmp_path: Path) -
     src = tree(tmp_path / "src", {"where.py": text})
     found = [(i.finding.line, i.finding.expression) for i in audit([str(src)]).items]
     assert found == [(9, "~/.cache/demo"), (10, "$TMPDIR/demo")]
+
+
+#: Places that look like caches to a first reading but are not: data handed to a class, a
+#: credential file found through a loop variable, configuration files under the home
+#: directory. Only lines 31, 40 and 41 (twice) are places; line numbers matter.
+NOT_CACHES = """\
+import os
+import requests
+from pathlib import Path
+
+WINDOWS = False
+CONFIG_BASENAME = "pip.ini" if WINDOWS else "pip.conf"
+NETRC_FILES = (".netrc", "_netrc")
+
+
+def legacy_config():
+    return os.path.join(os.path.expanduser("~"), "pip" if WINDOWS else ".pip", CONFIG_BASENAME)
+
+
+def netrc_found():
+    home = os.path.expanduser("~")
+    return any(os.path.exists(os.path.join(home, n)) for n in requests.utils.NETRC_FILES)
+
+
+def netrc_local():
+    for name in NETRC_FILES:
+        if os.path.exists(os.path.join(os.path.expanduser("~"), name)):
+            return name
+    return None
+
+
+def windows_netrc():
+    return os.path.expanduser("~/_netrc")
+
+
+def kept():
+    return os.path.join(os.path.expanduser("~"), ".cache", "x", "index.json")
+
+
+class Variable:
+    def __init__(self, name, replaces="", cache_dir=""):
+        pass
+
+
+ROW = Variable("X", replaces="/tmp/x_$USER", purpose="/tmp/x_$USER is replaced")
+PLACE = Variable("Y", cache_dir="/tmp/y")
+CALL = make(out="/tmp/z", replaces="/tmp/w")
+SETTINGS = Path.home() / ".demo" / "settings.toml"
+"""
+
+
+def test_data_credentials_and_configuration_are_not_caches(tmp_path: Path) -> None:
+    src = tree(tmp_path / "src", {"m.py": NOT_CACHES})
+    found = [(i.finding.line, i.finding.expression) for i in audit([str(src)]).items]
+    assert found == [
+        (31, "~/.cache/x/index.json"),  # a file under a cache directory: a cache
+        (40, "/tmp/y"),  # a keyword that names a place
+        (41, "/tmp/z"),  # a function, not a class: its arguments are not data
+        (41, "/tmp/w"),
+    ]
+
+
+REPO = Path(__file__).resolve().parents[2]
+#: The distributions of this repository, as directories that build them.
+MEMBERS = ("packages/envs", "packages/fetch", "packages/mediacache", "sitecustomize")
+
+
+def test_cacheroots_own_code_has_no_findings() -> None:
+    """What the four distributions install, read as source trees: no place decides a cache."""
+    report = audit([str(REPO / "packages"), str(REPO / "sitecustomize")])
+    assert [(i.finding.file, i.finding.line, i.finding.expression) for i in report.items] == []
+    assert report.status == 0
+
+
+@pytest.fixture(scope="module")
+def uv_cache() -> str:
+    """uv's cache as the runner's environment names it (read before the per-test isolation
+    points HOME and XDG_CACHE_HOME into ``tmp_path``, where no cache is warm)."""
+    found = shutil.which("uv")
+    if found is None:
+        pytest.skip("uv is not on PATH: ci/bootstrap.sh installs it")
+    out = subprocess.run(
+        [found, "cache", "dir"], capture_output=True, text=True, check=True, timeout=60
+    )
+    return out.stdout.strip()
+
+
+def test_an_environment_of_only_cacheroot_passes(tmp_path: Path, uv_cache: str) -> None:
+    """The four distributions installed (``--no-deps``, no index) into a fresh venv: the gate
+    passes there, with nothing to report."""
+    uv = shutil.which("uv") or "uv"
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}} | {
+        "UV_CACHE_DIR": uv_cache,
+        "UV_OFFLINE": "1",
+        "UV_PYTHON_DOWNLOADS": "never",
+    }
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
+    for member in MEMBERS:
+        shutil.copytree(REPO / member, tmp_path / "src" / member, ignore=skip)
+    venv = tmp_path / "venv"
+    steps = [
+        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-sources",
+            "--python",
+            str(venv / "bin" / "python"),
+        ]
+        + [str(tmp_path / "src" / m) for m in MEMBERS],
+    ]
+    for argv in steps:
+        step = subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+        if step.returncode != 0 and "network" in step.stderr:
+            pytest.skip(f"uv's cache ({uv_cache}) lacks the build backend: {step.stderr[-300:]}")
+        assert step.returncode == 0, step.stderr
+    run = subprocess.run(
+        [str(venv / "bin" / "cacheroot"), "audit"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    first = run.stdout.splitlines()[0]
+    assert re.fullmatch(
+        r"cacheroot audit: 4 sources, [0-9]+ Python files \([0-9]+ parsed\), "
+        r"0 cache locations, 0 not covered \([0-9.]+ s\)",
+        first,
+    ), run.stdout
+
+
+def test_a_path_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    src = tree(tmp_path / "tests", {"fine.py": COVERED})
+    out = cli(str(src), str(tmp_path / "src"))
+    assert out.returncode == 2
+    assert out.stderr == (
+        f"cacheroot audit: {str(tmp_path / 'src')!r} does not exist: name directories, wheels "
+        "(.whl) or sdists (.tar.gz) that exist, or nothing to audit the installed "
+        "distributions\n"
+    )
+    assert out.stdout == ""

@@ -114,6 +114,45 @@ _TMP_DIRS = ("/tmp", "/var/tmp")  # noqa: S108
 _LAYOUT_NAMES = frozenset({v.name for v in TABLE} | {n for v in TABLE for n in v.legacy})
 #: Where a ``/tmp`` literal is data, not a place written to (docstrings, tests, containers).
 _NOT_A_USE = (ast.Expr, ast.Compare, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.Subscript)
+#: Words of a keyword argument that make a ``/tmp`` literal given to a class a place all the
+#: same (``Config(cache_dir="/tmp/x")``); any other keyword of a class holds data
+#: (``Variable(..., replaces="/tmp/x")``, ``Option(help="...")``).
+_PLACE_KEYWORD_WORDS = frozenset(
+    {
+        "base",
+        "cache",
+        "default",
+        "dest",
+        "destination",
+        "dir",
+        "directory",
+        "dirname",
+        "dirs",
+        "dump",
+        "file",
+        "filename",
+        "folder",
+        "home",
+        "location",
+        "log",
+        "out",
+        "output",
+        "path",
+        "prefix",
+        "root",
+        "save",
+        "target",
+        "temp",
+        "tmp",
+        "tmpdir",
+        "workspace",
+    }
+)
+#: Names of credential files (requests' ``NETRC_FILES``): not caches, however they are built.
+_CREDENTIAL_NAMES = frozenset({"netrc", ".netrc", "_netrc"})
+#: Endings of configuration files: under the home directory, not caches unless a part of the
+#: path says cache (``~/pip/pip.ini`` is configuration, ``~/.cache/x/index.json`` is not).
+_CONFIG_SUFFIXES = (".ini", ".cfg", ".conf", ".toml", ".yaml", ".yml", ".json")
 #: Fixed places under the home directory that are not caches: configuration, data, shell
 #: start-up files, and other platforms' folders (CI runs Linux).
 _NOT_CACHE_PLACES = (
@@ -256,6 +295,8 @@ class _Module:
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.calls: dict[str, list[ast.Call]] = {}
         self.candidates: list[ast.expr] = []
+        #: What a loop or comprehension variable runs over, by scope and name.
+        self.iterables: dict[tuple[_Scope, str], list[ast.expr]] = {}
         self._resolving: set[str] = set()
         self._index(tree, tree)
         loads = self._base_loads()
@@ -289,6 +330,10 @@ class _Module:
                 self._unfollowable(sc, current.optional_vars)
             elif isinstance(current, ast.AugAssign | ast.For | ast.AsyncFor):
                 self._unfollowable(sc, current.target)
+                if not isinstance(current, ast.AugAssign):
+                    self._iterates(sc, current.target, current.iter)
+            elif isinstance(current, ast.comprehension):
+                self._iterates(sc, current.target, current.iter)
             elif isinstance(current, ast.arguments):
                 for arg in (*current.posonlyargs, *current.args, *current.kwonlyargs):
                     self._unfollowable(inner, ast.Name(arg.arg, ast.Store()))
@@ -337,6 +382,30 @@ class _Module:
                     if scope is self.tree or self.scope_of.get(load) is scope
                 )
         return found
+
+    def _iterates(self, scope: _Scope, target: ast.AST, over: ast.expr) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                self.iterables.setdefault((scope, node.id), []).append(over)
+
+    def credential(self, top: ast.AST) -> bool:
+        """Whether a path names a ``netrc`` file through its variables: a name or attribute
+        that says ``netrc``, or a loop variable that runs over one (``for n in NETRC_FILES``, or
+        a tuple of such names)."""
+        scope = self.scope_of.get(top, self.tree)
+        for node in ast.walk(top):
+            if isinstance(node, ast.Attribute) and "netrc" in node.attr.lower():
+                return True
+            if not isinstance(node, ast.Name):
+                continue
+            if "netrc" in node.id.lower():
+                return True
+            for over in self.iterables.get((scope, node.id), []):
+                value = self.value_of(over.id, scope) if isinstance(over, ast.Name) else None
+                for part in (over, value):
+                    if part is not None and "netrc" in ast.unparse(part).lower():
+                        return True
+        return False
 
     def _unfollowable(self, scope: _Scope, target: ast.AST | None) -> None:
         """Names bound in a way whose value cannot be followed (parameters, loops, ``+=``)."""
@@ -589,8 +658,31 @@ def _switch(text: str) -> bool:
 
 
 def not_a_cache(text: str) -> bool:
-    """Whether a fixed place is configuration, data or another platform's folder."""
-    return text.startswith(_NOT_CACHE_PLACES)
+    """Whether a fixed place is configuration, data, a credential file or another platform's
+    folder: a known place, a ``netrc`` file anywhere, or a configuration file (``.ini``,
+    ``.cfg``, ``.conf``, ``.toml``, ``.yaml``, ``.json``) under the home directory whose path
+    does not say cache."""
+    if text.startswith(_NOT_CACHE_PLACES):
+        return True
+    parts = text.rstrip("/").split("/")
+    if _CREDENTIAL_NAMES.intersection(parts):
+        return True
+    return (
+        text.startswith("~/")
+        and parts[-1].lower().endswith(_CONFIG_SUFFIXES)
+        and "cache" not in text.lower()
+    )
+
+
+def _constructor_data(keyword: ast.keyword, call: ast.AST | None) -> bool:
+    """Whether a literal given as ``keyword`` to ``call`` is data: a keyword argument of a class
+    (a callee named in CamelCase, not a path class), whose name does not say place."""
+    if not isinstance(call, ast.Call) or keyword.arg is None:
+        return False
+    callee = _callee(call)
+    if not callee[:1].isupper() or _dotted(call.func) in _JOINERS or callee.isupper():
+        return False
+    return _PLACE_KEYWORD_WORDS.isdisjoint(keyword.arg.lower().split("_"))
 
 
 def _trivial(text: str) -> bool:
@@ -677,6 +769,8 @@ class _Visitor:
             if not (value.startswith(_TMP_PREFIXES) or value in _TMP_DIRS):
                 return value.startswith("~/") and self._expanded(node)
             parent = self.m.parent.get(node)
+            if isinstance(parent, ast.keyword):
+                return not _constructor_data(parent, self.m.parent.get(parent))
             return not isinstance(parent, _NOT_A_USE)
         return self.m.base_call(node) or node in self.m.base_loads
 
@@ -714,7 +808,7 @@ class _Visitor:
             rendered = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
             if rendered.root not in ("home", "tmp", "xdg") or _trivial(rendered.text):
                 continue
-            if not_a_cache(rendered.text):
+            if not_a_cache(rendered.text) or self.m.credential(top):
                 continue
             variable = rendered.first_variable if rendered.root == "xdg" else None
             line = getattr(top, "lineno", 0)

@@ -191,6 +191,13 @@ def scan(paths: Iterable[str], stats: Stats) -> Iterator[Finding]:
     if not targets:
         yield from scan_installed(stats)
         return
+    missing = [t for t in targets if not os.path.exists(t)]
+    if missing:  # before anything is read: a typo should not cost a whole scan
+        raise ValueError(
+            f"{', '.join(repr(t) for t in missing)} "
+            f"{'does' if len(missing) == 1 else 'do'} not exist: name directories, wheels (.whl) "
+            "or sdists (.tar.gz) that exist, or nothing to audit the installed distributions"
+        )
     for target in targets:
         if os.path.isdir(target):
             yield from scan_directory(target, stats)
