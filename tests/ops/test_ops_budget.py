@@ -432,9 +432,15 @@ def test_without_huggingface_hub_a_repository_is_one_plain_entry(
     assert (populated.hub / "models--acme--two").exists()
 
 
-def test_revisions_downloaded_by_huggingface_hub_go_oldest_first(isolated_cache: Path) -> None:
+def test_revisions_downloaded_by_huggingface_hub_go_oldest_first(
+    isolated_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two revisions of one repository fetched by huggingface_hub from a local hub."""
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import constants, snapshot_download
+
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import: an offline session (the plugin's
+    # offline-first runs set it for every process) must not make this local hub unreachable.
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
 
     hub = isolated_cache / "huggingface" / "hub"
     first = HubRepo("acme/real", {"config.json": b"{}", "model.safetensors": bytes(3000)})
