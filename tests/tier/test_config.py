@@ -56,14 +56,30 @@ def test_the_doctor_names_the_shared_tier_and_its_file_system(tmp_path: Path) ->
 
 
 def test_the_doctor_reports_a_missing_or_unset_shared_tier(tmp_path: Path) -> None:
-    line, problem = shared_line({CACHEROOT_SHARED: str(tmp_path / "gone")})
-    gone = "does not exist or is not a directory (mount it, or create it)"
-    assert line == f"shared: {tmp_path / 'gone'} ({gone})"
+    gone = tmp_path / "gone"
+    line, problem = shared_line({CACHEROOT_SHARED: str(gone)})
+    assert line == f"shared: {gone} (not usable)"
     assert problem == (
-        f"the shared tier CACHEROOT_SHARED='{tmp_path / 'gone'}' does not exist or is not a "
-        "directory (mount it, or create it)"
+        f"CACHEROOT_SHARED={gone} does not exist: expected the fleet's shared volume, a "
+        "directory this host can write (cacheroot never creates it: an unmounted volume or a "
+        "typo would fill this host's disk instead); mount it there, or unset CACHEROOT_SHARED "
+        "to use one tier"
     )
+    assert not gone.exists()
     assert shared_line({}) == ("shared: none (CACHEROOT_SHARED is unset: one tier)", "")
+
+
+def test_the_doctor_refuses_a_shared_tier_inside_the_root(tmp_path: Path) -> None:
+    """The doctor applies the rule the downloads and ``cacheroot tier`` apply."""
+    root = tmp_path / "root"
+    (root / "l2").mkdir(parents=True)
+    line, problem = shared_line({CACHEROOT_SHARED: str(root / "l2")}, root=str(root))
+    assert line == f"shared: {root / 'l2'} (overlaps the root)"
+    assert problem == (
+        f"CACHEROOT_SHARED={root / 'l2'} is inside CACHEROOT={root}: expected another volume "
+        "than this host's cache (the fleet's shared one); point CACHEROOT_SHARED there, or unset "
+        "it to use one tier"
+    )
 
 
 def test_fs_type_reads_the_longest_mount_point(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from _cacheroot_layout import (
     shared_root,
 )
 
+from ._shared_tier import overlap_problem, shared_root_problem
 from .units import format_size
 
 if TYPE_CHECKING:
@@ -117,24 +118,12 @@ def fs_type(path: str, mountinfo: str = "/proc/self/mountinfo") -> str:
     return kind
 
 
-def _probe_shared(path: str) -> str:
-    """Why the shared tier at ``path`` cannot be used (``""`` when it can): it must be a
-    directory where this user can create a file (``os.access`` believes the client's view of
-    permissions, which a server that squashes root does not share)."""
-    if not os.path.isdir(path):
-        return "does not exist or is not a directory (mount it, or create it)"
-    probe = os.path.join(path, f".cacheroot-doctor-{os.getpid()}")
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        return f"is not writable by uid {os.getuid()} ({exc.strerror or exc})"
-    return ""
-
-
-def shared_line(environ: Mapping[str, str], timeout: float = 10.0) -> tuple[str, str]:
-    """The doctor's line about the shared tier and its problem (``""`` when none).
+def shared_line(
+    environ: Mapping[str, str], timeout: float = 10.0, root: str | None = None
+) -> tuple[str, str]:
+    """The doctor's line about the shared tier and its problem (``""`` when none): the same
+    rules as the downloads and ``cacheroot tier`` (:mod:`._shared_tier`), overlap with ``root``
+    (the resolved host root) included.
 
     The probe runs on a helper thread: a hung network mount blocks ``stat`` forever, and the
     doctor must still answer.
@@ -147,15 +136,21 @@ def shared_line(environ: Mapping[str, str], timeout: float = 10.0) -> tuple[str,
         return f"shared: (invalid) {exc}", str(exc)
     if l2 is None:
         return f"shared: none ({CACHEROOT_SHARED} is unset: one tier)", ""
+    overlap = overlap_problem(root, l2) if root else ""
+    if overlap:
+        return f"shared: {l2} (overlaps the root)", overlap
+    probe = os.path.join(l2, f".cacheroot-doctor-{os.getpid()}")
     found: list[str] = []
-    worker = threading.Thread(target=lambda: found.append(_probe_shared(l2)), daemon=True)
+    worker = threading.Thread(
+        target=lambda: found.append(shared_root_problem(l2, probe)), daemon=True
+    )
     worker.start()
     worker.join(timeout)
     if not found:
         problem = f"the shared tier {l2!r} did not answer within {timeout:.0f} s (a hung mount?)"
         return f"shared: {l2} (not reachable)", problem
     if found[0]:
-        return f"shared: {l2} ({found[0]})", f"the shared tier {CACHEROOT_SHARED}={l2!r} {found[0]}"
+        return f"shared: {l2} (not usable)", found[0]
     free = check(l2, None).free
     return f"shared: {l2} ({fs_type(l2)}, writable, {format_size(free)} free)", ""
 
@@ -184,7 +179,7 @@ def report(
     pin = read_pin(where)
     layout = resolve(env, tag, pin)
     root = layout.root
-    tier = shared_line(env)
+    tier = shared_line(env, root=root)
     source = f"{PINNED} in {where}" if layout.root_source == PINNED else layout.root_source
     out = [
         f"root: {root or '(invalid)'}  (from {source})",

@@ -34,7 +34,8 @@ import shutil
 import threading
 from typing import TYPE_CHECKING, Any
 
-from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED, resolve, shared_root
+from cacheroot.envs import resolve, shared_root
+from cacheroot.envs._shared_tier import overlap_problem, shared_root_problem
 
 from . import _store
 from ._lease import Lease, lease_path
@@ -48,7 +49,6 @@ __all__ = [
     "fill_dir",
     "fill_entry",
     "fill_file",
-    "overlap_problem",
     "publish_new",
     "pull_file",
     "pull_only",
@@ -67,61 +67,10 @@ _CHUNK = 1 << 20
 _NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV, errno.EMLINK)
 
 
-def _within(inner: str, outer: str) -> bool:
-    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
-
-
-def overlap_problem(root: str, l2: str) -> str:
-    """Why ``l2`` cannot be the shared tier of the host root ``root`` because the two overlap
-    (the same directory, one inside the other, also through links), or ``""``.
-
-    One tree cannot be both a host's own cache and the fleet's: a sync would copy it into itself
-    and an eviction of one tier would remove the other's files.
-    """
-    pairs = [(root, l2), (os.path.realpath(root), os.path.realpath(l2))]
-    for a, b in pairs:
-        why = (
-            "is the same directory as"
-            if a == b
-            else "is inside"
-            if _within(b, a)
-            else "contains"
-            if _within(a, b)
-            else ""
-        )
-        if why:
-            return (
-                f"{CACHEROOT_SHARED}={l2} {why} {CACHEROOT}={root}: expected another volume than "
-                f"this host's cache (the fleet's shared one); point {CACHEROOT_SHARED} there, or "
-                "unset it to use one tier"
-            )
-    return ""
-
-
 def root_problem(l2: str) -> str:
-    """Why the shared tier's root ``l2`` cannot be used (``""`` when it can): it must be an
-    existing directory this process can create a file in.
-
-    Writability is tried, not asked of ``os.access``: a server that squashes root answers
-    otherwise than the client's view of the permissions. The probe is a partial of this process
-    (a leftover is removed as abandoned, and skipped by ``tier sync``).
-    """
-    if not os.path.isdir(l2):
-        why = "is not a directory" if os.path.lexists(l2) else "does not exist"
-    else:
-        probe = _store.partial_path(os.path.join(l2, "cacheroot-probe"))
-        try:
-            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            os.unlink(probe)
-        except OSError as exc:
-            why = f"is not writable by uid {os.getuid()} ({exc.strerror or exc})"
-        else:
-            return ""
-    return (
-        f"{CACHEROOT_SHARED}={l2} {why}: expected the fleet's shared volume, a directory this "
-        "host can write (cacheroot never creates it: an unmounted volume or a typo would fill "
-        f"this host's disk instead); mount it there, or unset {CACHEROOT_SHARED} to use one tier"
-    )
+    """Why the shared tier's root ``l2`` cannot be used (``""`` when it can), probed with a
+    partial of this process (a leftover is removed as abandoned, and skipped by ``tier sync``)."""
+    return shared_root_problem(l2, _store.partial_path(os.path.join(l2, "cacheroot-probe")))
 
 
 #: Verdicts of :func:`overlap_problem` and of the write probe of :func:`root_problem`, per

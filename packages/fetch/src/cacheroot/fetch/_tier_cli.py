@@ -11,12 +11,13 @@ import threading
 from typing import TYPE_CHECKING
 
 from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED, resolve, shared_root
+from cacheroot.envs._shared_tier import overlap_problem
 from cacheroot.envs.units import format_size
 
 from . import _tier
 from ._cli import age_arg, seconds_arg, size_arg
 from ._progress import counted
-from ._shared import overlap_problem, root_problem
+from ._shared import root_problem
 
 if TYPE_CHECKING:
     import argparse

@@ -1,0 +1,69 @@
+"""The shared tier's rules (``CACHEROOT_SHARED``), in one place for ``cacheroot doctor``, the
+downloads and ``cacheroot tier``: the shared root must be another volume than the host's own
+cache, and an existing directory this host can write (cacheroot never creates it: an unmounted
+volume or a typo would fill the host's own disk instead).
+"""
+
+from __future__ import annotations
+
+import os
+
+from _cacheroot_layout import CACHEROOT, CACHEROOT_SHARED
+
+__all__ = ["overlap_problem", "shared_root_problem"]
+
+
+def _within(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def overlap_problem(root: str, l2: str) -> str:
+    """Why ``l2`` cannot be the shared tier of the host root ``root`` because the two overlap
+    (the same directory, one inside the other, also through links), or ``""``.
+
+    One tree cannot be both a host's own cache and the fleet's: a sync would copy it into itself
+    and an eviction of one tier would remove the other's files.
+    """
+    pairs = [(root, l2), (os.path.realpath(root), os.path.realpath(l2))]
+    for a, b in pairs:
+        why = (
+            "is the same directory as"
+            if a == b
+            else "is inside"
+            if _within(b, a)
+            else "contains"
+            if _within(a, b)
+            else ""
+        )
+        if why:
+            return (
+                f"{CACHEROOT_SHARED}={l2} {why} {CACHEROOT}={root}: expected another volume than "
+                f"this host's cache (the fleet's shared one); point {CACHEROOT_SHARED} there, or "
+                "unset it to use one tier"
+            )
+    return ""
+
+
+def shared_root_problem(l2: str, probe: str) -> str:
+    """Why the shared tier's root ``l2`` cannot be used (``""`` when it can): it must be an
+    existing directory this process can create a file in (``probe``, a name inside ``l2`` that
+    the caller's own clean-up recognises).
+
+    Writability is tried, not asked of ``os.access``: a server that squashes root answers
+    otherwise than the client's view of the permissions.
+    """
+    if not os.path.isdir(l2):
+        why = "is not a directory" if os.path.lexists(l2) else "does not exist"
+    else:
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.unlink(probe)
+        except OSError as exc:
+            why = f"is not writable by uid {os.getuid()} ({exc.strerror or exc})"
+        else:
+            return ""
+    return (
+        f"{CACHEROOT_SHARED}={l2} {why}: expected the fleet's shared volume, a directory this "
+        "host can write (cacheroot never creates it: an unmounted volume or a typo would fill "
+        f"this host's disk instead); mount it there, or unset {CACHEROOT_SHARED} to use one tier"
+    )
