@@ -119,6 +119,7 @@ def _run_pin(args: "argparse.Namespace") -> int:
         CACHEROOT_PIN_FILE,
         CACHEROOT_TAG,
         path_problem,
+        pin_dir_problem,
         pin_path,
     )
 
@@ -142,9 +143,15 @@ def _run_pin(args: "argparse.Namespace") -> int:
         lines.append(f"{CACHEROOT_TAG}={args.tag}")
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+        _make_dirs(os.path.dirname(path))
+        unsafe = pin_dir_problem(os.path.dirname(path))
+        if unsafe:
+            sys.stderr.write(
+                f"cacheroot hook pin: {unsafe}; nothing was recorded (the hook would ignore "
+                "this pin)\n"
+            )
+            return 1
+        _write_new(tmp, "\n".join(lines) + "\n")
         os.replace(tmp, path)
     except OSError as exc:
         sys.stderr.write(
@@ -153,10 +160,38 @@ def _run_pin(args: "argparse.Namespace") -> int:
         )
         return 1
     finally:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.unlink(tmp)
     print(f"pinned {', '.join(lines)} in {path}")  # noqa: T201 - command output
     return 0
+
+
+def _make_dirs(directory: str) -> None:
+    """Create ``directory`` and its missing parents, each 0755 whatever the umask."""
+    import os  # noqa: PLC0415 - off the start-up path
+
+    if not directory or os.path.isdir(directory):
+        return
+    _make_dirs(os.path.dirname(directory))
+    try:
+        os.mkdir(directory, 0o755)
+    except FileExistsError:
+        return  # made meanwhile by someone else: judged as found (pin_dir_problem)
+    os.chmod(directory, 0o755)  # noqa: S103 - every user of the environment reads the pin
+
+
+def _write_new(path: str, text: str) -> None:
+    """Write ``text`` to a new file ``path`` (never through a link), mode 0644 whatever the umask:
+    every user of the environment reads the pin, and no one but its owner writes it."""
+    import os  # noqa: PLC0415 - off the start-up path
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.fchmod(fd, 0o644)
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _run_unpin(args: "argparse.Namespace") -> int:  # noqa: ARG001 - the argparse signature
@@ -195,7 +230,10 @@ def _run_hook(args: "argparse.Namespace") -> int:
     state = "present" if os.path.exists(pth) else "absent (hook not active in this environment)"
     print(f"pth file:   {pth} ({state})")  # noqa: T201
     print(f"PYTHONPATH: {pythonpath()}")  # noqa: T201
-    pin = read_pin()
+    why: list[str] = []
+    pin = read_pin(why=why)
     shown = ", ".join(f"{k}={v}" for k, v in pin.items()) if pin else "none"
+    if why:
+        shown = f"ignored: {why[0]}"
     print(f"pin:        {shown} ({pin_path()})")  # noqa: T201
     return 0

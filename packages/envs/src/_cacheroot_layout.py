@@ -883,19 +883,70 @@ def pin_path(prefix: str | None = None) -> str:
     return os.path.join(prefix, *PIN_FILE)
 
 
-def read_pin(path: str | None = None) -> dict[str, str]:
+def _trust_problem(what: str, path: str, st: "os.stat_result", owner_fix: str) -> str:
+    """Why a pin (or its directory) with status ``st`` may not be trusted, or ``""``.
+
+    The rule ssh applies to ``authorized_keys``: owned by root or by this user, and writable by
+    no one else (group included).
+    """
+    me = os.geteuid()
+    if st.st_uid not in (0, me):
+        return (
+            f"{what} is owned by uid {st.st_uid}, neither root nor this user (uid {me}): "
+            f"{owner_fix}"
+        )
+    mode = st.st_mode & 0o7777
+    if mode & 0o022:
+        whom = "other users" if mode & 0o002 else "its group"
+        return f"{what} is writable by {whom} (mode {mode:04o}): chmod go-w {path}"
+    return ""
+
+
+def pin_dir_problem(directory: str) -> str:
+    """Why the hook would not trust a pin in ``directory``, or ``""`` (also when it is absent)."""
+    try:
+        st = os.stat(directory or ".")
+    except OSError:
+        return ""
+    return _trust_problem(
+        f"its directory {directory}", directory, st, "make root or this user its owner (chown)"
+    )
+
+
+def read_pin(path: str | None = None, why: "list[str] | None" = None) -> dict[str, str]:
     """The ``CACHEROOT`` (and ``CACHEROOT_TAG``) a pin file records; ``{}`` when there is none.
 
     The file holds ``NAME=value`` lines; any other name, and an unreadable file, count as no pin
-    (the hook must never fail; the doctor reports what it found).
+    (the hook must never fail; the doctor reports what it found). A pin that others could have
+    written counts as none too, and ``why`` (when given) receives the reason: a link (never
+    followed), not a regular file (a FIFO is opened without blocking), or a file or directory
+    owned by another user than root and this one, or writable by group or others.
     """
     where = pin_path() if path is None else path
     if not where:
         return {}
     try:
-        with open(where, encoding="utf-8") as f:
-            text = f.read(8192)
+        fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        if why is not None and os.path.islink(where):
+            why.append(f"{where} is a symbolic link (never followed): replace it with the file")
+        return {}
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o170000 != 0o100000:  # not S_ISREG (without importing stat)
+            problem = f"{where} is not a regular file: remove it, then pin again"
+        else:
+            problem = _trust_problem(
+                where, where, st, "remove it, then pin again as root or as this user"
+            ) or pin_dir_problem(os.path.dirname(where))
+        text = "" if problem else os.read(fd, 8192).decode("utf-8")
     except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(fd)
+    if problem:
+        if why is not None:
+            why.append(problem)
         return {}
     found = {}
     for line in text.splitlines():
@@ -1044,7 +1095,8 @@ def resolve(
     root, root_source, root_reason = _root(environ, inherited, pin)
     if root_reason:
         problems.append(root_reason)
-    the_tag = _tag(environ, tag, problems, pin)
+    # The pin is a pair: its tag goes with its root, never with a CACHEROOT the user set.
+    the_tag = _tag(environ, tag, problems, pin if root_source == PINNED else {})
     opted = _opted_in(environ, problems)
     base_source = DERIVED if root_source in (CACHEROOT, PINNED) else DEFAULT_SOURCE
     settings: dict[str, Setting] = {}
@@ -1123,6 +1175,10 @@ def apply(
     return layout
 
 
+#: The pin warnings this process gave (:func:`hook`).
+_WARNED: set[str] = set()
+
+
 def hook(environ: "MutableMapping[str, str] | None" = None) -> bool:
     """The start-up hook's entry point: :func:`apply`, unless disabled; never raises.
 
@@ -1135,7 +1191,12 @@ def hook(environ: "MutableMapping[str, str] | None" = None) -> bool:
     try:
         if truthy(env.get(CACHEROOT_DISABLE)):
             return False
-        apply(env, pin=read_pin() if _blank(env.get(CACHEROOT)) else None)
+        why: list[str] = []
+        apply(env, pin=read_pin(why=why) if _blank(env.get(CACHEROOT)) else None)
+        if why and why[0] not in _WARNED:
+            # Once per process: site runs a .pth line twice where a venv's lib64 links to lib.
+            _WARNED.add(why[0])
+            sys.stderr.write(f"cacheroot: ignoring the pinned root: {why[0]}\n")
         return environ is None and not _blank(env.get(CACHEROOT_AUDIT))
     except Exception:  # noqa: BLE001 - an interpreter must always start; the doctor reports
         return False

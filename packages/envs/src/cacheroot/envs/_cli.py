@@ -49,6 +49,8 @@ def register_env(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _run_env(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from _cacheroot_layout import read_pin  # noqa: PLC0415
+
     from ._export import export, table_markdown  # noqa: PLC0415
 
     if args.container_root is not None and args.format != "docker":
@@ -61,7 +63,8 @@ def _run_env(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         sys.stdout.write(table_markdown())
         return 0
     try:
-        text = export(args.format, tag=args.tag, container_root=args.container_root)
+        # The hook's pin, as the hook reads it (a pin others may write counts as none).
+        text = export(args.format, tag=args.tag, container_root=args.container_root, pin=read_pin())
     except ValueError as exc:
         sys.stderr.write(f"cacheroot env: {exc}\n")
         return 1

@@ -155,9 +155,11 @@ def shared_line(
     return f"shared: {l2} ({fs_type(l2)}, writable, {format_size(free)} free)", ""
 
 
-def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool) -> str:
+def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool, why: str) -> str:
     if not pin_file:
         return f"pin:  none ({CACHEROOT_PIN_FILE} is set but blank)"
+    if why:
+        return f"pin:  ignored: {why}"
     if not pin:
         return f"pin:  none ({pin_file} absent; `cacheroot hook pin ROOT` records one)"
     tag = f", tag {pin[CACHEROOT_TAG]}" if pin.get(CACHEROOT_TAG) else ""
@@ -176,14 +178,16 @@ def report(
     """
     env = os.environ if environ is None else environ
     where = pin_path() if pin_file is None else pin_file
-    pin = read_pin(where)
+    why: list[str] = []
+    pin = read_pin(where, why)
+    # As the hook: the pin stands in for an unset CACHEROOT only (its tag goes with its root).
     layout = resolve(env, tag, pin)
     root = layout.root
     tier = shared_line(env, root=root)
     source = f"{PINNED} in {where}" if layout.root_source == PINNED else layout.root_source
     out = [
         f"root: {root or '(invalid)'}  (from {source})",
-        _pin_line(where, pin, used=layout.root_source == PINNED),
+        _pin_line(where, pin, used=layout.root_source == PINNED, why="".join(why[:1])),
         f"tag:  {layout.tag or '(none: vendor JIT caches left alone)'}",
         tier[0],
         f"hook: {'installed' if find_spec(HOOK_MODULE) else 'not installed'} in this environment",
@@ -217,6 +221,8 @@ def report(
     out += ["", "not set on purpose:"]
     out += [f"  {v.name}: {v.purpose}" for v in TABLE if v.mode == NEVER]
     problems = diagnose(layout) + ([tier[1]] if tier[1] else [])
+    # Reported even with CACHEROOT set: a child started without it would have taken this pin.
+    problems += [f"the pin is ignored: {w}" for w in why[:1]]
     if problems:
         out += ["", "problems:"] + [f"  - {p}" for p in problems]
     return "\n".join(out) + "\n", 1 if problems else 0

@@ -118,14 +118,15 @@ def docker_args(
     *,
     tag: str | None = None,
     container_root: str | None = None,
+    pin: Mapping[str, str] | None = None,
 ) -> list[str]:
     """``--volume=HOST:CONTAINER`` for the root, then ``--env=K=V`` for each variable it sets.
 
     Values are resolved for the container: against ``container_root`` (by default the host's
     root path), with nothing inherited from the host but the tag and the opt-in list, since a
-    host's explicit paths mean nothing inside the container.
+    host's explicit paths mean nothing inside the container. ``pin`` as for :func:`export`.
     """
-    host = resolve(environ, tag)
+    host = resolve(environ, tag, pin)
     if host.root is None:
         raise ValueError(_unusable(host))
     inside = container_root or host.root
@@ -180,8 +181,12 @@ def export(
     *,
     tag: str | None = None,
     container_root: str | None = None,
+    pin: Mapping[str, str] | None = None,
 ) -> str:
     """Render the layout of ``environ`` (default: this process's) in one of :data:`FORMATS`.
+
+    ``pin`` (what :func:`~_cacheroot_layout.read_pin` found) stands in for an unset ``CACHEROOT``
+    as in the hook, so that ``cacheroot env`` shows what a hooked interpreter gets.
 
     Raises :class:`ValueError` when the root is unusable, in every format: text that sets no
     layout (``cacheroot env --format github >> "$GITHUB_ENV"``) would let a CI job carry on
@@ -189,7 +194,7 @@ def export(
     """
     env = os.environ if environ is None else environ
     if fmt == "docker":
-        return to_docker(docker_args(env, tag=tag, container_root=container_root))
+        return to_docker(docker_args(env, tag=tag, container_root=container_root, pin=pin))
     renderers = {"sh": to_sh, "github": to_github, "json": to_json}
     if fmt not in renderers:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
@@ -198,7 +203,7 @@ def export(
             f"container_root applies to the docker format only, not {fmt!r}: drop it, or "
             "export in the docker format"
         )
-    layout = resolve(env, tag)
+    layout = resolve(env, tag, pin)
     if layout.root is None:
         raise ValueError(_unusable(layout))
     return _with_shared(fmt, renderers[fmt](layout), env)
