@@ -15,7 +15,8 @@ Hugging Face (model repos under ``/``, dataset repos under ``/datasets/``):
   "no agent known" registry. huggingface_hub fetches it (at most once a day, cached in
   ``$HF_HOME/.agent_harnesses.json``) while building its request headers.
 - ``GET /api/{models,datasets}/{repo_id}/revision/{rev}``: ``{"id", "sha", "siblings"}``; the
-  client asks for it to resolve a branch or tag to a commit (``HfApi.repo_info``).
+  client asks for it to resolve a branch or tag to a commit (``HfApi.repo_info``). Without
+  ``/revision/{rev}`` (``HfApi.model_info(repo_id)``), the same for the default branch.
 - ``GET /api/{models,datasets}/{repo_id}/tree/{rev}[/{path}]?recursive=&expand=``: the file
   list (``type``, ``path``, ``size``, ``oid`` = git blob sha1, and for LFS files ``lfs`` with
   the sha256, size and pointer size). One page, no ``Link`` header; ``expand`` is ignored (the
@@ -40,7 +41,9 @@ ModelScope (model repos only):
 
 Faults and accounting: :meth:`HubServer.fail_next` makes the next ``n`` requests whose path
 matches a regex fail with a status (429 by default) and a ``Retry-After`` header;
-:meth:`HubServer.stall_next` holds one request unanswered until released. Every request
+:meth:`HubServer.fail_rate` makes a share of them fail, drawn from a seeded generator;
+:meth:`HubServer.stall_next` holds one request unanswered until released, and
+:meth:`HubServer.hang_all` every matching request until the server stops. Every request
 is counted by ``(method, path)`` (the path without its query string), failed ones included,
 by the origin toolkit's server (``tests/origin``) this hub runs on.
 """
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
 import threading
 from collections import Counter
@@ -130,6 +134,8 @@ class _Fault:
     #: For a stall: set when a request is held, and what releases it (unanswered).
     reached: threading.Event | None = None
     release: threading.Event | None = None
+    #: The share of matching requests that fail (1.0: every one, while ``remaining`` lasts).
+    rate: float = 1.0
 
 
 class HubServer:
@@ -143,6 +149,7 @@ class HubServer:
         self._ms: dict[str, HubRepo] = {}
         self._lock = threading.Lock()
         self._faults: list[_Fault] = []
+        self._random = random.Random(0)  # noqa: S311 - repeatable faults, not secrets
         self.unhandled: list[str] = []
         self._server: Server | None = None
 
@@ -183,6 +190,35 @@ class HubServer:
         with self._lock:
             self._faults.append(_Fault(1, 0, None, re.compile(match), method, reached, release))
         return reached, release
+
+    def fail_rate(
+        self,
+        rate: float,
+        *,
+        status: int = 429,
+        retry_after: str | None = None,
+        match: str = "",
+        seed: int = 0,
+    ) -> None:
+        """Answer a share ``rate`` (0 to 1) of the requests matching ``match`` with ``status``.
+
+        Which ones is drawn from a generator seeded with ``seed``, so a run is repeatable.
+        """
+        with self._lock:
+            self._random.seed(seed)
+            fault = _Fault(1 << 62, status, retry_after, re.compile(match), None, rate=rate)
+            self._faults.append(fault)
+
+    def hang_all(self, *, match: str = "") -> threading.Event:
+        """Hold every request matching ``match`` unanswered until the server stops.
+
+        Returns the event set once the first is held.
+        """
+        reached = threading.Event()
+        with self._lock:
+            fault = _Fault(1 << 62, 0, None, re.compile(match), None, reached, threading.Event())
+            self._faults.append(fault)
+        return reached
 
     def start(self) -> HubServer:
         """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
@@ -237,6 +273,7 @@ class HubServer:
                     fault.remaining > 0
                     and fault.method in (None, method)
                     and fault.match.search(path)
+                    and (fault.rate >= 1.0 or self._random.random() < fault.rate)
                 ):
                     fault.remaining -= 1
                     return fault
@@ -246,6 +283,7 @@ class HubServer:
 _HF_API = re.compile(
     r"^/api/(?P<kind>models|datasets)/(?P<repo>.+?)/(?P<op>revision|tree)/(?P<rest>.+)$"
 )
+_HF_INFO = re.compile(r"^/api/(?P<kind>models|datasets)/(?P<repo>[^/]+(?:/[^/]+)?)$")
 _HF_RESOLVE = re.compile(r"^/(?P<ds>datasets/)?(?P<repo>.+?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _MS_FILES = re.compile(r"^/api/v1/models/(?P<repo>[^/]+/[^/]+)/repo/files$")
 _MS_FILE = re.compile(r"^/api/v1/models/(?P<repo>[^/]+/[^/]+)/repo$")
@@ -294,6 +332,7 @@ class _Handler:
             (_MS_FILES, self._ms_files),
             (_MS_FILE, self._ms_file),
             (_HF_API, self._hf_api),
+            (_HF_INFO, self._hf_info),
             (_HF_RESOLVE, self._hf_resolve),
         ):
             match = pattern.match(path)
@@ -337,6 +376,18 @@ class _Handler:
             self._json(200, {"id": repo.repo_id, "sha": commit, "siblings": siblings})
             return
         self._json(200, self._hf_tree(repo, unquote(sub), query.get("recursive", "") == "true"))
+
+    def _hf_info(self, match: re.Match[str], _query: dict[str, str]) -> None:
+        """``model_info(repo_id)`` / ``dataset_info``: the default branch's revision info."""
+        if self.command != "GET":
+            self._unhandled()
+            return
+        repo = self._hf_repo("model" if match["kind"] == "models" else "dataset", match["repo"])
+        if repo is None:
+            return
+        commit = repo.resolve("main") or repo.commit
+        siblings = [{"rfilename": p} for p in sorted(repo.files)]
+        self._json(200, {"id": repo.repo_id, "sha": commit, "siblings": siblings})
 
     @staticmethod
     def _hf_tree(repo: HubRepo, root: str, recursive: bool) -> list[dict[str, object]]:

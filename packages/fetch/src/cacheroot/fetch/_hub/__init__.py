@@ -1,0 +1,17 @@
+"""The hub wing: ``cacheroot hub``, a pull-through cache of the Hugging Face Hub's HTTP interface.
+
+A warm file cache does not keep a test suite green through a Hub outage: every process still
+resolves branches (``HEAD /resolve/main/...``) and calls the metadata API (``model_info``,
+``list_repo_files``, ``file_exists``), and ``HF_HUB_OFFLINE`` turns each of those into a certain
+failure. Pointing ``HF_ENDPOINT`` at this cache protects every client (huggingface_hub,
+transformers, datasets, vLLM, the ``hf`` command) without a line of test code changing:
+metadata is kept per URL and credential and served stale when the Hub errs, file bytes are
+fetched once, verified and served with ``Range``.
+
+What the wing owns: the request routes (:mod:`.routes`), the store of answers and files
+(:mod:`.store`), the upstream client (:mod:`.upstream`), the server (:mod:`.server`), starting
+one as a child process (:mod:`.service`), the manifest of what was served (:mod:`.export`) and
+the command (:mod:`.cli`). What it may import: the download core of ``cacheroot.fetch``
+(``_httpvalues``, ``_redact``, ``_lock``) and ``cacheroot.envs``; never another wing. aiohttp
+is imported only here, and only when a hub runs.
+"""

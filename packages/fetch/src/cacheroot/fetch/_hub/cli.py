@@ -1,0 +1,212 @@
+"""``cacheroot hub``: run the pull-through hub cache, and turn what it served into a manifest."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from cacheroot.envs import HF_ENDPOINT, resolve
+
+from .._cli import age_arg, seconds_arg
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["DEFAULT_UPSTREAM", "default_store", "register"]
+
+#: Where huggingface_hub goes when ``HF_ENDPOINT`` is unset.
+DEFAULT_UPSTREAM = "https://huggingface.co"
+#: The store's directory under the cache root.
+STORE_DIR = "hubcache"
+
+EPILOG = f"""\
+Point the clients at it: HF_ENDPOINT=http://HOST:PORT (huggingface_hub, transformers, datasets,
+vLLM and the hf command all read it). `pytest --cacheroot-hub` starts one for a session.
+
+The store is $CACHEROOT/{STORE_DIR} unless --store says otherwise; its upstream is --upstream,
+else the {HF_ENDPOINT} this command was started with, else {DEFAULT_UPSTREAM}.
+
+exit status:
+  0  stopped by SIGTERM or SIGINT (serve); the manifest was written (export-manifest)
+  1  the store is unusable, or the address cannot be listened on
+  2  usage
+"""
+
+
+def default_store(environ: dict[str, str] | None = None) -> str | None:
+    """``$CACHEROOT/hubcache`` as the layout resolves the root now; ``None`` without a root."""
+    layout = resolve(dict(os.environ) if environ is None else environ)
+    return os.path.join(layout.root, STORE_DIR) if layout.root else None
+
+
+def _listen(text: str) -> tuple[str, int]:
+    import argparse  # noqa: PLC0415
+
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(
+            f"expected HOST:PORT (e.g. 127.0.0.1:8765, or port 0 for any free one), found {text!r}"
+        )
+    return host, int(port)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``cacheroot hub`` and its subcommands."""
+    import argparse  # noqa: PLC0415
+
+    p = sub.add_parser(
+        "hub",
+        help="a pull-through cache of the Hugging Face Hub that keeps runs green through outages",
+        description=(
+            "A pull-through cache of the Hub's HTTP interface: metadata served stale when the "
+            "Hub errs, files stored once and verified."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    hub_sub = p.add_subparsers(dest="hub_command", metavar="SUBCOMMAND", required=True)
+    serve = hub_sub.add_parser(
+        "serve",
+        help="run a hub cache until stopped",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument(
+        "--listen",
+        type=_listen,
+        default=("127.0.0.1", 8765),
+        metavar="HOST:PORT",
+        help="address to listen on (default 127.0.0.1:8765; port 0: any free one)",
+    )
+    serve.add_argument("--upstream", default=None, metavar="URL", help="the hub to cache")
+    serve.add_argument("--store", default=None, metavar="DIR", help="the store's directory")
+    serve.add_argument(
+        "--ttl",
+        type=age_arg,
+        default=300.0,
+        metavar="AGE",
+        help="how long an answer for a branch or tag is fresh (default 5m)",
+    )
+    serve.add_argument(
+        "--negative-ttl",
+        type=age_arg,
+        default=60.0,
+        metavar="AGE",
+        help="how long a 'not found' answer is fresh (default 1m)",
+    )
+    serve.add_argument(
+        "--deadline",
+        type=seconds_arg,
+        default=5.0,
+        metavar="SECONDS",
+        help="give up on an upstream metadata request after this long (default 5; "
+        "huggingface_hub's own is 10)",
+    )
+    serve.add_argument(
+        "--cooloff",
+        type=seconds_arg,
+        default=30.0,
+        metavar="SECONDS",
+        help="after a timeout, refusal or 5xx, serve from the store without asking the "
+        "upstream for this long (default 30)",
+    )
+    serve.add_argument(
+        "--offline",
+        action="store_true",
+        help="store-only: never ask the upstream (air-gapped runs)",
+    )
+    serve.set_defaults(func=_run_serve)
+    export = hub_sub.add_parser(
+        "export-manifest",
+        help="print (or write) the [[model]] entries of everything the store served",
+    )
+    export.add_argument("--store", default=None, metavar="DIR", help="the store's directory")
+    export.add_argument("-o", "--output", default=None, metavar="FILE", help="write it here")
+    export.set_defaults(func=_run_export)
+
+
+def _store(args: argparse.Namespace, command: str) -> str | None:
+    store = args.store or default_store()
+    if store is None:
+        sys.stderr.write(
+            f"cacheroot hub {command}: no cache root to keep the store in; set CACHEROOT or "
+            "pass --store DIR\n"
+        )
+    return store
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    import asyncio  # noqa: PLC0415
+    import contextlib  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+
+    from .server import Settings, serve  # noqa: PLC0415
+
+    store = _store(args, "serve")
+    if store is None:
+        return 1
+    upstream = (
+        args.upstream or os.environ.get(HF_ENDPOINT, "").strip() or DEFAULT_UPSTREAM
+    ).rstrip("/")
+    if not upstream.startswith(("http://", "https://")):
+        sys.stderr.write(
+            f"cacheroot hub serve: --upstream must be an http:// or https:// URL, found "
+            f"{upstream!r}\n"
+        )
+        return 2
+    try:
+        os.makedirs(store, exist_ok=True)
+    except OSError as exc:
+        sys.stderr.write(f"cacheroot hub serve: cannot use the store {store}: {exc.strerror}\n")
+        return 1
+    settings = Settings(
+        upstream=upstream,
+        store=store,
+        ttl=args.ttl,
+        negative_ttl=args.negative_ttl,
+        deadline=args.deadline,
+        cooloff=args.cooloff,
+        offline=args.offline,
+    )
+    host, port = args.listen
+
+    def ready(url: str) -> None:
+        if url.rstrip("/") == upstream:
+            raise SystemExit(f"cacheroot hub serve: the upstream {upstream} is this hub itself")
+        mode = "store-only" if settings.offline else f"upstream {upstream}"
+        sys.stdout.write(f"cacheroot hub: serving {url} ({mode}; store {store})\n")
+        sys.stdout.flush()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(serve(settings, host, port, ready))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        sys.stderr.write(f"cacheroot hub serve: cannot listen on {host}:{port}: {exc.strerror}\n")
+        return 1
+    return 0
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from .export import manifest_text  # noqa: PLC0415
+    from .store import Store  # noqa: PLC0415
+
+    store = _store(args, "export-manifest")
+    if store is None:
+        return 1
+    text = manifest_text(Store(store).served_rows())
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    from .._store import atomic_write  # noqa: PLC0415
+
+    atomic_write(args.output, text.encode())
+    return 0

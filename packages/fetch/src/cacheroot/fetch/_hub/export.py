@@ -1,0 +1,69 @@
+"""``cacheroot hub export-manifest``: what a suite used, as ``[[model]]`` entries to warm.
+
+Every file a hub cache serves is noted in its store (:meth:`.store.Store.record_served`): the
+repository, the revision asked for, the commit it resolved to and the file's path. Grouped by
+repository and commit, that is a manifest that a nightly ``cacheroot warm`` keeps fresh, so a
+test author never writes one by hand: each entry pins the commit, names the branch it came
+from, and lists exactly the files that were served.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from .routes import is_commit
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["literal_pattern", "manifest_text"]
+
+
+def _toml(value: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's, for the characters that occur here)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def literal_pattern(path: str) -> str:
+    """An ``allow_patterns`` entry that matches ``path`` alone (fnmatch's ``*?[`` escaped)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
+
+
+def manifest_text(rows: Iterable[dict[str, str]]) -> str:
+    """The ``[[model]]`` entries for the served ``rows``, sorted, as TOML text."""
+    groups: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    branches: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for row in rows:
+        repo_type, repo_id = row.get("repo_type", "model"), row.get("repo_id", "")
+        revision, path = row.get("revision", ""), row.get("path", "")
+        commit = row.get("commit", "") or revision
+        if not repo_id or not path or not commit:
+            continue
+        group = (repo_type, repo_id, commit)
+        groups[group].add(path)
+        if revision and not is_commit(revision):
+            branches[group].add(revision)
+    out = [
+        (
+            "# What the hub cache served, as `cacheroot hub export-manifest` wrote it:\n"
+            "# one entry per repository and commit, with the files that were asked for.\n"
+        )
+    ]
+    for group in sorted(groups):
+        repo_type, repo_id, commit = group
+        out.append("\n[[model]]\n")
+        out.append('hub = "hf"\n')
+        out.append(f"repo_id = {_toml(repo_id)}\n")
+        out.append(f"revision = {_toml(commit)}\n")
+        named = sorted(branches.get(group, ()))
+        if len(named) == 1 and is_commit(commit):
+            out.append(f"branch = {_toml(named[0])}\n")
+        elif named:
+            out.append(f"# asked for as: {', '.join(named)}\n")
+        if repo_type != "model":
+            out.append(f"repo_type = {_toml(repo_type)}\n")
+        files = ", ".join(_toml(literal_pattern(p)) for p in sorted(groups[group]))
+        out.append(f"allow_patterns = [{files}]\n")
+    return "".join(out)

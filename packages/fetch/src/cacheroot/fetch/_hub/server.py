@@ -1,0 +1,592 @@
+"""The hub cache's server: metadata kept and served stale on error, files stored and streamed.
+
+One :class:`Hub` answers every request of the clients that have ``HF_ENDPOINT`` pointed at it:
+
+- **Metadata** (``GET /api/...``, ``HEAD`` of a file; :mod:`.routes`): kept per URL and
+  credential. An answer for a commit is fresh for good; for a branch or a tag it is fresh for
+  ``ttl`` seconds and then asked again; a "not found" answer for ``negative_ttl``. When the
+  upstream answers 429 or 5xx, times out past ``deadline``, refuses or resets, the last good
+  answer is served (stale-if-error, RFC 5861), marked ``X-Cacheroot-Hub: stale``. After such a
+  failure the upstream is left alone for ``cooloff`` seconds, or for as long as its
+  ``Retry-After`` asked (once, for every caller, in every process of the store): what is kept
+  is served at once meanwhile, and what is not fails at once with the upstream's status, so
+  no client waits behind retries stacked on retries. One upstream request per key at a time.
+- **Files** (``GET .../resolve/REV/PATH``): the bytes are fetched once, checked against the
+  digest the Hub gave for them (``X-Linked-Etag``: sha256; ``ETag``: git blob sha1) and the
+  size, and published into the store in one step. Clients that ask while the first download
+  runs are streamed what has arrived, so a large file starts flowing at once. A stored file is
+  served with ``Range`` and ``sendfile``.
+- **Store-only** (``offline``): nothing is asked upstream; what is kept is served, the rest
+  fails at once (504).
+
+``GET /.cacheroot/hub`` answers the counters as JSON; ``POST /.cacheroot/hub/offline`` (body
+``1`` or ``0``, from a loopback peer only) switches store-only on or off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import json
+import math
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from . import routes
+from .store import PUBLIC, Answer, Store, credential, key_of
+from .upstream import CHUNK, Upstream, UpstreamError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    import aiohttp
+
+__all__ = ["Hub", "Settings"]
+
+#: The counters' names, as ``GET /.cacheroot/hub`` reports them.
+HIT, MISS, REVALIDATED, STALE, ERROR, PASSED = (
+    "hit",
+    "miss",
+    "revalidated",
+    "stale",
+    "error",
+    "pass",
+)
+#: The header that says how an answer was served.
+STATE_HEADER = "X-Cacheroot-Hub"
+#: Statuses kept as "not found" answers (the Hub answers 401 for a repository it does not show).
+_NEGATIVE = frozenset({401, 403, 404})
+CONTROL = "/.cacheroot/hub"
+
+
+@dataclass
+class Settings:
+    """How one hub cache behaves (``cacheroot hub serve``'s flags)."""
+
+    upstream: str
+    store: str
+    ttl: float = 300.0
+    negative_ttl: float = 60.0
+    deadline: float = 5.0
+    cooloff: float = 30.0
+    offline: bool = False
+
+
+def normalize_etag(value: str | None) -> str:
+    """An ETag without its weak marker and quotes (as huggingface_hub reads it)."""
+    if not value:
+        return ""
+    if value.startswith("W/"):
+        value = value[2:]
+    return value.strip('"')
+
+
+def _error_body(status: int, message: str) -> Answer:
+    body = json.dumps({"error": message}).encode()
+    return Answer(status, (("Content-Type", "application/json"),), body)
+
+
+class _Fill:
+    """One file being fetched into the store: readers follow ``written`` while it grows."""
+
+    def __init__(self, path: str, partial: str, fd: int, size: int | None) -> None:
+        self.path, self.partial, self.fd, self.size = path, partial, fd, size
+        self.written = 0
+        self.done = False
+        self.error: str | None = None
+        self.cond = asyncio.Condition()
+
+    async def changed(self) -> None:
+        async with self.cond:
+            self.cond.notify_all()
+
+
+def _moved(fill: _Fill, offset: int) -> bool:
+    """Whether a reader at ``offset`` has something new: bytes past it, the end, an error."""
+    return fill.written > offset or fill.done or fill.error is not None
+
+
+class _Blob(web.FileResponse):
+    """A stored file, with the Hub's ``ETag`` rather than one made from its mtime."""
+
+    def __init__(self, path: str, etag: str | None, headers: Mapping[str, str]) -> None:
+        super().__init__(path, chunk_size=CHUNK, headers=headers)
+        self._hub_etag = etag
+
+    @property
+    def etag(self) -> Any:
+        return super().etag
+
+    @etag.setter
+    def etag(self, value: Any) -> None:
+        if self._hub_etag is None:
+            web.FileResponse.etag.fset(self, value)  # type: ignore[attr-defined]
+
+
+class Hub:
+    """The server's state: settings, store, upstream, counters and the requests in flight."""
+
+    def __init__(self, settings: Settings, session: aiohttp.ClientSession) -> None:
+        self.settings = settings
+        self.store = Store(settings.store)
+        self.upstream = Upstream(settings.upstream, session, deadline=settings.deadline)
+        self.counts: Counter[str] = Counter()
+        self._flights: dict[str, asyncio.Task[Answer | UpstreamError]] = {}
+        self._fills: dict[str, _Fill] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: Until when the upstream is left alone, and why (after a failure).
+        self._down_until = 0.0
+        self._down: UpstreamError | None = None
+
+    # -- the application ------------------------------------------------------------------
+    def app(self) -> web.Application:
+        """The aiohttp application answering every path."""
+        app = web.Application(client_max_size=1 << 20)
+        app.router.add_get(CONTROL, self._stats)
+        app.router.add_post(CONTROL + "/offline", self._set_offline)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        app.on_shutdown.append(self._shutdown)
+        return app
+
+    async def _shutdown(self, _app: web.Application) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _stats(self, _request: web.Request) -> web.Response:
+        payload = {
+            "counts": dict(sorted(self.counts.items())),
+            "upstream": self.upstream.base,
+            "store": self.store.root,
+            "offline": self.settings.offline,
+        }
+        return web.json_response(payload)
+
+    async def _set_offline(self, request: web.Request) -> web.Response:
+        peer = request.remote or ""
+        if not (peer.startswith("127.") or peer == "::1"):
+            return web.Response(status=403, text="only a loopback peer may switch store-only\n")
+        body = (await request.text()).strip()
+        if body not in ("0", "1"):
+            return web.Response(status=400, text=f"expected 1 or 0, got {body[:20]!r}\n")
+        self.settings.offline = body == "1"
+        return web.Response(text=f"offline={body}\n")
+
+    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Answer one client request (see the module docstring)."""
+        target = request.raw_path
+        path = target.split("?", 1)[0]
+        route = routes.classify(request.method, path)
+        self.counts["requests"] += 1
+        if route.kind == routes.OTHER:
+            return await self._pass(request, target)
+        if route.kind == routes.FILE:
+            return await self._file(request, target, route)
+        answer, state = await self.meta(request.method, target, route, request.headers)
+        if route.repo_id and route.path and answer.status == 200:
+            self._served(route, answer)
+        return self._respond(request, answer, state)
+
+    # -- metadata -------------------------------------------------------------------------
+    def fresh(self, answer: Answer, route: routes.Route, now: float) -> bool:
+        """Whether a kept answer may be served without asking the upstream."""
+        age = max(0.0, now - answer.stored)
+        if answer.status in _NEGATIVE:
+            return age < self.settings.negative_ttl
+        if route.immutable:
+            return True
+        return age < self.settings.ttl
+
+    def _wait(self, now: float) -> float:
+        """Seconds the upstream is still left alone for (a failure, a ``Retry-After``)."""
+        until = max(self._down_until, self.store.blocked_until(self.upstream.base))
+        return max(0.0, until - now)
+
+    async def meta(  # noqa: PLR0911 - one return for each way an answer is served
+        self, method: str, target: str, route: routes.Route, headers: Mapping[str, str]
+    ) -> tuple[Answer, str]:
+        """The answer to a metadata request, and how it was served (a counter's name)."""
+        cred = credential(headers.get("Authorization"))
+        key = key_of(self.upstream.base, method, target, cred)
+        now = time.time()
+        kept = self.store.load(key)
+        if kept is not None and self.fresh(kept, route, now):
+            return kept, HIT
+        fallback = kept
+        if fallback is None and cred != PUBLIC:
+            # What anyone may read, a credential may read too.
+            fallback = self.store.load(key_of(self.upstream.base, method, target, PUBLIC))
+        if self.settings.offline:
+            if fallback is not None:
+                return fallback, STALE
+            return _error_body(504, self._unseen("the hub cache runs store-only")), ERROR
+        wait = self._wait(now)
+        if wait > 0:
+            if fallback is not None:
+                return fallback, STALE
+            return self._down_answer(wait), ERROR
+        flight = self._flights.get(key)
+        if flight is None:
+            flight = self._spawn(self._ask(method, target, headers, key, kept))
+            self._flights[key] = flight
+            flight.add_done_callback(lambda _t: self._flights.pop(key, None))
+        result = await asyncio.shield(flight)
+        if isinstance(result, UpstreamError):
+            if fallback is not None:
+                return fallback, STALE
+            status = result.status or (504 if "no answer" in result.reason else 502)
+            answer = _error_body(status, self._unseen(f"the upstream failed ({result.reason})"))
+            if result.wait:
+                answer = Answer(
+                    answer.status,
+                    (*answer.headers, ("Retry-After", str(math.ceil(result.wait)))),
+                    answer.body,
+                )
+            return answer, ERROR
+        if kept is not None and result.stored <= kept.stored:
+            return result, HIT  # another process refreshed it while we waited for the lock
+        return result, (REVALIDATED if kept is not None else MISS)
+
+    def _unseen(self, why: str) -> str:
+        return f"{why}, and the hub cache has no answer for this request yet"
+
+    def _down_answer(self, wait: float) -> Answer:
+        err = self._down
+        status = 429 if err is not None and err.status == 429 else 503
+        reason = err.reason if err is not None else f"HTTP {status}"
+        answer = _error_body(
+            status,
+            self._unseen(f"the upstream is left alone for {wait:.0f} s more after {reason}"),
+        )
+        return Answer(status, (*answer.headers, ("Retry-After", str(math.ceil(wait)))), answer.body)
+
+    async def _ask(
+        self,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        key: str,
+        kept: Answer | None,
+    ) -> Answer | UpstreamError:
+        lock = await self._lock(key)
+        try:
+            again = self.store.load(key)
+            if again is not None and (kept is None or again.stored > kept.stored):
+                return again
+            self.counts["upstream"] += 1
+            try:
+                answer = await self.upstream.meta(method, target, headers)
+            except UpstreamError as err:
+                self._failed(err)
+                return err
+            if answer.status < 400 or answer.status in _NEGATIVE:
+                with contextlib.suppress(OSError):
+                    self.store.save(key, answer)
+            return answer
+        finally:
+            if lock is not None:
+                await asyncio.to_thread(lock.release)
+
+    async def _lock(self, key: str) -> Any:
+        """The store's lock of ``key`` (other processes of the store), or ``None`` in time."""
+        import filelock  # noqa: PLC0415
+
+        try:
+            lock = filelock.FileLock(self.store.lock_path(key), thread_local=False)
+            await asyncio.to_thread(lock.acquire, timeout=self.settings.deadline)
+        except (filelock.Timeout, OSError):
+            return None  # a slow peer must not hold every caller: ask anyway
+        return lock
+
+    def _failed(self, err: UpstreamError) -> None:
+        """Leave the upstream alone for a while after ``err`` (see the module docstring)."""
+        self.counts["upstream_errors"] += 1
+        now = time.time()
+        if err.status == 429:
+            pause = err.wait if err.wait is not None else 1.0
+            self.store.block(self.upstream.base, now + pause)
+        else:
+            pause = self.settings.cooloff
+        self._down_until = max(self._down_until, now + pause)
+        self._down = err
+
+    # -- responses ------------------------------------------------------------------------
+    def _rewrite(self, request: web.Request, value: str) -> str:
+        """A header value with the upstream's address replaced by this hub's."""
+        if self.upstream.base in value:
+            return value.replace(self.upstream.base, f"{request.scheme}://{request.host}")
+        return value
+
+    def _respond(self, request: web.Request, answer: Answer, state: str) -> web.StreamResponse:
+        self.counts[state] += 1
+        headers: list[tuple[str, str]] = []
+        length: str | None = None
+        for name, value in answer.headers:
+            lower = name.lower()
+            if lower == "content-length":
+                length = value
+                continue
+            headers.append(
+                (name, self._rewrite(request, value) if lower in ("link", "location") else value)
+            )
+        headers.append((STATE_HEADER, state))
+        if state in (HIT, STALE):
+            headers.append(("Age", str(int(max(0.0, time.time() - answer.stored)))))
+        if request.method == "HEAD":
+            # A file's size is its Content-Length (huggingface_hub reads it from the HEAD).
+            head = web.StreamResponse(status=answer.status, headers=headers)
+            if length is not None and length.isdigit():
+                head.content_length = int(length)
+            return head
+        return web.Response(status=answer.status, body=answer.body, headers=headers)
+
+    def _served(self, route: routes.Route, answer: Answer) -> None:
+        self.store.record_served(
+            {
+                "repo_type": route.repo_type,
+                "repo_id": route.repo_id,
+                "revision": route.revision,
+                "commit": answer.header("X-Repo-Commit") or "",
+                "path": route.path,
+            }
+        )
+
+    # -- files ----------------------------------------------------------------------------
+    async def _file(
+        self, request: web.Request, target: str, route: routes.Route
+    ) -> web.StreamResponse:
+        head, state = await self.meta("HEAD", target, route, request.headers)
+        if head.status != 200:
+            return self._respond(request, head, state)
+        etag = normalize_etag(head.header("X-Linked-Etag") or head.header("ETag"))
+        size_text = head.header("X-Linked-Size") or head.header("Content-Length") or ""
+        size = int(size_text) if size_text.isdigit() else None
+        headers = {
+            name: value
+            for name, value in head.headers
+            if name.lower() not in ("content-length", "content-type", "accept-ranges")
+        }
+        headers["Content-Type"] = "application/octet-stream"
+        self._served(route, head)
+        path = self.store.blob_path(etag or target)
+        if self.store.has_blob(path, size):
+            self.counts["file_hit"] += 1
+            headers[STATE_HEADER] = HIT
+            return _Blob(path, head.header("ETag"), headers)
+        if self.settings.offline:
+            why = "the hub cache runs store-only and has no copy of this file"
+            return self._respond(request, _error_body(504, why), ERROR)
+        fill = self._fills.get(path)
+        if fill is None:
+            fill = self._start_fill(path, target, request.headers, etag, size)
+            if fill is None:
+                why = f"the hub cache could not write its store {self.store.root}"
+                return self._respond(request, _error_body(507, why), ERROR)
+            self.counts["file_miss"] += 1
+            headers[STATE_HEADER] = MISS
+        else:
+            self.counts["file_joined"] += 1
+            headers[STATE_HEADER] = "joined"
+        return await self._follow(request, fill, headers)
+
+    def _start_fill(
+        self, path: str, target: str, headers: Mapping[str, str], etag: str, size: int | None
+    ) -> _Fill | None:
+        try:
+            partial, fd = self.store.new_partial(path)
+        except OSError:
+            return None
+        fill = _Fill(path, partial, fd, size)
+        self._fills[path] = fill
+        self._spawn(self._run_fill(fill, target, dict(headers), etag))
+        return fill
+
+    async def _run_fill(self, fill: _Fill, target: str, headers: dict[str, str], etag: str) -> None:
+        lock = await self._lock(os.path.basename(fill.path))
+        hasher: Any = None
+        if len(etag) == 64:
+            hasher = hashlib.sha256()
+        elif len(etag) == 40 and fill.size is not None:
+            hasher = hashlib.sha1(b"blob %d\x00" % fill.size, usedforsecurity=False)
+
+        def started(length: int | None) -> None:
+            if fill.size is None:
+                fill.size = length
+
+        async def sink(chunk: bytes) -> None:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fill.fd, view) :]
+            if hasher is not None:
+                hasher.update(chunk)
+            fill.written += len(chunk)
+            self.counts["bytes_from_upstream"] += len(chunk)
+            await fill.changed()
+
+        try:
+            if self.store.has_blob(fill.path, fill.size):
+                # Another process stored it while we waited for the lock: serve that.
+                with open(fill.path, "rb") as src:
+                    os.sendfile(fill.fd, src.fileno(), 0, os.fstat(src.fileno()).st_size)
+                fill.written = os.fstat(fill.fd).st_size
+            else:
+                self.counts["upstream"] += 1
+                await self.upstream.download(target, headers, started, sink)
+                self._check(fill, hasher, etag)
+                await asyncio.to_thread(os.fsync, fill.fd)
+                os.replace(fill.partial, fill.path)
+            fill.done = True
+        except (UpstreamError, OSError) as exc:
+            fill.error = str(exc)
+            if isinstance(exc, UpstreamError) and exc.status != 502:
+                self._failed(exc)
+            with contextlib.suppress(OSError):
+                os.unlink(fill.partial)
+        except asyncio.CancelledError:
+            fill.error = "the hub cache stopped"
+            with contextlib.suppress(OSError):
+                os.unlink(fill.partial)
+            raise
+        finally:
+            self._fills.pop(fill.path, None)
+            if lock is not None:
+                await asyncio.to_thread(lock.release)
+            await fill.changed()
+            os.close(fill.fd)  # readers read through descriptors of their own
+
+    def _check(self, fill: _Fill, hasher: Any, etag: str) -> None:
+        """Raise unless the bytes fetched are as many as said, with the digest the Hub gave."""
+        if fill.size is not None and fill.written != fill.size:
+            raise UpstreamError(f"got {fill.written} bytes, expected {fill.size}", 502)
+        if hasher is not None and hasher.hexdigest() != etag:
+            self.counts["digest_mismatch"] += 1
+            raise UpstreamError(
+                f"the bytes have digest {hasher.hexdigest()}, the Hub said {etag}", 502
+            )
+
+    async def _follow(
+        self, request: web.Request, fill: _Fill, headers: dict[str, str]
+    ) -> web.StreamResponse:
+        """Stream a file that is being fetched, as its bytes arrive (``Range: bytes=N-[M]``)."""
+        start, end = 0, None
+        status = 200
+        spec = request.headers.get("Range", "")
+        if spec.startswith("bytes=") and "," not in spec:
+            first, _, last = spec[6:].partition("-")
+            if first.isdigit():
+                start = int(first)
+                end = int(last) + 1 if last.isdigit() else None
+                status = 206
+        fd = os.dup(fill.fd)
+        try:
+            resp = web.StreamResponse(status=status, headers=headers)
+            if fill.size is not None:
+                stop = fill.size if end is None else min(end, fill.size)
+                if status == 206:
+                    resp.headers["Content-Range"] = f"bytes {start}-{stop - 1}/{fill.size}"
+                resp.content_length = max(0, stop - start)
+                end = stop
+            await resp.prepare(request)
+            offset = start
+            while end is None or offset < end:
+                async with fill.cond:
+                    await fill.cond.wait_for(functools.partial(_moved, fill, offset))
+                if fill.written > offset:
+                    want = fill.written - offset if end is None else min(fill.written, end) - offset
+                    data = os.pread(fd, min(want, CHUNK), offset)
+                    if not data:
+                        break
+                    await resp.write(data)
+                    offset += len(data)
+                elif fill.error is not None:
+                    # The client sees a cut transfer and asks again (huggingface_hub resumes).
+                    raise ConnectionResetError(fill.error)
+                else:
+                    break
+            await resp.write_eof()
+            return resp
+        finally:
+            os.close(fd)
+
+    # -- anything else --------------------------------------------------------------------
+    async def _pass(self, request: web.Request, target: str) -> web.StreamResponse:
+        """Forward a request the cache does not keep (uploads, other paths), as it is."""
+        self.counts[PASSED] += 1
+        if self.settings.offline:
+            return self._respond(request, _error_body(504, "the hub cache runs store-only"), ERROR)
+        import aiohttp  # noqa: PLC0415
+
+        headers = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower()
+            not in ("host", "connection", "keep-alive", "transfer-encoding", "te", "upgrade")
+        }
+        data = request.content if request.body_exists else None
+        try:
+            async with self.upstream.session.request(
+                request.method,
+                self.upstream.url(target),
+                headers=headers,
+                data=data,
+                allow_redirects=False,
+            ) as up:
+                resp = web.StreamResponse(status=up.status)
+                for name, value in up.headers.items():
+                    lower = name.lower()
+                    if lower in (
+                        "transfer-encoding",
+                        "connection",
+                        "content-encoding",
+                        "content-length",
+                    ):
+                        continue
+                    resp.headers.add(name, self._rewrite(request, value))
+                if up.content_length is not None and request.method != "HEAD":
+                    resp.content_length = up.content_length
+                await resp.prepare(request)
+                async for chunk in up.content.iter_chunked(CHUNK):
+                    await resp.write(chunk)
+                await resp.write_eof()
+                return resp
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            return self._respond(request, _error_body(502, f"the upstream failed: {exc}"), ERROR)
+
+
+async def serve(settings: Settings, host: str, port: int, ready: Callable[[str], None]) -> None:
+    """Run a hub cache on ``host:port`` until cancelled; ``ready`` gets its URL once it listens."""
+    import socket  # noqa: PLC0415
+
+    import aiohttp  # noqa: PLC0415
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    connector = aiohttp.TCPConnector(limit=64, limit_per_host=32)
+    async with aiohttp.ClientSession(connector=connector, auto_decompress=True) as session:
+        hub = Hub(settings, session)
+        runner = web.AppRunner(hub.app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.SockSite(runner, sock, shutdown_timeout=5.0)
+        await site.start()
+        bound = sock.getsockname()
+        shown = f"[{bound[0]}]" if family == socket.AF_INET6 else bound[0]
+        ready(f"http://{shown}:{bound[1]}")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
