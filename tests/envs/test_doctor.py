@@ -81,3 +81,64 @@ def test_cli_lists_installed_subcommands() -> None:
 )
 def test_human(size: int | None, text: str) -> None:
     assert format_size(size) == text
+
+
+def test_flashinfer_knob_cache_zero_is_its_off_switch_not_a_path(tmp_path: Path) -> None:
+    """FlashInfer documents ``FLASHINFER_MOE_EP_KNOB_CACHE=0`` as "off": kept, not a problem."""
+    env = {
+        "HOME": str(tmp_path),
+        CACHEROOT: str(tmp_path / "root"),
+        "CACHEROOT_TAG": "cuda",
+        "FLASHINFER_MOE_EP_KNOB_CACHE": "0",
+    }
+    text, status = report(env, pin_file="")
+    assert status == 0, text
+    assert "problems" not in text
+    assert "  FLASHINFER_MOE_EP_KNOB_CACHE: '0' turns it off: kept\n" in text
+    hooked = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.environ['FLASHINFER_MOE_EP_KNOB_CACHE'])"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert hooked.stdout == "0\n"
+    # Any other relative value is still a mistake.
+    text, status = report({**env, "FLASHINFER_MOE_EP_KNOB_CACHE": "knobs.json"}, pin_file="")
+    assert status == 1
+    assert "FLASHINFER_MOE_EP_KNOB_CACHE='knobs.json' is not an absolute path" in text
+
+
+def test_doctor_json_holds_what_the_table_shows(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "huggingface").mkdir(parents=True)
+    env = {"HOME": str(tmp_path), CACHEROOT: str(root), "CACHEROOT_PIN_FILE": ""}
+    out = cli("doctor", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["root"] == str(root)
+    assert doc["root_source"] == "CACHEROOT"
+    assert doc["tag"] is None
+    assert doc["pin"] == {"file": "", "values": {}, "used": False, "ignored": None}
+    assert doc["shared"] == {"root": None, "problem": None}
+    assert doc["problems"] == []
+    assert doc["variables"]["HF_HOME"] == {
+        "value": f"{root}/huggingface",
+        "source": "derived",
+        "reason": None,
+        "exists": True,
+        "writable": True,
+        "free": doc["variables"]["HF_HOME"]["free"],
+        "under_root": True,
+    }
+    assert isinstance(doc["variables"]["HF_HOME"]["free"], int)
+    assert doc["variables"]["TRITON_CACHE_DIR"]["exists"] is False
+    assert "VLLM_CONFIG_ROOT" in doc["not_set_on_purpose"]
+
+    bad = cli("doctor", "--json", env={**env, CACHEROOT: "rel"})
+    assert bad.returncode == 1
+    doc = json.loads(bad.stdout)
+    assert doc["root"] is None
+    assert doc["problems"] == [
+        "CACHEROOT='rel' is not an absolute path; set it to an absolute path"
+    ]

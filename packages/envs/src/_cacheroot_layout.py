@@ -134,7 +134,8 @@ class Variable:
     ``blank`` is empty when a blank value means "unset" to the library (cacheroot derives one
     then); otherwise it says what the library does with a blank value, which is then the user's
     explicit choice and kept. ``legacy`` lists earlier names of the row that are honoured when
-    the user set them, and never derived.
+    the user set them, and never derived. ``off`` lists values that are no path but the
+    library's documented "off" (FlashInfer's ``0``): kept as the user's choice.
     """
 
     __slots__ = (
@@ -142,6 +143,7 @@ class Variable:
         "legacy",
         "mode",
         "name",
+        "off",
         "parent",
         "path",
         "purpose",
@@ -163,6 +165,7 @@ class Variable:
         mode: str = DEFAULT,
         blank: str = "",
         legacy: tuple[str, ...] = (),
+        off: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.path = path
@@ -174,6 +177,7 @@ class Variable:
         self.upstream = upstream
         self.blank = blank
         self.legacy = legacy
+        self.off = off
 
     def __repr__(self) -> str:
         return f"Variable({self.name!r}, {self.path!r})"
@@ -565,6 +569,7 @@ TABLE: tuple[Variable, ...] = (
             "its JIT cache."
         ),
         replaces="~/.cache/flashinfer/moe_ep_knob_cache.json (ignores FLASHINFER_WORKSPACE_BASE)",
+        off=("0",),
         upstream=(
             (
                 "flashinfer-python==0.7.2.post1 "
@@ -1034,6 +1039,8 @@ def _given(
     raw = _get(environ, inherited, var.name)
     if raw is not None and var.blank and _blank(raw):
         return Setting(var.name, raw, EXPLICIT, var.blank)  # the library gives blank a meaning
+    if raw is not None and raw.strip() in var.off:
+        return Setting(var.name, raw, EXPLICIT, f"{raw.strip()!r} turns it off: kept")
     legacy = ""
     if raw is None:
         for old in var.legacy:

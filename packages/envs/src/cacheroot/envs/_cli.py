@@ -76,13 +76,16 @@ def register_doctor(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """``cacheroot doctor``: where each cache resolves and why; exit 1 when invalid."""
     p = sub.add_parser("doctor", help="show where each cache resolves and why")
     p.add_argument("--tag", choices=("cuda", "rocm"), default=None)
+    p.add_argument(
+        "--json", action="store_true", help="print what the table shows as one JSON document"
+    )
     p.set_defaults(func=_run_doctor)
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
-    from ._doctor import report  # noqa: PLC0415
+    from ._doctor import report, report_json  # noqa: PLC0415
 
-    text, status = report(tag=args.tag)
+    text, status = (report_json if args.json else report)(tag=args.tag)
     sys.stdout.write(text)
     return status
 

@@ -167,6 +167,78 @@ def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool, why: str) ->
     return f"pin:  {pin.get(CACHEROOT, '-')}{tag} from {pin_file} ({why})"
 
 
+class _Findings:
+    """What both renderings of the doctor show: the layout, the pin, the shared tier, problems."""
+
+    __slots__ = ("layout", "pin", "pin_file", "problems", "shared", "tier", "why")
+
+    def __init__(
+        self, environ: Mapping[str, str] | None, tag: str | None, pin_file: str | None
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self.pin_file = pin_path() if pin_file is None else pin_file
+        why: list[str] = []
+        self.pin = read_pin(self.pin_file, why)
+        self.why = "".join(why[:1])
+        # As the hook: the pin stands in for an unset CACHEROOT only (its tag goes with its root).
+        self.layout = resolve(env, tag, self.pin)
+        self.tier = shared_line(env, root=self.layout.root)
+        try:
+            self.shared = shared_root(env)
+        except ValueError:
+            self.shared = None
+        problems = diagnose(self.layout) + ([self.tier[1]] if self.tier[1] else [])
+        # Reported even with CACHEROOT set: a child started without it would take this pin.
+        if self.why:
+            problems.append(f"the pin is ignored: {self.why}")
+        self.problems = problems
+
+
+def report_json(
+    environ: Mapping[str, str] | None = None,
+    tag: str | None = None,
+    pin_file: str | None = None,
+) -> tuple[str, int]:
+    """What :func:`report` shows, as one JSON document, and the same exit status."""
+    import json  # noqa: PLC0415 - only for --json
+
+    found = _Findings(environ, tag, pin_file)
+    layout = found.layout
+    variables: dict[str, dict[str, object]] = {}
+    for s in layout.settings.values():
+        entry: dict[str, object] = {
+            "value": s.value,
+            "source": s.source,
+            "reason": s.reason or None,
+        }
+        if s.value is not None and s.source != INVALID:
+            c = check(s.value, layout.root)
+            entry |= {
+                "exists": c.exists,
+                "writable": c.writable,
+                "free": c.free,
+                "under_root": c.under_root,
+            }
+        variables[s.name] = entry
+    document = {
+        "root": layout.root,
+        "root_source": layout.root_source,
+        "tag": layout.tag,
+        "pin": {
+            "file": found.pin_file,
+            "values": found.pin,
+            "used": layout.root_source == PINNED,
+            "ignored": found.why or None,
+        },
+        "shared": {"root": found.shared, "problem": found.tier[1] or None},
+        "hook_installed": find_spec(HOOK_MODULE) is not None,
+        "variables": variables,
+        "not_set_on_purpose": {v.name: v.purpose for v in TABLE if v.mode == NEVER},
+        "problems": found.problems,
+    }
+    return json.dumps(document, indent=2) + "\n", 1 if found.problems else 0
+
+
 def report(
     environ: Mapping[str, str] | None = None,
     tag: str | None = None,
@@ -176,18 +248,13 @@ def report(
 
     ``pin_file`` defaults to this environment's (:func:`~_cacheroot_layout.pin_path`).
     """
-    env = os.environ if environ is None else environ
-    where = pin_path() if pin_file is None else pin_file
-    why: list[str] = []
-    pin = read_pin(where, why)
-    # As the hook: the pin stands in for an unset CACHEROOT only (its tag goes with its root).
-    layout = resolve(env, tag, pin)
+    found = _Findings(environ, tag, pin_file)
+    layout, where, pin, tier = found.layout, found.pin_file, found.pin, found.tier
     root = layout.root
-    tier = shared_line(env, root=root)
     source = f"{PINNED} in {where}" if layout.root_source == PINNED else layout.root_source
     out = [
         f"root: {root or '(invalid)'}  (from {source})",
-        _pin_line(where, pin, used=layout.root_source == PINNED, why="".join(why[:1])),
+        _pin_line(where, pin, used=layout.root_source == PINNED, why=found.why),
         f"tag:  {layout.tag or '(none: vendor JIT caches left alone)'}",
         tier[0],
         f"hook: {'installed' if find_spec(HOOK_MODULE) else 'not installed'} in this environment",
@@ -220,9 +287,7 @@ def report(
         out += ["", "notes:"] + [f"  {s.name}: {s.reason}" for s in notes]
     out += ["", "not set on purpose:"]
     out += [f"  {v.name}: {v.purpose}" for v in TABLE if v.mode == NEVER]
-    problems = diagnose(layout) + ([tier[1]] if tier[1] else [])
-    # Reported even with CACHEROOT set: a child started without it would have taken this pin.
-    problems += [f"the pin is ignored: {w}" for w in why[:1]]
+    problems = found.problems
     if problems:
         out += ["", "problems:"] + [f"  - {p}" for p in problems]
     return "\n".join(out) + "\n", 1 if problems else 0
