@@ -146,7 +146,7 @@ def _read_only_mount_available() -> str:
     return ""
 
 
-def test_a_read_only_shared_tier_is_not_used(tmp_path: Path) -> None:
+def test_a_read_only_shared_tier_is_read_through_and_said_once(tmp_path: Path) -> None:
     why = _read_only_mount_available()
     if why:
         pytest.skip(why)
@@ -154,8 +154,9 @@ def test_a_read_only_shared_tier_is_not_used(tmp_path: Path) -> None:
     l2.mkdir()
     code = (
         "import logging, os; logging.basicConfig(format='%(message)s');"
-        "from cacheroot.fetch._shared import counterpart;"
-        "print(counterpart(os.path.join(os.environ['CACHEROOT'], 'vllm', 'x')))"
+        "from cacheroot.fetch._shared import counterpart, may_write;"
+        "print(counterpart(os.path.join(os.environ['CACHEROOT'], 'vllm', 'x')), may_write());"
+        "print(counterpart(os.path.join(os.environ['CACHEROOT'], 'vllm', 'y')))"
     )
     script = f'mount -t tmpfs -o ro tmpfs "{l2}" && "{sys.executable}" -c "{code}"'
     done = subprocess.run(
@@ -166,10 +167,10 @@ def test_a_read_only_shared_tier_is_not_used(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "None\n"
+    assert done.stdout == f"{l2}/vllm/x False\n{l2}/vllm/y\n"
     assert done.stderr == (
-        f"shared tier not used by this process: CACHEROOT_SHARED={l2} is not writable by uid 0 "
-        f"(Read-only file system): {ONE_TIER}\n"
+        f"CACHEROOT_SHARED={l2} is mounted read-only: read through, never written (as with "
+        "CACHEROOT_SHARED_MODE=ro)\n"
     )
 
 

@@ -23,6 +23,9 @@ CACHEROOT = "CACHEROOT"
 #: The shared tier (L2) of a fleet: a slow persistent volume (NFS, a PVC) that every host's
 #: node-local ``CACHEROOT`` (L1) fills from and publishes to. Unset or blank: one tier.
 CACHEROOT_SHARED = "CACHEROOT_SHARED"
+#: How this process may use the shared tier: ``rw`` (default: read and write), ``ro`` (read
+#: through it, never write, lease, sync or evict there: untrusted builds) or ``off`` (ignore it).
+CACHEROOT_SHARED_MODE = "CACHEROOT_SHARED_MODE"
 #: ``cuda`` or ``rocm``: which vendor JIT caches the layout sets.
 CACHEROOT_TAG = "CACHEROOT_TAG"
 #: ``1`` turns the start-up hook off (the library calls still work).

@@ -2,15 +2,61 @@
 downloads and ``cacheroot tier``: the shared root must be another volume than the host's own
 cache, and an existing directory this host can write (cacheroot never creates it: an unmounted
 volume or a typo would fill the host's own disk instead).
+
+How a process uses it is its trust tier (``CACHEROOT_SHARED_MODE``, :func:`shared_mode`): ``rw``
+reads and writes, ``ro`` only reads (an untrusted build: nothing it runs can reach the fleet), and
+``off`` ignores it. A volume mounted read-only is read as ``ro`` (:func:`read_only_mount`).
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from _cacheroot_layout import CACHEROOT, CACHEROOT_SHARED
+from _cacheroot_layout import CACHEROOT, CACHEROOT_SHARED, CACHEROOT_SHARED_MODE
 
-__all__ = ["overlap_problem", "shared_root_problem"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "MODES",
+    "OFF",
+    "RO",
+    "RW",
+    "overlap_problem",
+    "read_only_mount",
+    "shared_mode",
+    "shared_root_problem",
+]
+
+#: The trust tiers: read and write, read only, ignored.
+RW, RO, OFF = "rw", "ro", "off"
+MODES = (RW, RO, OFF)
+
+
+def shared_mode(environ: Mapping[str, str]) -> str:
+    """``CACHEROOT_SHARED_MODE`` of ``environ``: ``rw`` (also when unset or blank), ``ro`` or
+    ``off``; :class:`ValueError` for anything else (any case and padding accepted)."""
+    raw = environ.get(CACHEROOT_SHARED_MODE)
+    if raw is None or not raw.strip():
+        return RW
+    value = raw.strip().lower()
+    if value not in MODES:
+        raise ValueError(
+            f"{CACHEROOT_SHARED_MODE}={raw!r} is not a mode: expected one of "
+            f"{', '.join(MODES)} (rw: read and write the shared tier, the default; ro: read "
+            "it only, for untrusted builds; off: ignore it)"
+        )
+    return value
+
+
+def read_only_mount(path: str) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only (a bind mount's own flag
+    counts); ``False`` where that cannot be asked."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def _within(inner: str, outer: str) -> bool:

@@ -22,6 +22,14 @@ and creating it would fill this host's own disk with a "shared" tier that no oth
 root that is missing, not a directory, not writable, or that overlaps ``CACHEROOT`` leaves this
 process on one tier, said once (:func:`counterpart`); sub-directories inside it are made as
 needed.
+
+Every name on the shared tier was written by some job, so none is trusted: a directory below
+its root is opened component by component without following a link (:func:`open_below`), files
+are created, linked and removed relative to that descriptor, sources are opened ``O_NOFOLLOW``
+and must be the regular file the caller listed, and a copy never gets a permission bit its
+source did not have. A process whose trust tier is ``ro`` (``CACHEROOT_SHARED_MODE=ro``, or a
+volume mounted read-only) reads through the shared tier and never writes, leases or publishes
+there; ``off`` ignores it.
 """
 
 from __future__ import annotations
@@ -31,11 +39,20 @@ import errno
 import logging
 import os
 import shutil
+import stat
 import threading
 from typing import TYPE_CHECKING, Any
 
-from cacheroot.envs import resolve, shared_root
-from cacheroot.envs._shared_tier import overlap_problem, shared_root_problem
+from cacheroot.envs import CACHEROOT_SHARED, CACHEROOT_SHARED_MODE, resolve, shared_root
+from cacheroot.envs._shared_tier import (
+    OFF,
+    RO,
+    RW,
+    overlap_problem,
+    read_only_mount,
+    shared_mode,
+    shared_root_problem,
+)
 
 from . import _store
 from ._lease import Lease, lease_path
@@ -46,9 +63,13 @@ if TYPE_CHECKING:
 __all__ = [
     "copy_new",
     "counterpart",
+    "fd_path",
     "fill_dir",
     "fill_entry",
     "fill_file",
+    "may_write",
+    "open_below",
+    "open_source",
     "publish_new",
     "pull_file",
     "pull_only",
@@ -73,90 +94,253 @@ def root_problem(l2: str) -> str:
     return shared_root_problem(l2, _store.partial_path(os.path.join(l2, "cacheroot-probe")))
 
 
-#: Verdicts of :func:`overlap_problem` and of the write probe of :func:`root_problem`, per
-#: ``(root, l2)``: a process asks once (the probe writes to the volume).
-_VERDICTS: dict[tuple[str, str], str] = {}
+def read_problem(l2: str) -> str:
+    """Why ``l2`` cannot even be read through (``""``: it can); nothing is written to find out."""
+    if os.path.isdir(l2):
+        return ""
+    why = "is not a directory" if os.path.lexists(l2) else "does not exist"
+    return (
+        f"{CACHEROOT_SHARED}={l2} {why}: expected the fleet's shared volume (cacheroot never "
+        f"creates it); mount it there, or unset {CACHEROOT_SHARED} to use one tier"
+    )
+
+
+def read_only_note(l2: str) -> str:
+    """What is said (once) of a shared tier found mounted read-only."""
+    return (
+        f"{CACHEROOT_SHARED}={l2} is mounted read-only: read through, never written (as with "
+        f"{CACHEROOT_SHARED_MODE}=ro)"
+    )
+
+
+#: Verdicts per ``(root, l2, asked mode)``: ``(problem, mode used)``; a process asks once (the
+#: probe writes to the volume).
+_VERDICTS: dict[tuple[str, str, str], tuple[str, str]] = {}
 #: The problems already logged: each is said once per process, not once per entry.
 _SAID: set[str] = set()
 _SAID_LOCK = threading.Lock()
 
 
-def _say_once(problem: str) -> None:
+def _say_once(problem: str, prefix: str = "shared tier not used by this process: ") -> None:
     with _SAID_LOCK:
         if problem in _SAID:
             return
         _SAID.add(problem)
-    log.warning("shared tier not used by this process: %s", problem)
+    log.warning("%s%s", prefix, problem)
 
 
-def _usable(root: str, l2: str) -> bool:
-    """Whether ``l2`` can be the shared tier behind ``root``; logs why not, once."""
-    problem = _VERDICTS.get((root, l2))
-    if problem is None:
-        problem = _VERDICTS[root, l2] = overlap_problem(root, l2) or root_problem(l2)
-    elif not problem and not os.path.isdir(l2):  # usable, then gone (unmounted): not made again
-        problem = root_problem(l2)
+def _judge(root: str, l2: str, mode: str) -> tuple[str, str]:
+    """``(problem, mode used)`` for ``l2`` behind ``root`` when ``mode`` is asked: a volume
+    mounted read-only is used as ``ro``."""
+    problem = overlap_problem(root, l2)
     if problem:
-        _say_once(problem)
-    return not problem
+        return problem, mode
+    if mode == RO:
+        return read_problem(l2), RO
+    if os.path.isdir(l2) and read_only_mount(l2):
+        return "", RO
+    return root_problem(l2), RW
 
 
-def counterpart(path: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """Where ``path`` (under this host's root) lives on the shared tier; ``None`` when there
-    is no shared tier, it is unusable (said once per process), or ``path`` is not under the
-    root."""
+def _tier(environ: Mapping[str, str] | None) -> tuple[str, str, str] | None:
+    """``(root, l2, mode used)`` of the environment's shared tier; ``None`` when there is none,
+    it is off, or it is unusable (said once per process)."""
     env = os.environ if environ is None else environ
     try:
         l2 = shared_root(env)
+        asked = shared_mode(env) if l2 is not None else OFF
     except ValueError as exc:
         _say_once(str(exc))
         return None
     root = resolve(env).root
-    if l2 is None or root is None:
+    if l2 is None or root is None or asked == OFF:
         return None
+    verdict = _VERDICTS.get((root, l2, asked))
+    if verdict is None:
+        verdict = _VERDICTS[root, l2, asked] = _judge(root, l2, asked)
+    elif not verdict[0] and not os.path.isdir(l2):  # usable, then gone (unmounted): not made again
+        verdict = (root_problem(l2) if verdict[1] == RW else read_problem(l2), verdict[1])
+    problem, used = verdict
+    if problem:
+        _say_once(problem)
+        return None
+    if used != asked:
+        _say_once(read_only_note(l2), prefix="")
+    return root, l2, used
+
+
+def may_write(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process may write to its shared tier (its trust tier is ``rw`` and the
+    volume is not mounted read-only)."""
+    found = _tier(environ)
+    return found is not None and found[2] == RW
+
+
+def counterpart(path: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Where ``path`` (under this host's root) lives on the shared tier; ``None`` when there
+    is no shared tier, it is off or unusable (said once per process), or ``path`` is not under
+    the root."""
+    found = _tier(environ)
+    if found is None:
+        return None
+    root, l2, _mode = found
     rel = os.path.relpath(os.path.abspath(path), root)
     if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
-        return None
-    if not _usable(root, l2):
         return None
     return os.path.join(l2, rel)
 
 
-def publish_new(tmp: str, final: str, *, durable: bool = True) -> bool:
+# -- trees we do not own ----------------------------------------------------------------------
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: How a directory below a root is opened: never through a link.
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+#: Where a descriptor's directory can be named by a path (Linux): a name below it is then
+#: resolved from that very directory, whatever was renamed or linked above it meanwhile.
+_FD_DIR = "/proc/self/fd"
+
+
+def _refused(path: str, exc: OSError) -> OSError:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        return OSError(
+            errno.ELOOP, "is a symbolic link or not a directory: not followed (refused)", path
+        )
+    return exc
+
+
+def open_below(top: str, rel: str, *, create: bool = False) -> int:
+    """A descriptor of the directory ``top/rel``, each component below ``top`` opened without
+    following a link (:class:`OSError` ``ELOOP`` names the one that is a link or no directory).
+
+    ``create`` makes the missing ones (``0o2775`` in a group-shared parent, each made durable in
+    its parent). ``top`` itself is followed: it is the operator's own setting.
+    """
+    parts = [p for p in os.path.normpath(rel).split(os.sep) if p not in ("", ".")]
+    if ".." in parts:
+        raise OSError(errno.EINVAL, "leaves its tree (..): refused", os.path.join(top, rel))
+    fd = os.open(top, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+    here = top
+    try:
+        for part in parts:
+            here = os.path.join(here, part)
+            try:
+                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                _mkdir_at(fd, part)
+                try:
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    raise _refused(here, exc) from None
+            except OSError as exc:
+                raise _refused(here, exc) from None
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _mkdir_at(parent_fd: int, name: str) -> None:
+    try:
+        os.mkdir(name, 0o777, dir_fd=parent_fd)
+    except FileExistsError:
+        return
+    if os.fstat(parent_fd).st_mode & stat.S_ISGID:
+        with contextlib.suppress(OSError):
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+            try:
+                os.fchmod(fd, _store.SHARED_DIR)
+            finally:
+                os.close(fd)
+    with contextlib.suppress(OSError):
+        os.fsync(parent_fd)
+
+
+def fd_path(fd: int, name: str = "") -> str:
+    """A path for ``name`` in the directory open at ``fd`` that no rename or link above that
+    directory can redirect (``/proc/self/fd``), for calls that take paths only."""
+    return os.path.join(_FD_DIR, str(fd), name) if name else os.path.join(_FD_DIR, str(fd))
+
+
+def open_source(
+    path: str, *, dir_fd: int | None = None, expect: os.stat_result | None = None
+) -> tuple[int, os.stat_result]:
+    """Open the file ``path`` to read without following a link or blocking on a FIFO:
+    ``(descriptor, its stat)``. Refused (:class:`OSError`) unless it is a regular file and, with
+    ``expect`` (what a walk saw), that very file."""
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=dir_fd)
+    st = os.fstat(fd)
+    why = _not_the_source(st, expect)
+    if why:
+        os.close(fd)
+        raise OSError(errno.EINVAL if why.startswith("is not") else errno.ESTALE, why, path)
+    return fd, st
+
+
+def _not_the_source(st: os.stat_result, expect: os.stat_result | None) -> str:
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file: refused"
+    if expect is not None and (st.st_dev, st.st_ino) != (expect.st_dev, expect.st_ino):
+        return "was replaced after it was listed: refused"
+    return ""
+
+
+def _top_of(l2: str) -> tuple[str, str]:
+    """``(shared root, relative directory)`` of the shared path ``l2`` (its root is one that
+    :func:`counterpart` handed out)."""
+    for _root, top, _mode in _VERDICTS:
+        rel = os.path.relpath(os.path.dirname(l2), top)
+        if rel != ".." and not rel.startswith(".." + os.sep):
+            return top, rel
+    return os.path.dirname(l2), ""
+
+
+def publish_new(tmp: str, final: str, *, durable: bool = True, dir_fd: int | None = None) -> bool:
     """Move the complete file ``tmp`` to ``final`` unless ``final`` exists; say whether it moved.
 
     ``link`` refuses an existing name atomically, on every host at once. Where a file system has
     no hard links, a rename after a look is used: two hosts may then both publish, each a
     complete file, and the last one stays. ``tmp`` is gone afterwards either way. ``durable``
     fsyncs the directory (a caller publishing many files into one may do that once instead).
+    With ``dir_fd`` both names are relative to that directory.
     """
+    at = {"src_dir_fd": dir_fd, "dst_dir_fd": dir_fd}
     try:
-        os.link(tmp, final, follow_symlinks=False)
+        os.link(tmp, final, follow_symlinks=False, **at)
     except FileExistsError:
         return False
     except OSError as exc:
         if exc.errno not in _NO_LINKS:
             raise
-        if os.path.lexists(final):
+        try:
+            os.lstat(final, dir_fd=dir_fd)
+        except FileNotFoundError:
+            os.rename(tmp, final, **at)
+        else:
             return False
-        os.rename(tmp, final)
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    if durable:
+            os.unlink(tmp, dir_fd=dir_fd)
+    if durable and dir_fd is not None:
+        with contextlib.suppress(OSError):
+            os.fsync(dir_fd)
+    elif durable:
         _store.fsync_dir(os.path.dirname(final))
     return True
 
 
-def _copy(src: str, part: _store.Partial) -> None:
-    """Append the bytes of ``src`` to ``part`` (hashed as they are written)."""
-    with open(src, "rb", buffering=0) as f:
-        while True:
-            buf = part.buffer(_CHUNK)
-            n = f.readinto(buf)
-            if not n:
-                return
-            part.write(memoryview(buf)[:n], owner=buf)
+def _copy(fd: int, part: _store.Partial) -> None:
+    """Append the bytes of the file open at ``fd`` to ``part`` (hashed as they are written)."""
+    while True:
+        buf = part.buffer(_CHUNK)
+        n = os.readv(fd, [buf])
+        if not n:
+            return
+        part.write(memoryview(buf)[:n], owner=buf)
 
 
 def _carried(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -182,34 +366,45 @@ def pull_file(dest: str, l2: str, key: str, digest: str | None) -> bool:
     """Copy the shared entry ``l2`` into this host's ``dest`` if it is ``key``'s, verified.
 
     Its record must name ``key`` (and ``digest`` when given); the bytes are hashed while they
-    are copied and published only if they match. Returns whether ``dest`` was published.
+    are copied and published only if they match. Returns whether ``dest`` was published. The
+    shared copy is reached without following a link and must be a regular file.
     """
     meta = _store.read_meta(l2)
     expected = _wanted(meta, key, digest)
     if expected is None or meta is None:
         return False
-    _store.makedirs(os.path.dirname(dest))
-    part = _store.Partial(dest)
+    top, rel = _top_of(l2)
     try:
+        dfd = open_below(top, rel)
+    except FileNotFoundError:
+        return False
+    try:
+        src, _st = open_source(os.path.basename(l2), dir_fd=dfd)
+    except FileNotFoundError:  # evicted from the shared tier while we looked
+        return False
+    finally:
+        os.close(dfd)
+    try:
+        _store.makedirs(os.path.dirname(dest))
+        part = _store.Partial(dest)
         try:
-            _copy(l2, part)
-        except FileNotFoundError:  # evicted from the shared tier while we looked
+            _copy(src, part)
+            if part.sha256 != expected:
+                log.warning(
+                    "%s on the shared tier does not match its record (sha256 %s, recorded %s): "
+                    "not used; fetched from the origin instead",
+                    l2,
+                    part.sha256,
+                    expected,
+                )
+                part.discard()
+                return False
+            part.commit(_carried(meta))
+        except BaseException:
             part.discard()
-            return False
-        if part.sha256 != expected:
-            log.warning(
-                "%s on the shared tier does not match its record (sha256 %s, recorded %s): "
-                "not used; fetched from the origin instead",
-                l2,
-                part.sha256,
-                expected,
-            )
-            part.discard()
-            return False
-        part.commit(_carried(meta))
-    except BaseException:
-        part.discard()
-        raise
+            raise
+    finally:
+        os.close(src)
     return True
 
 
@@ -266,41 +461,54 @@ def _copy_fd(src_fd: int, dst_fd: int, size: int, hasher: _store.Hasher | None) 
 
 
 def copy_new(
-    src: str, final: str, *, sha256: str | None = None, durable: bool = True
+    src: str,
+    final: str,
+    *,
+    sha256: str | None = None,
+    durable: bool = True,
+    src_dir_fd: int | None = None,
+    dst_dir_fd: int | None = None,
+    expect: os.stat_result | None = None,
 ) -> bool | None:
     """Publish a copy of the file ``src`` at ``final`` unless ``final`` exists (see
     :func:`publish_new`): ``True`` when this copy was published, ``False`` when something was
     there, ``None`` when the source did not hold still.
 
-    The copy keeps the source's mode bits and mtime. With ``sha256`` the bytes are hashed as
-    they are copied and must match; without, the source's size and mtime must be the same
-    before and after the copy (it was not being written). Either way a mismatch publishes
-    nothing. The parent directory must exist.
+    The copy keeps the source's permission bits, never more (and never write for others), and
+    its mtime. With ``sha256`` the bytes are hashed as they are copied and must match; without,
+    the source's size and mtime must be the same before and after the copy (it was not being
+    written). Either way a mismatch publishes nothing. The source is opened without following a
+    link and must be a regular file (with ``expect``, the one a walk saw: :func:`open_source`).
+    ``src_dir_fd`` and ``dst_dir_fd`` make the names relative to those directories; the
+    destination's directory must exist.
     """
     tmp = _store.partial_path(final)
-    src_fd = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    src_fd, before = open_source(src, dir_fd=src_dir_fd, expect=expect)
     fd = -1
     try:
-        before = os.fstat(src_fd)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
+            0o600,
+            dir_fd=dst_dir_fd,
+        )
         hasher = _store.Hasher() if sha256 is not None else None
         _copy_fd(src_fd, fd, before.st_size, hasher)
-        after = os.stat(src)
+        after = os.fstat(src_fd)
         same = (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
         if not same or (hasher is not None and hasher.hexdigest() != sha256):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dst_dir_fd)
             return None
-        mode = 0o664 if _store.shared(os.path.dirname(final)) else 0o644
-        os.fchmod(fd, (before.st_mode & 0o777) | (mode & 0o664))
+        os.fchmod(fd, before.st_mode & 0o775)
         os.fsync(fd)
-        won = publish_new(tmp, final, durable=durable)
+        won = publish_new(tmp, final, durable=durable, dir_fd=dst_dir_fd)
         if won:
             # Only once published: a partial with an old mtime would pass for abandoned.
             with contextlib.suppress(OSError):
                 os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dst_dir_fd)
         raise
     finally:
         if fd >= 0:
@@ -314,16 +522,23 @@ def push_file(dest: str, l2: str) -> bool:
 
     Never replaces a complete file another host published; a copy there without a record (its
     publisher died in between) gets ours if the bytes are the same. Returns whether ours is
-    now the shared copy.
+    now the shared copy. The directories on the shared tier are reached and made without
+    following a link (:func:`open_below`).
     """
     meta = _store.read_meta(dest)
     recorded = meta.get("sha256") if meta is not None else None
     if meta is None or not isinstance(recorded, str):
         return False
-    _store.makedirs(os.path.dirname(l2))
-    if os.path.lexists(l2) or not copy_new(dest, l2, sha256=recorded):
-        return _adopt_unrecorded(l2, meta, recorded)
-    _store.write_meta(l2, _carried(meta))
+    top, rel = _top_of(l2)
+    dfd = open_below(top, rel, create=True)
+    try:
+        name = os.path.basename(l2)
+        there = fd_path(dfd, name)
+        if os.path.lexists(there) or not copy_new(dest, name, sha256=recorded, dst_dir_fd=dfd):
+            return _adopt_unrecorded(there, meta, recorded)
+        _store.write_meta(there, _carried(meta))
+    finally:
+        os.close(dfd)
     return True
 
 
@@ -331,6 +546,8 @@ def _adopt_unrecorded(l2: str, meta: Mapping[str, Any], recorded: str) -> bool:
     if _store.read_meta(l2) is not None:
         return False
     try:
+        if not stat.S_ISREG(os.lstat(l2).st_mode):  # never a link, a FIFO or a device
+            return False
         digest, _size = _store.sha256_file(l2)
     except OSError:
         return False
@@ -348,6 +565,7 @@ def fill_entry(
     produce: Callable[[], object],
     push: Callable[[], object],
     timeout: float | None = 1800.0,
+    environ: Mapping[str, str] | None = None,
 ) -> str:
     """The shared tier's protocol for one missing entry whose shared copy is ``l2``.
 
@@ -358,14 +576,27 @@ def fill_entry(
     is then pulled when ``ready()``), produces it holding the lease, and pushes it. ``timeout``
     bounds the wait, after which this host produces too. A shared tier that fails (``OSError``)
     is logged and the entry produced as with one tier. Returns :data:`SHARED` or :data:`LOCAL`.
+
+    A process that may not write the shared tier (:func:`may_write`: trust tier ``ro``) pulls
+    and otherwise produces here: no lease, no push.
     """
+    if not may_write(environ):
+        try:
+            if pull():
+                return SHARED
+        except OSError as exc:
+            _unusable(l2, exc)
+        produce()
+        return LOCAL
     lease: Lease | None = None
+    dfd = -1
     try:
         try:
             if pull():
                 return SHARED
-            _store.makedirs(os.path.dirname(l2))
-            lease = Lease(lease_path(l2))
+            top, rel = _top_of(l2)
+            dfd = open_below(top, rel, create=True)  # held while the lease is: its directory
+            lease = Lease(lease_path(fd_path(dfd, os.path.basename(l2))))
             outcome = lease.acquire(done=ready, timeout=timeout)
             if outcome != "held":
                 lease = None
@@ -387,6 +618,8 @@ def fill_entry(
         if lease is not None:
             with contextlib.suppress(OSError):
                 lease.release()
+        if dfd >= 0:
+            os.close(dfd)
 
 
 def fill_file(
@@ -415,6 +648,7 @@ def fill_file(
         produce=download,
         push=lambda: push_file(dest, l2),
         timeout=timeout,
+        environ=environ,
     )
 
 
@@ -436,22 +670,31 @@ def _tree(path: str) -> tuple[str, int, int]:
 
 
 def pull_dir(dest: str, l2: str) -> bool:
-    """Copy the shared directory entry ``l2`` to ``dest`` if its tree matches its record."""
+    """Copy the shared directory entry ``l2`` to ``dest`` if its tree matches its record
+    (reached without following a link; links inside it are copied as links)."""
     meta = _store.read_meta(l2)
     recorded = meta.get("tree_sha256") if meta is not None else None
-    if meta is None or not isinstance(recorded, str) or not os.path.isdir(l2):
+    if meta is None or not isinstance(recorded, str):
         return False
-    with _store.staged_dir(dest) as staging:
-        os.rmdir(staging.path)
-        try:
-            shutil.copytree(l2, staging.path, symlinks=True)
-        except (FileNotFoundError, shutil.Error):
-            os.makedirs(staging.path, exist_ok=True)
-            raise _WithdrawnError from None
-        if _tree(staging.path)[0] != recorded:
-            log.warning("%s on the shared tier does not match its record: not used", l2)
-            raise _WithdrawnError
-        _store.write_meta(dest, _carried(meta))
+    top, rel = _top_of(l2)
+    try:
+        dfd = open_below(top, os.path.join(rel, os.path.basename(l2)))
+    except FileNotFoundError:
+        return False
+    try:
+        with _store.staged_dir(dest) as staging:
+            os.rmdir(staging.path)
+            try:
+                shutil.copytree(fd_path(dfd), staging.path, symlinks=True)
+            except (FileNotFoundError, shutil.Error):
+                os.makedirs(staging.path, exist_ok=True)
+                raise _WithdrawnError from None
+            if _tree(staging.path)[0] != recorded:
+                log.warning("%s on the shared tier does not match its record: not used", l2)
+                raise _WithdrawnError
+            _store.write_meta(dest, _carried(meta))
+    finally:
+        os.close(dfd)
     return bool(staging.published)
 
 
@@ -460,15 +703,24 @@ class _WithdrawnError(Exception):
 
 
 def push_dir(dest: str, l2: str) -> bool:
-    """Publish this host's directory entry ``dest`` on the shared tier (first one wins)."""
+    """Publish this host's directory entry ``dest`` on the shared tier (first one wins), its
+    directories there reached and made without following a link."""
     meta = _store.read_meta(dest)
-    if meta is None or os.path.isdir(l2):
+    if meta is None:
         return False
-    with _store.staged_dir(l2) as staging:
-        os.rmdir(staging.path)
-        shutil.copytree(dest, staging.path, symlinks=True)
-    if staging.published:
-        _store.write_meta(l2, _carried(meta))
+    top, rel = _top_of(l2)
+    dfd = open_below(top, rel, create=True)
+    try:
+        there = fd_path(dfd, os.path.basename(l2))
+        if os.path.lexists(there):
+            return False
+        with _store.staged_dir(there) as staging:
+            os.rmdir(staging.path)
+            shutil.copytree(dest, staging.path, symlinks=True)
+        if staging.published:
+            _store.write_meta(there, _carried(meta))
+    finally:
+        os.close(dfd)
     return bool(staging.published)
 
 
@@ -496,5 +748,11 @@ def fill_dir(
             return False
 
     return fill_entry(
-        l2, pull=pull, ready=ready, produce=build, push=lambda: push_dir(dest, l2), timeout=timeout
+        l2,
+        pull=pull,
+        ready=ready,
+        produce=build,
+        push=lambda: push_dir(dest, l2),
+        timeout=timeout,
+        environ=environ,
     )

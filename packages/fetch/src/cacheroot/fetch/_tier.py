@@ -22,10 +22,19 @@ on the same host, or once abandoned for an hour by any host); running it again f
 
 Neither :func:`up` nor :func:`sync` ever creates L2's root (see :mod:`._shared`): a root that is
 not there is an unmounted volume or a typo, and they raise :class:`FileNotFoundError` instead.
+
+Both trees are written by other jobs, so neither is trusted. The walks open each directory
+without following a link (:func:`os.fwalk`), directories on the other side are reached and made
+component by component without following one either (:func:`._shared.open_below`), a source is
+opened ``O_NOFOLLOW`` and must be the file the walk saw, a copy never gets a permission bit its
+source lacked, and a link is copied only when its target stays inside the tree. Credential files
+(:data:`CREDENTIALS`: the hub's tokens, netrc-like files) and what ``cacheroot cache verify``
+quarantined are never copied.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import logging
@@ -33,20 +42,21 @@ import os
 import re
 import stat
 import subprocess
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from . import _store
 from ._in_use import open_for_writing
-from ._shared import copy_new, publish_new
+from ._shared import copy_new, fd_path, open_below, publish_new
 from ._used import used_path
 
 if TYPE_CHECKING:
-    import threading
     from collections.abc import Iterator
 
 __all__ = [
+    "CREDENTIALS",
     "SETTLE",
     "SeedReport",
     "SyncReport",
@@ -75,6 +85,23 @@ _SKIP_NAMES = re.compile(
     )$""",
     re.VERBOSE,
 )
+#: Credential files of the layout's libraries (Hugging Face's ``token`` and ``stored_tokens``,
+#: ModelScope's ``credentials`` directory and its ``git_token``) and netrc-like files: a job's
+#: secrets, never copied to a tier that other jobs read.
+CREDENTIALS = frozenset(
+    {
+        "token",
+        "stored_tokens",
+        "credentials",
+        "git_token",
+        ".netrc",
+        "_netrc",
+        ".git-credentials",
+        ".pypirc",
+    }
+)
+#: What ``cacheroot cache verify`` moved aside (corrupt entries): never copied between tiers.
+_QUARANTINE = ".quarantine"
 #: Files copied at once by one sync.
 WORKERS = 8
 #: The directory ``up`` makes for the overlay's work directory, beside the root (same disk).
@@ -89,6 +116,10 @@ def skip_reason(name: str) -> str:
         return "partial or temporary"
     if name.startswith(".") and name.endswith(".used"):
         return "record of use (each tier keeps its own)"
+    if name in CREDENTIALS:
+        return "credentials (never shared)"
+    if name == _QUARANTINE:
+        return "quarantined (corrupt)"
     return ""
 
 
@@ -121,48 +152,78 @@ def _root_gone(root: str) -> FileNotFoundError:
     )
 
 
-def _ensure_dir(path: str, made: set[str], top: str | None = None) -> None:
-    """Create ``path`` and its missing parents, each made durable in its parent; never ``top``
-    itself (:class:`FileNotFoundError` if it is gone)."""
-    if path in made or os.path.isdir(path):
-        made.add(path)
-        return
-    if path == top:
-        raise _root_gone(path)
-    parent = os.path.dirname(path)
-    _ensure_dir(parent, made, top)
-    with contextlib.suppress(FileExistsError):
-        _store.makedirs(path)
-        _store.fsync_dir(parent)
-    made.add(path)
-
-
-def _walk(top: str) -> Iterator[tuple[str, list[str]]]:
-    """``(relative directory, file names)`` under ``top``, skipping internal directories."""
-    for here, dirs, files in os.walk(top):
-        links = [d for d in dirs if os.path.islink(os.path.join(here, d))]
+def _walk(top: str) -> Iterator[tuple[str, list[str], int]]:
+    """``(relative directory, file names, its descriptor)`` under ``top``, skipping internal
+    directories; no link is followed (one to a directory is listed as a file, to be copied as
+    a link), and a directory swapped for a link during the walk is not entered."""
+    for here, dirs, files, dfd in os.fwalk(top, follow_symlinks=False):
+        links = [d for d in dirs if _is_link(d, dfd)]
         dirs[:] = sorted(d for d in dirs if d not in links and not skip_reason(d))
         rel = os.path.relpath(here, top)
-        yield ("" if rel == "." else rel), sorted(files + links)
+        yield ("" if rel == "." else rel), sorted(files + links), dfd
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return True  # gone meanwhile: not entered
+
+
+def _inside(rel_dir: str, target: str) -> bool:
+    """Whether a link in ``rel_dir`` (relative to its tree) to ``target`` stays in the tree."""
+    if os.path.isabs(target):
+        return False
+    resolved = os.path.normpath(os.path.join(rel_dir, target))
+    return resolved != ".." and not resolved.startswith(".." + os.sep)
+
+
+class _Dir:
+    """A directory pair some copies still work in: both descriptors, closed after the last."""
+
+    __slots__ = ("copied", "dst", "left", "lock", "src")
+
+    def __init__(self, src: int, dst: int) -> None:
+        self.src = os.dup(src)
+        self.dst = dst
+        self.left = 1  # the submitter's own hold, dropped once it has submitted them all
+        self.copied = False
+        self.lock = threading.Lock()
+
+    def hold(self) -> None:
+        with self.lock:
+            self.left += 1
+
+    def drop(self, *, copied: bool = False) -> None:
+        """One copy done (``copied``: it published a name, made durable by the last one)."""
+        with self.lock:
+            self.left -= 1
+            self.copied = self.copied or copied
+            last = self.left == 0
+        if last:
+            if self.copied:  # one fsync makes the directory's new names durable
+                with contextlib.suppress(OSError):
+                    os.fsync(self.dst)
+            os.close(self.src)
+            os.close(self.dst)
 
 
 class _Pass:
-    """What one sync pass shares between directories: what it saw, made and counted."""
+    """What one sync pass shares between directories: what it saw and counted."""
 
-    __slots__ = ("busy", "made", "now", "report", "settle", "top")
+    __slots__ = ("busy", "now", "report", "settle", "top")
 
     def __init__(self, settle: float, top: str) -> None:
         self.top = top
         self.busy = open_for_writing()
-        self.made: set[str] = set()
         self.now = time.time()
         self.settle = settle
         self.report = SyncReport()
 
-    def candidate(self, src: str) -> os.stat_result | None:
-        """The stat of ``src`` if it is a settled file or link to copy; counts it otherwise."""
+    def candidate(self, name: str, dir_fd: int) -> os.stat_result | None:
+        """The stat of ``name`` if it is a settled file or link to copy; counts it otherwise."""
         try:
-            st = os.lstat(src)
+            st = os.lstat(name, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
@@ -186,6 +247,10 @@ class _Pass:
             self.report.unsettled += 1
 
 
+#: Copies a pass lets wait at once (each holds its directories open): bounds the descriptors.
+_IN_FLIGHT = 256
+
+
 def sync(l1: str, l2: str, *, settle: float = SETTLE, workers: int = WORKERS) -> SyncReport:
     """Copy every complete file of ``l1`` that ``l2`` lacks to ``l2`` (see the module docs).
 
@@ -197,74 +262,99 @@ def sync(l1: str, l2: str, *, settle: float = SETTLE, workers: int = WORKERS) ->
     if not os.path.isdir(l2):
         raise _root_gone(l2)
     state = _Pass(settle, l2)
+    pending: collections.deque[tuple[str, os.stat_result, Future[str]]] = collections.deque()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cacheroot-sync") as pool:
-        jobs: list[tuple[str, os.stat_result, Future[str]]] = []
-        for rel, names in _walk(l1):
-            jobs += _sync_dir(state, pool, os.path.join(l1, rel), os.path.join(l2, rel), names)
-        published: set[str] = set()
-        for dst, st, job in jobs:
-            try:
-                outcome = job.result()
-            except OSError as exc:
-                state.report.failed += 1
-                log.warning("tier sync: %s not copied: %s", dst, exc.strerror or exc)
-                continue
-            state.count(outcome, st.st_size)
-            if outcome == _COPIED:
-                published.add(os.path.dirname(dst))
-    # One fsync per directory makes its new names durable (each file was synced first).
-    for directory in sorted(published):
-        _store.fsync_dir(directory)
+        for rel, names, src_fd in _walk(l1):
+            pending += _sync_dir(state, pool, src_fd, rel, names)
+            while len(pending) > _IN_FLIGHT:
+                _settle_one(state, *pending.popleft())
+        while pending:
+            _settle_one(state, *pending.popleft())
     return state.report
 
 
-def _sync_dir(
-    state: _Pass, pool: ThreadPoolExecutor, src_dir: str, dst_dir: str, names: list[str]
-) -> list[tuple[str, os.stat_result, Future[str]]]:
-    """Start copying what ``dst_dir`` lacks of ``names`` (in ``src_dir``)."""
-    report = state.report
+def _settle_one(state: _Pass, dst: str, st: os.stat_result, job: Future[str]) -> None:
     try:
-        there = set(os.listdir(dst_dir))
+        outcome = job.result()
+    except OSError as exc:
+        state.report.failed += 1
+        log.warning("tier sync: %s not copied: %s", dst, exc.strerror or exc)
+        return
+    state.count(outcome, st.st_size)
+
+
+def _sync_dir(
+    state: _Pass, pool: ThreadPoolExecutor, src_fd: int, rel: str, names: list[str]
+) -> list[tuple[str, os.stat_result, Future[str]]]:
+    """Start copying what L2's ``rel`` lacks of ``names`` (in the directory open at ``src_fd``)."""
+    report = state.report
+    dst_dir = os.path.join(state.top, rel)
+    try:
+        dst_fd = open_below(state.top, rel)
+        there = set(os.listdir(dst_fd))
     except FileNotFoundError:
-        there = set()
-    cleaned = False
+        dst_fd, there = -1, set()
+    except OSError as exc:
+        report.failed += 1
+        log.warning("tier sync: %s not used: %s", dst_dir, exc.strerror or exc)
+        return []
+    held: _Dir | None = None
     jobs: list[tuple[str, os.stat_result, Future[str]]] = []
-    for name in names:
-        if skip_reason(name):
-            report.skipped += 1
-            continue
-        if name in there:
-            report.present += 1
-            continue
-        src = os.path.join(src_dir, name)
-        st = state.candidate(src)
-        if st is None:
-            continue
-        try:
-            _ensure_dir(os.path.normpath(dst_dir), state.made, state.top)
-            if not cleaned:
-                _store.remove_abandoned(dst_dir)
-                cleaned = True
-        except OSError as exc:
-            report.failed += 1
-            log.warning("tier sync: cannot create %s: %s", dst_dir, exc.strerror or exc)
-            return jobs
-        dst = os.path.join(dst_dir, name)
-        jobs.append((dst, st, pool.submit(_copy_one, src, dst, st)))
+    try:
+        for name in names:
+            if skip_reason(name):
+                report.skipped += 1
+                continue
+            if name in there:
+                report.present += 1
+                continue
+            st = state.candidate(name, src_fd)
+            if st is None:
+                continue
+            if held is None:
+                try:
+                    if dst_fd < 0:
+                        dst_fd = open_below(state.top, rel, create=True)
+                    _store.remove_abandoned(fd_path(dst_fd))
+                except OSError as exc:
+                    report.failed += 1
+                    log.warning("tier sync: cannot create %s: %s", dst_dir, exc.strerror or exc)
+                    return jobs
+                held, dst_fd = _Dir(src_fd, dst_fd), -1
+            held.hold()
+            dst = os.path.join(dst_dir, name)
+            jobs.append((dst, st, pool.submit(_copy_one, held, name, rel, st)))
+    finally:
+        if held is not None:
+            held.drop()
+        elif dst_fd >= 0:
+            os.close(dst_fd)
     return jobs
 
 
 _COPIED, _PRESENT, _CHANGED = "copied", "present", "changed"
 
 
-def _copy_one(src: str, dst: str, st: os.stat_result) -> str:
-    """Publish ``src`` at ``dst`` unless something is there (a link as a link)."""
-    if stat.S_ISLNK(st.st_mode):
-        tmp = _store.partial_path(dst)
-        os.symlink(os.readlink(src), tmp)
-        return _COPIED if publish_new(tmp, dst, durable=False) else _PRESENT
+def _copy_one(where: _Dir, name: str, rel: str, st: os.stat_result) -> str:
+    """Publish ``name`` (a link as a link) in ``where`` unless something is there."""
+    outcome = _CHANGED
     try:
-        won = copy_new(src, dst, durable=False)
+        outcome = _copy_at(where.src, where.dst, name, rel, st)
+    finally:
+        where.drop(copied=outcome == _COPIED)
+    return outcome
+
+
+def _copy_at(src_fd: int, dst_fd: int, name: str, rel: str, st: os.stat_result) -> str:
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(name, dir_fd=src_fd)
+        if not _inside(rel, target):
+            raise OSError(errno.EPERM, f"a link out of its tree ({target}): not copied", name)
+        tmp = _store.partial_path(name)
+        os.symlink(target, tmp, dir_fd=dst_fd)
+        return _COPIED if publish_new(tmp, name, durable=False, dir_fd=dst_fd) else _PRESENT
+    try:
+        won = copy_new(name, name, durable=False, src_dir_fd=src_fd, dst_dir_fd=dst_fd, expect=st)
     except FileExistsError:
         return _PRESENT
     if won is None:
@@ -313,11 +403,12 @@ class SeedReport:
         )
 
 
-def _last_used(path: str, st: os.stat_result) -> float:
+def _last_used(name: str, dir_fd: int, st: os.stat_result) -> float:
     """The newest of the access and modification times, and of cacheroot's record of use."""
     when = max(st.st_atime, st.st_mtime)
     with contextlib.suppress(OSError):
-        when = max(when, os.stat(used_path(path)).st_mtime)
+        used = os.stat(os.path.basename(used_path(name)), dir_fd=dir_fd, follow_symlinks=False)
+        when = max(when, used.st_mtime)
     return when
 
 
@@ -330,26 +421,63 @@ def _usage(top: str) -> int:
     return total
 
 
-def _survey(l2: str) -> tuple[list[tuple[float, str, int]], list[str]]:
-    """``l2``'s files as ``(last used, relative path, size)``, most recent first, and its
-    links' relative paths."""
-    files: list[tuple[float, str, int]] = []
+class _Found:
+    """A file of L2 to seed: when it was used, where, how big, and what the walk saw."""
+
+    __slots__ = ("rel", "st", "when")
+
+    def __init__(self, when: float, rel: str, st: os.stat_result) -> None:
+        self.when = when
+        self.rel = rel
+        self.st = st
+
+
+def _survey(l2: str) -> tuple[list[_Found], list[str]]:
+    """``l2``'s files, most recently used first, and its links' relative paths."""
+    files: list[_Found] = []
     links: list[str] = []
-    for rel, names in _walk(l2):
+    for rel, names, dfd in _walk(l2):
         for name in names:
-            path = os.path.join(l2, rel, name)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                continue
             if skip_reason(name):
+                continue
+            try:
+                st = os.lstat(name, dir_fd=dfd)
+            except FileNotFoundError:
                 continue
             if stat.S_ISLNK(st.st_mode):
                 links.append(os.path.join(rel, name))
             elif stat.S_ISREG(st.st_mode):
-                files.append((_last_used(path, st), os.path.join(rel, name), st.st_size))
-    files.sort(key=lambda f: (-f[0], f[1]))
+                files.append(_Found(_last_used(name, dfd, st), os.path.join(rel, name), st))
+    files.sort(key=lambda f: (-f.when, f.rel))
     return files, links
+
+
+class _Dirs:
+    """The directory pair of the last file seeded (most files share their directory)."""
+
+    def __init__(self, l2: str, l1: str) -> None:
+        self.l2, self.l1 = l2, l1
+        self.rel: str | None = None
+        self.fds = (-1, -1)
+
+    def at(self, rel: str) -> tuple[int, int]:
+        """Descriptors of ``rel`` on L2 and on L1 (made there as needed), links refused."""
+        if rel != self.rel:
+            self.close()
+            src = open_below(self.l2, rel)
+            try:
+                dst = open_below(self.l1, rel, create=True)
+            except BaseException:
+                os.close(src)
+                raise
+            self.rel, self.fds = rel, (src, dst)
+        return self.fds
+
+    def close(self) -> None:
+        for fd in self.fds:
+            if fd >= 0:
+                os.close(fd)
+        self.rel, self.fds = None, (-1, -1)
 
 
 def seed(
@@ -358,43 +486,53 @@ def seed(
     """Copy ``l2``'s files to ``l1``, most recently used first, while ``l1`` stays within
     ``max_size`` bytes in all and its file system keeps ``min_free`` bytes free.
 
-    Links are copied as links, after the files, and only where their target is there (a Hugging
-    Face snapshot links into its blobs). Files ``l1`` already has are left alone.
+    Links are copied as links, after the files, and only where their target is there and stays
+    inside the tree (a Hugging Face snapshot links into its blobs). Files ``l1`` already has are
+    left alone. Directories on either side are reached without following a link.
     """
     report = SeedReport()
+    os.makedirs(l1, exist_ok=True)
     files, links = _survey(l2)
     used = _usage(l1) if max_size is not None else 0
-    made: set[str] = set()
-    for _when, rel, size in files:
-        dst = os.path.join(l1, rel)
-        if os.path.lexists(dst):
-            report.present += 1
-            continue
-        if not _room(l1, used, size, max_size, min_free):
-            report.left += 1
-            report.left_bytes += size
-            continue
-        try:
-            _ensure_dir(os.path.dirname(dst), made)
-            if copy_new(os.path.join(l2, rel), dst):
+    dirs = _Dirs(l2, l1)
+    try:
+        for found in files:
+            size = found.st.st_size
+            if os.path.lexists(os.path.join(l1, found.rel)):
+                report.present += 1
+                continue
+            if not _room(l1, used, size, max_size, min_free):
+                report.left += 1
+                report.left_bytes += size
+                continue
+            name = os.path.basename(found.rel)
+            try:
+                src_fd, dst_fd = dirs.at(os.path.dirname(found.rel))
+                won = copy_new(name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, expect=found.st)
+            except OSError as exc:  # evicted meanwhile, L1 full, or refused: fetched instead
+                log.info("tier seed: %s not copied: %s", found.rel, exc.strerror or exc)
+                continue
+            if won:
                 report.copied += 1
                 report.copied_bytes += size
                 used += size
-        except OSError as exc:  # evicted meanwhile, or L1 full: the run fetches it instead
-            log.info("tier seed: %s not copied: %s", rel, exc.strerror or exc)
-    for rel in links:
-        _seed_link(os.path.join(l2, rel), os.path.join(l1, rel))
+        for rel in links:
+            _seed_link(dirs, rel)
+    finally:
+        dirs.close()
     return report
 
 
-def _seed_link(src: str, dst: str) -> None:
+def _seed_link(dirs: _Dirs, rel: str) -> None:
+    head, name = os.path.split(rel)
     with contextlib.suppress(OSError):
-        target = os.readlink(src)
-        if os.path.lexists(dst) or not os.path.exists(os.path.join(os.path.dirname(dst), target)):
+        src_fd, dst_fd = dirs.at(head)
+        target = os.readlink(name, dir_fd=src_fd)
+        if not _inside(head, target) or not os.path.exists(fd_path(dst_fd, target)):
             return
-        tmp = _store.partial_path(dst)
-        os.symlink(target, tmp)
-        publish_new(tmp, dst)
+        tmp = _store.partial_path(name)
+        os.symlink(target, tmp, dir_fd=dst_fd)
+        publish_new(tmp, name, dir_fd=dst_fd)
 
 
 def _room(l1: str, used: int, size: int, max_size: int | None, min_free: int | None) -> bool:
