@@ -183,6 +183,23 @@ def _log_corrupt(dest: str, actual: str, recorded: str) -> None:
     )
 
 
+_S_ISREG = stat.S_ISREG
+
+
+def _planted(dest: str) -> str:
+    """What stands at ``dest`` if it is neither a regular file nor a directory (a link, FIFO or
+    device another job planted: never followed, and replaced by a download), else ``""``."""
+    try:
+        mode = os.lstat(dest).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return ""
+    what = _store.kind(mode)
+    log.warning("%s is %s, not a cached file: refused, not followed", dest, what)
+    return what
+
+
 def _in_the_way(url: str, dest: str) -> DownloadError:
     """The error for a directory where ``url``'s cached file belongs."""
     return DownloadError(
@@ -201,7 +218,12 @@ def _no_wider_record(dest: str) -> None:
     holds the source's digest, which is for the same readers.
     """
     with contextlib.suppress(OSError):
-        os.chmod(_store.meta_path(dest), stat.S_IMODE(os.stat(dest).st_mode) & 0o666)
+        mode = stat.S_IMODE(os.lstat(dest).st_mode) & 0o666
+        fd = _store.open_regular(_store.meta_path(dest))  # never chmod through a planted link
+        try:
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
 
 
 #: How long a hit waits for a publisher between its rename and its second record (seconds).
@@ -216,7 +238,7 @@ def _just_written(dest: str) -> bool:
     would only delay the one hash it needs.
     """
     try:
-        return time.time() - os.stat(_store.meta_path(dest)).st_mtime < _RECENT
+        return time.time() - os.lstat(_store.meta_path(dest)).st_mtime < _RECENT
     except OSError:
         return False
 
@@ -377,6 +399,7 @@ class Fetcher:
             raise _in_the_way(url, dest)
         if offline is None:
             offline = cache_only()
+        planted = _planted(dest)
         if offline:
             size = self._from_shared(dest, key, digest, lambda: self._hit(dest, key, digest))
             if size is not None:
@@ -386,7 +409,12 @@ class Fetcher:
                 return path
             self._raise_if_corrupt(url, dest, digest)
             hint = ""
-            if filename is not None or namespace != "downloads":
+            if planted:
+                hint = (
+                    f"{dest} is {planted}, not a cached file: refused, not followed (another "
+                    "job may have planted it); remove it and warm the cache again"
+                )
+            elif filename is not None or namespace != "downloads":
                 extra = f" --namespace {namespace}" if namespace != "downloads" else ""
                 extra += f" --filename {filename}" if filename is not None else ""
                 hint = (
@@ -406,7 +434,7 @@ class Fetcher:
         path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
         if self.reporter is not None:
             with contextlib.suppress(OSError):
-                size = os.stat(dest).st_size
+                size = os.lstat(dest).st_size
             self._done(kind, url, path, size=size, started=started, served=served)
         return path
 
@@ -508,16 +536,19 @@ class Fetcher:
     def _hit(self, dest: str, key: str, digest: str | None) -> int | None:
         """The entry's size if ``dest`` holds ``key``'s bytes (matching ``digest``), else None.
 
-        One ``os.stat``: the version it shows (size, mtime, inode, ctime) is compared with what
+        One ``os.lstat``: only a regular file is a hit (a link is never followed). The version
+        it shows (size, mtime, inode, ctime) is compared with what
         this process knows of the entry; the sidecar is read only for a version not seen yet,
         and a version it does not vouch for is hashed once (:meth:`_recheck`). With
         ``CACHEROOT_VERIFY=first-use`` a version vouched for by its sidecar alone is hashed too,
         the first time this process uses it (:meth:`_first_use`). A corrupt version is no hit.
         """
         try:
-            st = os.stat(dest)
+            st = os.lstat(dest)
         except OSError:
             return None
+        if not _S_ISREG(st.st_mode):
+            return None  # a link, FIFO or device planted there is never followed nor read
         sig = _store.signature(st)
         known = self._known.get(dest)
         if known is None or known[0] != sig:
@@ -638,7 +669,7 @@ class Fetcher:
         if known is None or known[3] != _CORRUPT:
             return
         try:
-            st = os.stat(dest)
+            st = os.lstat(dest)
         except OSError:
             return
         if known[0] != _store.signature(st):

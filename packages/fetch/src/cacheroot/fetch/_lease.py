@@ -13,6 +13,10 @@ volume come from the server.
 Nothing depends on the lease for correctness: publishing is always a private temporary file,
 a rename and a digest check, so two hosts that both believe they hold it (a takeover racing a
 slow heartbeat) only download twice.
+
+The lease's name is on a volume other jobs write: it is read with ``O_NOFOLLOW | O_NONBLOCK``
+(:func:`cacheroot.fetch._store.open_regular`), and a link, FIFO or device planted under it is
+removed at once (the name is ours) instead of being read, followed, or waited on.
 """
 
 from __future__ import annotations
@@ -57,12 +61,19 @@ def lease_path(entry: str) -> str:
 
 
 def _read(path: str) -> bytes | None:
-    """The lease's bytes, ``None`` when there is none (an empty file reads as ``b""``)."""
+    """The lease's bytes, ``None`` when there is none (an empty file reads as ``b""``).
+
+    Anything but a regular file there (a planted link or FIFO) is removed and reads as none.
+    """
     try:
-        with open(path, "rb") as f:
-            return f.read(4096)
+        fd = _store.open_regular(path)
     except FileNotFoundError:
         return None
+    except _store.NotRegularFileError:
+        _store.remove_planted(path)
+        return None
+    with open(fd, "rb") as f:
+        return f.read(4096)
 
 
 class Lease:
@@ -100,7 +111,7 @@ class Lease:
 
     def _write_partial(self) -> str:
         tmp = _store.partial_path(self.path)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = _store.open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             _store.share(fd, os.path.dirname(self.path))
             os.write(fd, self._record())
@@ -131,7 +142,7 @@ class Lease:
 
     def _create_exclusive(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            fd = _store.open_regular(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             return False
         try:

@@ -18,6 +18,12 @@ process) the worst case is a duplicate download. What the lock must do well is n
 
 In a setgid directory (a volume shared by a group, see :mod:`._store`) the lock file and the
 holder record are created group-writable, so that every member of the group can take the lock.
+
+The lock file and the holder record are names on a volume other jobs write: the record is read
+and written with ``O_NOFOLLOW | O_NONBLOCK`` (:func:`cacheroot.fetch._store.open_regular`), and a
+link, FIFO or device planted under either name is removed before the lock is taken, so that no
+open follows it (older filelock releases open the lock file with ``O_TRUNC``, through a link) and
+no read waits on it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from . import _proc
 from ._errors import LockTimeout
-from ._store import SHARED_FILE, share, shared
+from ._store import SHARED_FILE, open_regular, remove_planted, share, shared
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -56,7 +62,7 @@ RECLAIM_EVERY = 0.5
 def holder(lock_path: str) -> dict[str, object] | None:
     """The record the current holder of ``lock_path`` wrote, or ``None`` when there is none."""
     try:
-        with open(lock_path + ".holder", encoding="utf-8") as f:
+        with open(open_regular(lock_path + ".holder"), encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return None
@@ -111,6 +117,8 @@ class PathLock:
 
         start = time.monotonic()
         deadline = None if self.timeout is None else start + self.timeout
+        remove_planted(self.path)
+        remove_planted(self.path + ".holder")
         lock = self._new()
         next_try, next_reclaim, interval = start, start + RECLAIM_EVERY, self.poll
         while True:
@@ -146,7 +154,9 @@ class PathLock:
         record = {**_proc.me(), "since": time.time()}
         tmp = f"{self.path}.holder.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
+            with open(
+                open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w", encoding="utf-8"
+            ) as f:
                 share(f.fileno(), os.path.dirname(self.path))
                 json.dump(record, f)
             os.replace(tmp, self.path + ".holder")
@@ -172,7 +182,7 @@ class PathLock:
         except OSError:
             return False
         try:
-            with open(claimed, encoding="utf-8") as f:
+            with open(open_regular(claimed), encoding="utf-8") as f:
                 same = json.load(f) == record
         except (OSError, ValueError):
             same = False

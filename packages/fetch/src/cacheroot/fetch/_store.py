@@ -23,6 +23,12 @@ is made group-writable, ``0o2775`` for directories and ``0o664`` for files, what
 Anywhere else the umask decides, as for any program.
 
 Internal files all start with a dot; entry names never do, so they cannot collide.
+
+The volume is written by other jobs, so every name on it is treated as planted: partials,
+records and entries are opened with :func:`open_regular` (``O_NOFOLLOW``, and ``O_NONBLOCK`` so
+that a FIFO cannot hang the open), which refuses anything but a regular file. A link or a
+special file where one of our internal files belongs is removed (the name is ours), never
+followed.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import logging
 import os
 import queue
 import re
@@ -46,6 +53,8 @@ from . import _proc
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+log = logging.getLogger("cacheroot.fetch")
+
 #: The longest entry name accepted: NAME_MAX (255) less room for the partial and meta suffixes.
 MAX_NAME = 200
 _PARTIAL = re.compile(
@@ -57,6 +66,93 @@ SHARED_FILE = 0o664
 SHARED_DIR = 0o2775
 #: A partial starts writing back behind the download every this many bytes.
 FLUSH_EVERY = 64 << 20
+#: Flags every open of a file on the volume adds: follow no final link, never block on a FIFO
+#: (cleared once the file is known to be regular), keep the descriptor from children.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_SAFE = NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+class NotRegularFileError(OSError):
+    """A name on the volume that should be a regular file is a link, FIFO, device or directory.
+
+    It is refused, never followed or read: another job may have planted it there.
+    """
+
+
+def kind(mode: int) -> str:
+    """What ``mode`` (``st_mode``) is, in words: ``"a regular file"``, ``"a FIFO"``, ..."""
+    for test, words in _KINDS:
+        if test(mode):
+            return words
+    return "a regular file" if stat.S_ISREG(mode) else "a special file"
+
+
+def not_regular(path: str, mode: int | None) -> NotRegularFileError:
+    """The error for ``path``, found to be something else than a regular file."""
+    what = "a symbolic link" if mode is None else kind(mode)
+    return NotRegularFileError(
+        errno.ELOOP if mode is None or stat.S_ISLNK(mode) else errno.EINVAL,
+        f"expected a regular file, found {what}: refused, not followed (another job may have "
+        "planted it; remove it if it is not yours)",
+        path,
+    )
+
+
+def open_regular(
+    path: str, flags: int = os.O_RDONLY, mode: int = 0o666, *, dir_fd: int | None = None
+) -> int:
+    """``os.open`` that follows no final link, never blocks on a FIFO, and refuses anything
+    but a regular file (:class:`NotRegularFileError`, an :class:`OSError`).
+
+    The descriptor is returned blocking again. With ``O_CREAT | O_EXCL`` a name that exists in
+    any form (a dangling link too) raises :class:`FileExistsError`, as ``os.open`` does.
+    """
+    try:
+        fd = os.open(path, flags | _SAFE, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise not_regular(path, None) from None
+        if exc.errno == errno.ENXIO:  # O_WRONLY on a FIFO nobody reads
+            raise not_regular(path, stat.S_IFIFO) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            return fd
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    raise not_regular(path, mode)
+
+
+def remove_planted(path: str) -> bool:
+    """Remove ``path`` if it is there but is no regular file (a link, FIFO, device...): the
+    name is one of cacheroot's own, next to an entry. Says whether something was removed.
+
+    A directory is left alone (removing a tree is for ``cacheroot cache verify``).
+    """
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return False
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    log.warning("removed %s: %s where cacheroot keeps a file of its own", path, kind(st.st_mode))
+    return True
 
 
 def meta_path(dest: str) -> str:
@@ -101,7 +197,7 @@ def partial_abandoned(path: str, *, stale_after: float = 3600.0) -> bool:
     if tag == _proc.machine_tag() and pid != os.getpid() and _proc.gone(pid):
         return True
     try:
-        return time.time() - os.stat(path).st_mtime > stale_after
+        return time.time() - os.lstat(path).st_mtime > stale_after
     except OSError:
         return False
 
@@ -196,17 +292,28 @@ def hash_version(path: str) -> tuple[str, int, tuple[int, int, int, int]] | None
     The signature (:func:`signature`) is taken before and after hashing; ``None`` when they
     differ (the file was written or replaced while it was read: no verdict).
     """
-    before = signature(os.stat(path))
-    digest, size = sha256_file(path)
-    after = signature(os.stat(path))
+    before = signature(os.lstat(path))
+    digest, size = sha256_file(path)  # no link followed, nothing but a regular file read
+    after = signature(os.lstat(path))
     return (digest, size, after) if after == before else None
 
 
 def sha256_file(path: str) -> tuple[str, int]:
-    """``(hex digest, size)`` of the file at ``path``, read in 1 MiB chunks."""
+    """``(hex digest, size)`` of the regular file at ``path``, read in 1 MiB chunks.
+
+    A link, FIFO or device there raises :class:`NotRegularFileError` (nothing is read through it).
+    """
+    fd = open_regular(path)
+    try:
+        return _sha256_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _sha256_fd(fd: int) -> tuple[str, int]:
     h = hashlib.sha256()
     size = 0
-    with open(path, "rb", buffering=0) as f:
+    with open(fd, "rb", buffering=0, closefd=False) as f:
         buf = bytearray(_HASH_CHUNK)
         view = memoryview(buf)
         while n := f.readinto(buf):
@@ -218,7 +325,11 @@ def sha256_file(path: str) -> tuple[str, int]:
 def read_meta(dest: str) -> dict[str, Any] | None:
     """The sidecar of ``dest`` (``None`` when missing or unreadable)."""
     try:
-        with open(meta_path(dest), encoding="utf-8") as f:
+        fd = open_regular(meta_path(dest))
+    except OSError:
+        return None
+    try:
+        with open(fd, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return None
@@ -230,7 +341,8 @@ def write_meta(dest: str, meta: dict[str, Any]) -> None:
     final = meta_path(dest)
     tmp = partial_path(final)
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with open(fd, "w", encoding="utf-8") as f:
             share(f.fileno(), os.path.dirname(final))
             json.dump(meta, f, sort_keys=True)
         os.replace(tmp, final)
@@ -250,8 +362,10 @@ def current_meta(dest: str) -> dict[str, Any] | None:
     if meta is None:
         return None
     try:
-        st = os.stat(dest)
+        st = os.lstat(dest)
     except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
         return None
     if "ctime_ns" in meta:
         return meta if vouches(meta, signature(st)) else None
@@ -350,10 +464,10 @@ class Partial:
     def __init__(self, dest: str, path: str | None = None) -> None:
         self.dest = dest
         self.path = path or partial_path(dest)
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        if path is None:
-            flags |= os.O_EXCL
-        self.fd: int | None = os.open(self.path, flags, 0o666)
+        # A fresh partial is created (O_EXCL: nothing there is followed); an adopted one must
+        # be the regular file it was, never a link planted under a partial's name.
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if path is None else 0)
+        self.fd: int | None = open_regular(self.path, flags)
         if path is None:
             try:
                 share(self.fd, os.path.dirname(self.path))
@@ -375,7 +489,7 @@ class Partial:
         """
         mine: Partial | None = None
         for old in partials(dest):
-            if not partial_abandoned(old, stale_after=stale_after):
+            if remove_planted(old) or not partial_abandoned(old, stale_after=stale_after):
                 continue
             if mine is not None:
                 with contextlib.suppress(OSError):
@@ -386,7 +500,11 @@ class Partial:
                 os.rename(old, new)
             except OSError:
                 continue  # another process claimed it first
-            mine = cls(dest, new)
+            try:
+                mine = cls(dest, new)
+            except OSError:
+                remove_planted(new)  # swapped for a link or FIFO since it was listed
+                continue
             mine._rehash()
         return mine
 
@@ -518,7 +636,7 @@ class Partial:
     def _still_mine(self, st: os.stat_result) -> None:
         """Raise :class:`FileNotFoundError` unless :attr:`path` is still the file we wrote."""
         try:
-            there = os.stat(self.path)
+            there = os.lstat(self.path)
         except FileNotFoundError:
             there = None
         if there is None or not os.path.samestat(there, st):
@@ -557,7 +675,7 @@ def _sync_tree(root: str) -> None:
     for here, _dirs, files in os.walk(root):
         for name in files:
             try:
-                fd = os.open(os.path.join(here, name), os.O_RDONLY)
+                fd = open_regular(os.path.join(here, name))
             except OSError:
                 continue
             try:

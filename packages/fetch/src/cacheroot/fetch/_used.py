@@ -5,18 +5,27 @@ Access times cannot be trusted (``noatime`` and ``relatime`` mounts, network fil
 refreshed at most once per :data:`TOUCH_EVERY` per entry, and a process remembers until when
 its last refresh is good: on the hit path :func:`touch_used` costs one dictionary look-up
 almost always, one ``stat`` once an hour, and one ``utime`` when the record is over an hour
-old. This module imports only :mod:`os` and :mod:`time`, so the hit path can import it freely.
+old. This module imports only :mod:`os`, :mod:`stat` (which :mod:`os` imports anyway) and
+:mod:`time`, so the hit path can import it freely.
+
+The sidecar's name is on a volume others write: it is looked at with ``lstat``, its time set
+without following a link, and created with ``O_EXCL | O_NOFOLLOW``. A link, FIFO or anything
+else but a regular file under that name is removed and replaced by a file of our own, so a
+dangling link there cannot make the caller create a file elsewhere.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 #: How stale "last used" may get before a hit refreshes it (seconds).
 TOUCH_EVERY = 3600.0
 
 _fresh_until: dict[str, float] = {}
+#: Whether ``utime`` can leave a link alone (``utimensat``): everywhere but Windows.
+_UTIME_NOFOLLOW = os.utime in os.supports_follow_symlinks
 
 
 def used_path(entry: str) -> str:
@@ -36,16 +45,24 @@ def touch_used(entry: str | os.PathLike[str]) -> None:
         return
     p = used_path(key)
     try:
-        mtime = os.stat(p).st_mtime
-        if now - mtime >= TOUCH_EVERY:
-            os.utime(p)
-            mtime = now
+        st: os.stat_result | None = os.lstat(p)
     except FileNotFoundError:
-        try:
+        st = None
+    except OSError:
+        return
+    mtime = now
+    try:
+        if st is not None and stat.S_ISREG(st.st_mode):
+            mtime = st.st_mtime
+            if now - mtime >= TOUCH_EVERY:
+                os.utime(p, follow_symlinks=not _UTIME_NOFOLLOW)
+                mtime = now
+        else:
+            if st is not None:
+                os.unlink(p)  # planted: a link or a FIFO is never followed; the name is ours
             _create(p)
-        except OSError:
-            return
-        mtime = now
+    except FileExistsError:
+        pass  # created by another process a moment ago
     except OSError:
         return
     _fresh_until[key] = mtime + TOUCH_EVERY
@@ -59,7 +76,8 @@ def _create(path: str) -> None:
     up for sharing, see :func:`cacheroot.fetch._store.group_mode`) the file is made ``0o664``
     whatever the umask. Elsewhere the umask decides, as for any file.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
         if os.stat(os.path.dirname(path) or ".").st_mode & 0o2000:  # S_ISGID: see _store
             os.fchmod(fd, 0o664)
@@ -77,7 +95,9 @@ def forget(entry: str) -> None:
 def last_used(entry: str, meta: dict[str, object] | None = None) -> float:
     """When ``entry`` was last used: its ``.used`` sidecar, else when it was published."""
     try:
-        return os.stat(used_path(entry)).st_mtime
+        st = os.lstat(used_path(entry))
+        if stat.S_ISREG(st.st_mode):
+            return st.st_mtime
     except OSError:
         pass
     times = [
