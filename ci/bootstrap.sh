@@ -4,12 +4,15 @@
 # Usage: ci/bootstrap.sh [--no-system-packages]
 #
 #   - nox and uv, when they are not on PATH: into a virtual environment of their own (TOOLS_DIR),
-#     never into the system's Python, with links to their commands in BIN_DIR. With uv already on
-#     PATH, uv builds that environment and installs nox (fast; it uses uv's cache); without it,
-#     `python3 -m venv` and that environment's pip install both from PyPI.
+#     never into the system's Python, with links to their commands in BIN_DIR (a link in a
+#     directory every user runs from, such as /usr/local/bin, never points into one user's HOME).
+#     With uv already on PATH, uv builds that environment and installs nox (fast; it uses uv's
+#     cache); without it, `python3 -m venv` and that environment's pip install both from PyPI.
 #   - shellcheck (the lint session), bubblewrap (the isolated e2e runs), openssh-server and sshfs
 #     (the shared-tier e2e runs), g++ (torch.compile on CPU in the upstream session) from Debian's
 #     packages, when running as root on a machine with apt-get; --no-system-packages leaves them out.
+#     Nothing installed is upgraded: openssh-server is asked for at the installed openssh-client's
+#     version, and a plan (apt-get -s) that would upgrade any installed package is refused.
 #
 # Running it again changes nothing: a tool found on PATH, or already in TOOLS_DIR, is kept (its
 # link is made again if it went missing). Each line of output says what was installed or found,
@@ -18,11 +21,15 @@
 # Environment:
 #   PYTHON      the interpreter of the tool environment (default python3)
 #   TOOLS_DIR   the tool environment (default $XDG_DATA_HOME/cacheroot/tools, where XDG_DATA_HOME
-#               defaults to ~/.local/share and a value that is not an absolute path is ignored)
+#               defaults to ~/.local/share and a value that is not an absolute path is ignored;
+#               /opt/cacheroot/tools when the links go to /usr/local/bin and neither TOOLS_DIR nor
+#               XDG_DATA_HOME is set)
 #   BIN_DIR     where the commands are linked (default: ~/.local/bin when it is on PATH, else the
 #               first of /usr/local/bin and ~/bin that is on PATH and writable, so that the
 #               README's `bash ci/bootstrap.sh && nox ...` finds nox at once in a root container,
-#               else ~/.local/bin, with a note to put it on PATH)
+#               else ~/.local/bin, with a note to put it on PATH). /usr/local/bin is passed over
+#               when TOOLS_DIR lies in HOME; a BIN_DIR outside HOME with a TOOLS_DIR inside it is
+#               refused: every user would run one user's files
 #
 # Exit status: 0 when everything is there; 1 when something could not be installed (the message
 # says what to do); 2 for usage errors.
@@ -50,11 +57,22 @@ done
 data_home=${XDG_DATA_HOME:-}
 [[ "$data_home" == /* ]] || data_home=$HOME/.local/share
 tools=${TOOLS_DIR:-$data_home/cacheroot/tools}
+# The tool environment a link shared by every user may point to (see TOOLS_DIR above).
+system_tools=/opt/cacheroot/tools
+if [[ -z "${TOOLS_DIR:-}" && -z "${XDG_DATA_HOME:-}" ]]; then
+    shareable=1
+else
+    shareable=0
+fi
 on_path() {
     case ":$PATH:" in
         *":$1:"*) return 0 ;;
     esac
     return 1
+}
+# Whether PATH $1 lies in HOME.
+in_home() {
+    [[ "$1" == "${HOME%/}" || "$1" == "${HOME%/}/"* ]]
 }
 if [[ -n "${BIN_DIR:-}" ]]; then
     bin=$BIN_DIR
@@ -62,6 +80,9 @@ else
     bin=$HOME/.local/bin
     if ! on_path "$bin"; then
         for candidate in /usr/local/bin "$HOME/bin"; do
+            if [[ "$candidate" == /usr/local/bin ]] && in_home "$tools" && ((!shareable)); then
+                continue # a link for every user into one user's HOME
+            fi
             if on_path "$candidate" && [[ -d "$candidate" && -w "$candidate" ]]; then
                 bin=$candidate
                 break
@@ -71,6 +92,13 @@ else
 fi
 [[ "$tools" == /* ]] || die "TOOLS_DIR=$tools is not an absolute path" 2
 [[ "$bin" == /* ]] || die "BIN_DIR=$bin is not an absolute path" 2
+if ! in_home "$bin" && in_home "$tools"; then
+    if ((shareable)); then
+        tools=$system_tools
+    else
+        die "BIN_DIR=$bin is outside HOME but TOOLS_DIR=$tools is inside it: every user of $bin would run files of this user's HOME; set TOOLS_DIR outside HOME (such as $system_tools), or BIN_DIR inside it" 2
+    fi
+fi
 python=${PYTHON:-python3}
 
 # The version a tool reports, on one line (nox writes it to stderr).
@@ -152,8 +180,28 @@ if ((${#packages[@]} == 0)); then
 elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     say "installing ${packages[*]} with apt-get"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
-    say "installed ${packages[*]} (Debian packages)"
+    # openssh-server requires the openssh-client of its own version: ask for the installed
+    # client's, or apt upgrades the client (which this script promises to leave as it is).
+    requested=()
+    for package in "${packages[@]}"; do
+        client=
+        if [[ "$package" == openssh-server ]]; then
+            client=$(dpkg-query -W -f='${db:Status-Status} ${Version}' openssh-client 2>/dev/null) || client=
+        fi
+        if [[ "$client" == "installed "* ]]; then
+            requested+=("openssh-server=${client#installed }")
+        else
+            requested+=("$package")
+        fi
+    done
+    # The plan first: a new version of anything installed (a dependency included) is refused.
+    plan=$(DEBIAN_FRONTEND=noninteractive apt-get install -s -y "${requested[@]}" 2>&1) ||
+        die "apt-get cannot install ${requested[*]}: $(printf '%s\n' "$plan" | grep -E '^E:' | head -n 3 | tr '\n' ' ')install them with your package manager, or pass --no-system-packages"
+    upgrades=$(printf '%s\n' "$plan" | sed -n 's/^Inst \([^ ]*\) \[\([^]]*\)\] (\([^ ]*\).*/\1 \2 -> \3/p' | paste -sd, - | sed 's/,/, /g')
+    [[ -z "$upgrades" ]] ||
+        die "installing ${requested[*]} would change installed packages ($upgrades), and this script changes nothing that is there: upgrade them yourself first, or install ${packages[*]} yourself, or pass --no-system-packages"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${requested[@]}" >/dev/null
+    say "installed ${requested[*]} (Debian packages)"
 else
     die "${packages[*]} missing and cannot be installed here (need root and apt-get): install them with your package manager, or pass --no-system-packages"
 fi

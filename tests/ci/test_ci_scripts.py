@@ -600,3 +600,176 @@ def test_bootstrap_without_uv_installs_nox_and_uv_from_pypi(
         f"bootstrap: nox: already installed in {tmp_path}/home/.local/share/cacheroot/tools",
         f"bootstrap: uv: already installed in {tmp_path}/home/.local/share/cacheroot/tools",
     ]
+
+
+def _bwrap(*hide: str) -> list[str]:
+    """A mount namespace that sees this machine, with each of ``hide`` an empty, private tmpfs:
+    the bootstrap then finds those directories as a fresh machine has them, and what it writes
+    there never reaches this machine."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed: cannot hide system directories")
+    if os.geteuid() != 0:
+        pytest.skip("the bootstrap installs system packages and links for every user as root only")
+    argv = ["bwrap", "--dev-bind", "/", "/"]
+    for path in hide:
+        argv += ["--tmpfs", path]
+    return [*argv, "--"]
+
+
+#: An ``apt-get`` that logs each call and, for ``-s``, prints apt's plan: an unversioned
+#: openssh-server pulls the newer openssh-client (an upgrade), a versioned one does not;
+#: ``FAKE_UPGRADE`` adds one more upgraded package to every plan.
+FAKE_APT = r"""#!/bin/sh
+echo "$*" >> "$APT_LOG"
+case " $* " in *" -s "*) ;; *) exit 0 ;; esac
+for arg in "$@"; do
+    case "$arg" in
+        openssh-server)
+            echo "Inst openssh-client [1:9.2p1-2+deb12u9] (1:9.2p1-2+deb12u10 Debian:12 [amd64])"
+            echo "Inst openssh-server (1:9.2p1-2+deb12u10 Debian:12/stable [amd64])" ;;
+        openssh-server=*) echo "Inst openssh-server (${arg#*=} Debian:12/stable [amd64])" ;;
+    esac
+done
+[ -z "$FAKE_UPGRADE" ] || echo "Inst $FAKE_UPGRADE"
+"""
+
+
+@pytest.fixture
+def apt(fake_bin: Path, tmp_path: Path) -> Path:
+    """``apt-get`` and ``dpkg-query`` (openssh-client 1:9.2p1-2+deb12u9 installed) on PATH; the
+    log of the ``apt-get`` calls."""
+    (fake_bin / "apt-get").write_text(FAKE_APT)
+    (fake_bin / "dpkg-query").write_text("#!/bin/sh\necho 'installed 1:9.2p1-2+deb12u9'\n")
+    for name in ("apt-get", "dpkg-query"):
+        (fake_bin / name).chmod(0o755)
+    return tmp_path / "apt.log"
+
+
+def test_bootstrap_installs_sshd_at_the_installed_clients_version_and_never_upgrades(
+    bash: str, bootstrap_env: dict[str, str], tmp_path: Path, apt: Path
+) -> None:
+    tools = tmp_path / "tools"
+    fake_tool(tools / "bin" / "nox", "2024.10.9")
+    fake_tool(tools / "bin" / "uv", "uv 0.9.0")
+    env = {**bootstrap_env, "TOOLS_DIR": str(tools), "APT_LOG": str(apt)}
+    wrap = _bwrap("/usr/sbin")  # no sshd: openssh-server is wanted
+    for tool in ("shellcheck", "bwrap", "sshfs", "g++"):
+        if shutil.which(tool, path=os.pathsep.join(SYSTEM_PATH)) is None:
+            pytest.skip(f"{tool} is not installed here: the bootstrap would want it as well")
+    out = subprocess.run(
+        [*wrap, bash, str(CI / "bootstrap.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-2:] == [
+        "bootstrap: installing openssh-server with apt-get",
+        "bootstrap: installed openssh-server=1:9.2p1-2+deb12u9 (Debian packages)",
+    ]
+    assert apt.read_text().splitlines() == [
+        "update -qq",
+        "install -s -y openssh-server=1:9.2p1-2+deb12u9",
+        "install -y -qq openssh-server=1:9.2p1-2+deb12u9",
+    ]
+
+    apt.unlink()
+    env["FAKE_UPGRADE"] = "libssl3 [3.0.11-1~deb12u2] (3.0.15-1~deb12u1 Debian:12/stable [amd64])"
+    out = subprocess.run(
+        [*wrap, bash, str(CI / "bootstrap.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 1
+    assert out.stderr == (
+        "bootstrap: installing openssh-server=1:9.2p1-2+deb12u9 would change installed packages "
+        "(libssl3 3.0.11-1~deb12u2 -> 3.0.15-1~deb12u1), and this script changes nothing that is "
+        "there: upgrade them yourself first, or install openssh-server yourself, or pass "
+        "--no-system-packages\n"
+    )
+    assert apt.read_text().splitlines() == [
+        "update -qq",
+        "install -s -y openssh-server=1:9.2p1-2+deb12u9",
+    ]
+
+
+def test_bootstrap_never_links_into_usr_local_bin_from_a_home(
+    bash: str, bootstrap_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A root container whose PATH has /usr/local/bin: the links there point to a system-wide
+    tool environment (/opt/cacheroot/tools), never into root's HOME, which another user's
+    ``nox`` would then run; with the tools in HOME, the links stay in HOME too."""
+    home = tmp_path / "home"
+    path = f"/usr/local/bin:{bootstrap_env['PATH']}"
+    # The tool environment the first run finds, made inside the namespace (its /opt is private).
+    seed = (
+        "mkdir -p /opt/cacheroot/tools/bin && for t in nox uv; do "
+        'printf "#!/bin/sh\\necho %s >&2\\n" "$t 1.0" > /opt/cacheroot/tools/bin/$t; '
+        "chmod 755 /opt/cacheroot/tools/bin/$t; done; "
+    )
+    script = f'{seed}"$0" {CI}/bootstrap.sh --no-system-packages && readlink /usr/local/bin/nox'
+    wrap = _bwrap("/usr/local/bin", "/opt")
+    out = subprocess.run(
+        [*wrap, bash, "-c", script, bash],
+        env={**bootstrap_env, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        (
+            "bootstrap: nox: already installed in /opt/cacheroot/tools (nox 1.0), linked as "
+            "/usr/local/bin/nox"
+        ),
+        (
+            "bootstrap: uv: already installed in /opt/cacheroot/tools (uv 1.0), linked as "
+            "/usr/local/bin/uv"
+        ),
+        "/opt/cacheroot/tools/bin/nox",
+    ]
+
+    # The tools in HOME (XDG_DATA_HOME given): /usr/local/bin is passed over.
+    data = home / "data"
+    fake_tool(data / "cacheroot" / "tools" / "bin" / "nox", "2024.10.9")
+    fake_tool(data / "cacheroot" / "tools" / "bin" / "uv", "uv 0.9.0")
+    out = subprocess.run(
+        [*wrap, bash, str(CI / "bootstrap.sh"), "--no-system-packages"],
+        env={**bootstrap_env, "PATH": path, "XDG_DATA_HOME": str(data)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == (
+        f"bootstrap: nox: already installed in {data}/cacheroot/tools (2024.10.9), linked as "
+        f"{home}/.local/bin/nox"
+    )
+
+    # Asked for explicitly, the mix is refused.
+    out = subprocess.run(
+        [*wrap, bash, str(CI / "bootstrap.sh"), "--no-system-packages"],
+        env={
+            **bootstrap_env,
+            "PATH": path,
+            "XDG_DATA_HOME": str(data),
+            "BIN_DIR": "/usr/local/bin",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert out.stderr == (
+        f"bootstrap: BIN_DIR=/usr/local/bin is outside HOME but TOOLS_DIR={data}/cacheroot/tools "
+        "is inside it: every user of /usr/local/bin would run files of this user's HOME; set "
+        "TOOLS_DIR outside HOME (such as /opt/cacheroot/tools), or BIN_DIR inside it\n"
+    )
