@@ -9,16 +9,22 @@ done member by member by this module, never by ``extractall``:
   (a declared size is a claim, not a bound), so the unpacked total and the member count are
   capped (zip bombs, tar bombs);
 - hard links must name a regular file extracted before them; symbolic links are created last,
-  after every file is written (nothing is ever written through one), and each must resolve
-  inside the target once all of them exist;
+  after every file is written (nothing is ever written through one), each in a parent directory
+  reached from the target one component at a time with ``O_NOFOLLOW`` (a link made by an earlier
+  member is never walked through, so a chain such as ``a -> .`` then ``a/a/b -> ..`` cannot make
+  anything outside the target), and each must resolve inside the target, not to the target
+  itself, once all of them exist;
 - device files, fifos and anything else are refused;
 - where the interpreter has it (3.10.12+, 3.11.4+), ``tarfile.data_filter`` checks every tar
   member as well, as a second opinion.
 
 Everything is unpacked into a private staging directory that is published by one rename, so a
-refused or broken archive publishes nothing. A refusal raises :class:`ArchiveError`; a full disk
-(or another failure to write) raises :class:`~._errors.DownloadError` naming where and what to
-do, with the errno.
+refused or broken archive publishes nothing. The published tree's record names the sha256 of
+the archive it came from: when the archive changes (its pin changed, it was fetched again) the
+next use unpacks it again, and ``CACHEROOT_VERIFY=first-use`` re-hashes the tree once per
+process (a tree that does not match its record is unpacked again). A refusal raises
+:class:`ArchiveError`; a full disk (or another failure to write) raises
+:class:`~._errors.DownloadError` naming where and what to do, with the errno.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import logging
 import lzma
 import os
 import posixpath
@@ -39,11 +46,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ._errors import DownloadError, FetchError
 from ._naming import EXTRACTED_SUFFIX
-from ._store import read_meta, sha256_file, staged_dir, write_meta
+from ._store import read_meta, sha256_file, signature, staged_dir, write_meta
 from ._used import touch_used
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+log = logging.getLogger("cacheroot.fetch")
 
 #: Default bound on the bytes an archive may unpack to (16 GiB).
 MAX_SIZE = 16 << 30
@@ -53,6 +62,13 @@ MAX_MEMBERS = 100_000
 _MAX_LINK = 4096
 _CHUNK = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
+#: Opening a directory on the way to a link's parent: never through a link.
+_DIR_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_DIRECTORY", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 #: What to do about the size bound, for an archive that is only large.
 RAISE_SIZE = (
     "if the archive is trusted and only large, raise the bound: fetch(..., extract=True, "
@@ -246,21 +262,57 @@ class _Unpacker:
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), link))
         if resolved == ".." or resolved.startswith("../"):
             raise ArchiveError(self.archive, rel, f"is a symbolic link {link!r} out of the target")
+        if resolved == ".":
+            raise ArchiveError(
+                self.archive, rel, f"is a symbolic link {link!r} to the target itself"
+            )
         self.links.append((rel, link))
 
-    def finish_links(self) -> None:
-        """Create the symbolic links, then check each resolves inside the target."""
-        for rel, link in self.links:
-            self._parent(rel)
-            parent = os.path.realpath(os.path.dirname(self.path(rel)))
-            if not _inside(self.target, parent):
-                raise ArchiveError(self.archive, rel, "lies behind a link out of the target")
+    def _open_parent(self, rel: str) -> int:
+        """A descriptor of the directory ``rel`` goes in, reached from the target one component
+        at a time without following a link (missing directories are created on the way)."""
+        fd = os.open(self.target, _DIR_FLAGS)
+        for part in posixpath.dirname(rel).split("/") if "/" in rel else ():
             try:
-                os.symlink(link, self.path(rel))
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise ArchiveError(
+                    self.archive, rel, f"lies behind {part!r}, which is not a directory but a link"
+                ) from None
+            finally:
+                os.close(fd)
+            fd = child
+        return fd
+
+    def finish_links(self) -> None:
+        """Create the symbolic links, then check each resolves inside the target.
+
+        Each is made relative to a descriptor of its real parent (:meth:`_open_parent`), so no
+        link is walked through to create it, and nothing is created outside the target even by a
+        chain of links that each pass the lexical check.
+        """
+        for rel, link in self.links:
+            self.path(rel)  # the length checks
+            parent = self._open_parent(rel)
+            try:
+                os.symlink(link, posixpath.basename(rel), dir_fd=parent)
             except FileExistsError:
                 raise ArchiveError(self.archive, rel, "is a link over an existing member") from None
+            finally:
+                os.close(parent)
         for rel, link in self.links:
-            if not _inside(self.target, os.path.realpath(self.path(rel))):
+            real = os.path.realpath(self.path(rel))
+            if real == self.target:
+                raise ArchiveError(
+                    self.archive, rel, f"is a symbolic link {link!r} that resolves to the target"
+                )
+            if not _inside(self.target, real):
                 raise ArchiveError(
                     self.archive,
                     rel,
@@ -441,12 +493,61 @@ def extract_entry(
     from ._lock import PathLock  # noqa: PLC0415
     from ._store import lock_path  # noqa: PLC0415 - loaded on need
 
-    out = extracted_path(archive)
-    if not os.path.isdir(out):
+    src = os.fspath(archive)
+    out = extracted_path(src)
+    if _stale(src, out) is not None:
         with PathLock(lock_path(out), timeout=lock_timeout):
-            extract(archive, out, max_size=max_size, max_members=max_members)
+            why = _stale(src, out)  # another process may have unpacked it while we waited
+            if why is not None:
+                if why:
+                    log.warning("%s: %s; unpacking %s again", out, why, src)
+                extract(src, out, max_size=max_size, max_members=max_members, replace=bool(why))
+                _seen.pop(out, None)
     touch_used(out)
     return Path(out)
+
+
+#: Unpacked trees this process found current: ``out`` -> (the archive's and the tree's
+#: ``lstat`` signatures when it was checked, whether the tree was hashed). A hit costs two
+#: ``lstat`` calls then.
+_seen: dict[str, tuple[tuple[int, int, int, int], tuple[int, int, int, int], bool]] = {}
+
+
+def _stale(src: str, out: str) -> str | None:
+    """Why the tree ``out`` cannot be served for the archive ``src`` now, or ``None`` when it
+    can: ``""`` when there is no tree, else what is wrong with it (it is unpacked again).
+
+    The tree's record must name the archive's sha256 as the archive's record has it now (a new
+    pin, or a refetch, makes a new archive); with ``CACHEROOT_VERIFY=first-use`` the tree is
+    also hashed once per process and must match its record.
+    """
+    from ._fetcher import verify_first_use  # noqa: PLC0415 - a cycle at import time
+
+    try:
+        tree_st = os.lstat(out)
+        archive_st = os.lstat(src)
+    except FileNotFoundError:
+        return ""
+    if not stat.S_ISDIR(tree_st.st_mode):
+        return ""  # extract() says what is in the way
+    verify = verify_first_use()
+    now = (signature(archive_st), signature(tree_st))
+    seen = _seen.get(out)
+    if seen is not None and seen[:2] == now and (seen[2] or not verify):
+        return None
+    record = read_meta(out) or {}
+    archive_sha = (read_meta(src) or {}).get("sha256") or sha256_file(src)[0]
+    if record.get("archive_sha256") != archive_sha:
+        return "the tree was unpacked from another version of the archive"
+    if verify:
+        try:
+            tree = tree_digest(out)[0]
+        except OSError:
+            tree = ""
+        if tree != record.get("tree_sha256"):
+            return "the tree does not match its record (changed since it was unpacked)"
+    _seen[out] = (*now, verify)
+    return None
 
 
 def extract(
@@ -455,6 +556,7 @@ def extract(
     *,
     max_size: int = MAX_SIZE,
     max_members: int = MAX_MEMBERS,
+    replace: bool = False,
 ) -> Path:
     """Unpack ``archive`` into a directory published atomically at ``dest``; return ``dest``.
 
@@ -463,13 +565,15 @@ def extract(
     complete, so it is what an earlier call (here or in another process) unpacked. The caller
     serialises concurrent calls (the fetch lock) when it wants one extraction, not just a
     correct one: without it, concurrent callers each unpack privately and the first to publish
-    wins. A sidecar next to ``dest`` records the archive's sha256 and the tree's digest.
+    wins. A sidecar next to ``dest`` records the archive's sha256 and the tree's digest. With
+    ``replace``, an existing ``dest`` is replaced by a fresh unpacking (readers see the old tree
+    or the new one).
     """
     src = os.fspath(archive)
     out = extracted_path(src) if dest is None else os.fspath(dest)
-    if os.path.isdir(out):
+    if os.path.isdir(out) and not replace:
         return Path(out)
-    if os.path.lexists(out):
+    if os.path.lexists(out) and not os.path.isdir(out):
         raise ArchiveError(
             src,
             "",
@@ -478,7 +582,7 @@ def extract(
         )
     meta = read_meta(src) or {}
     try:
-        with staged_dir(out) as staging:
+        with staged_dir(out, replace=replace) as staging:
             unpack(src, staging.path, max_size=max_size, max_members=max_members)
             tree, size, files = tree_digest(staging.path)
             archive_sha = meta.get("sha256") or sha256_file(src)[0]
