@@ -17,6 +17,9 @@ Two kinds of entries, as arrays of tables::
     hub = "hf"                    # or "modelscope"
     repo_id = "org/tiny-model"
     revision = "4f1c...40 hex"    # a commit hash; a branch name works but is not reproducible
+    branch = "main"               # optional (hf, with a commit): the branch the commit came
+                                  # from; warm writes refs/main -> the commit, so a test asking
+                                  # for revision="main" resolves it offline
     allow_patterns = ["*.json", "*.safetensors"]   # optional (a string or a list)
     ignore_patterns = ["*.bin"]                    # optional
     repo_type = "model"                            # optional: "model" (default) or "dataset"
@@ -323,15 +326,21 @@ def _model(path: str, index: int, table: object) -> Model:
     repo_type = e.text("repo_type", required=False) or "model"
     if repo_type not in REPO_TYPES:
         raise e.fail("repo_type", " or ".join(repr(t) for t in REPO_TYPES), repo_type)
-    return Model(
-        hub=hub,
-        repo_id=repo_id,
-        revision=revision,
-        allow_patterns=e.patterns("allow_patterns"),
-        ignore_patterns=e.patterns("ignore_patterns"),
-        repo_type=repo_type,
-        index=index,
-    )
+    branch = e.text("branch", required=False)
+    allow, ignore = e.patterns("allow_patterns"), e.patterns("ignore_patterns")
+    try:
+        return Model(
+            hub=hub,
+            repo_id=repo_id,
+            revision=revision,
+            allow_patterns=allow,
+            ignore_patterns=ignore,
+            repo_type=repo_type,
+            branch=branch,
+            index=index,
+        )
+    except ValueError as exc:  # only branch is left unchecked here: its rules live on Model
+        raise ManifestError(path, f"{e.where}, field 'branch'", str(exc)) from None
 
 
 def parse_manifest(text: str, *, path: str = "<manifest>") -> Manifest:

@@ -24,7 +24,36 @@ REPO_TYPES = ("model", "dataset")
 #: A full git commit id: the only revision that cannot move.
 COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
 #: The fields of a ``[[model]]`` table, in the order the manifest documents them.
-FIELDS = ("hub", "repo_id", "revision", "allow_patterns", "ignore_patterns", "repo_type")
+FIELDS = ("hub", "repo_id", "revision", "branch", "allow_patterns", "ignore_patterns", "repo_type")
+#: A branch name as ``refs/<branch>`` stores it: path-safe parts, no ``..``.
+_BRANCH = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
+
+
+def _branch(value: object, revision: str, hub: str) -> str | None:
+    """Check the ``branch`` a pinned entry came from (``None``: not given)."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not _BRANCH.fullmatch(value)
+        or any(part in (".", "..") for part in value.split("/"))
+        or COMMIT_HASH.fullmatch(value)
+    ):
+        raise ValueError(
+            f"branch must be a branch or tag name such as 'main' (the one the pinned commit "
+            f"came from), got {value!r}"
+        )
+    if hub != "hf":
+        raise ValueError(
+            f"branch applies to hub = 'hf' only (it writes the client's refs/{value}), "
+            f"got hub {hub!r}: remove it"
+        )
+    if COMMIT_HASH.fullmatch(revision) is None and value != revision:
+        raise ValueError(
+            f"branch {value!r} names the branch a pinned commit came from, but revision "
+            f"{revision!r} is itself a branch or tag: pin a commit, or remove branch"
+        )
+    return value
 
 
 def _patterns(value: Iterable[str] | str | None, name: str) -> tuple[str, ...] | None:
@@ -40,6 +69,9 @@ def _patterns(value: Iterable[str] | str | None, name: str) -> tuple[str, ...] |
 class Model:
     """One model snapshot: ``Model("org/name", "<40-hex commit>", hub="hf")``.
 
+    ``branch`` (Hugging Face, with a commit ``revision``) names the branch the commit came
+    from: a warm also writes the client's ``refs/<branch>`` pointing at the commit, so that a
+    test asking for that branch resolves it offline.
     ``allow_patterns`` / ``ignore_patterns`` are the hub clients' glob patterns (``*`` matches
     across ``/``); a string counts as a one-element list. ``index`` is the entry's position in
     its manifest (1-based; 0 when it comes from elsewhere): it names the entry in summaries and
@@ -52,6 +84,7 @@ class Model:
     repo_type: str
     allow_patterns: tuple[str, ...] | None
     ignore_patterns: tuple[str, ...] | None
+    branch: str | None
     index: int = field(default=0, compare=False, repr=False)
 
     def __init__(
@@ -63,6 +96,7 @@ class Model:
         repo_type: str = "model",
         allow_patterns: Iterable[str] | str | None = None,
         ignore_patterns: Iterable[str] | str | None = None,
+        branch: str | None = None,
         index: int = 0,
     ) -> None:
         if hub not in HUBS:
@@ -86,6 +120,7 @@ class Model:
             ("repo_type", repo_type),
             ("allow_patterns", _patterns(allow_patterns, "allow_patterns")),
             ("ignore_patterns", _patterns(ignore_patterns, "ignore_patterns")),
+            ("branch", _branch(branch, revision, hub)),
             ("index", index),
         ):
             object.__setattr__(self, name, value)
@@ -109,6 +144,7 @@ class Model:
             repo_type=entry.get("repo_type", "model"),
             allow_patterns=entry.get("allow_patterns"),
             ignore_patterns=entry.get("ignore_patterns"),
+            branch=entry.get("branch"),
         )
 
     @property
@@ -128,8 +164,12 @@ class Model:
         return f"[[model]] #{self.index} {self.hub}:{self.repo_id}@{self.revision}"
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``[[model]]`` table's fields, JSON-ready (every field, ``None`` when unset)."""
-        return {
+        """The ``[[model]]`` table's fields, JSON-ready (every field, ``None`` when unset).
+
+        ``branch`` only where the entry names one: an entry without it keeps the CI cache key
+        it had before the field existed.
+        """
+        out: dict[str, Any] = {
             "hub": self.hub,
             "repo_id": self.repo_id,
             "revision": self.revision,
@@ -137,6 +177,9 @@ class Model:
             "ignore_patterns": None if self.ignore_patterns is None else list(self.ignore_patterns),
             "repo_type": self.repo_type,
         }
+        if self.branch is not None:
+            out["branch"] = self.branch
+        return out
 
     def to_toml(self) -> str:
         """The manifest entry (a ``[[model]]`` table) that names this snapshot."""
@@ -146,6 +189,8 @@ class Model:
             f"repo_id = {json.dumps(self.repo_id)}",
             f"revision = {json.dumps(self.revision)}",
         ]
+        if self.branch is not None:
+            lines.append(f"branch = {json.dumps(self.branch)}")
         if self.repo_type != "model":
             lines.append(f"repo_type = {json.dumps(self.repo_type)}")
         for key in ("allow_patterns", "ignore_patterns"):

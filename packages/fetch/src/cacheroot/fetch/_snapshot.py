@@ -135,10 +135,22 @@ def _slug(spec: Model, *, with_patterns: bool) -> str:
     return f"{spec.hub}-{spec.repo_type}-{readable[:120]}-{digest}"
 
 
+def _slug_prefix(spec: Model) -> str:
+    """What the record names of every revision of ``spec``'s repository start with."""
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", f"{spec.repo_id.replace('/', '--')}@")
+    return f"{spec.hub}-{spec.repo_type}-{readable[:120]}"
+
+
 def record_path(spec: Model, environ: Mapping[str, str] | None = None) -> Path:
     """Where the completeness record of ``spec`` lives."""
     base = _state_dir(os.environ if environ is None else environ)
     return Path(base, "snapshots", _slug(spec, with_patterns=True) + ".json")
+
+
+def failure_path(spec: Model, environ: Mapping[str, str] | None = None) -> Path:
+    """Where the last failed warm of ``spec`` is recorded (when, and why) until one succeeds."""
+    base = _state_dir(os.environ if environ is None else environ)
+    return Path(base, "snapshots", "failed", _slug(spec, with_patterns=True) + ".json")
 
 
 def lock_path(spec: Model, environ: Mapping[str, str] | None = None) -> Path:
@@ -210,12 +222,18 @@ def _hash_file(path: str, *, git: bool) -> tuple[str, str | None]:
 
 
 def _build_record(
-    spec: Model, snapshot_dir: str, hub_root: str, previous: dict[str, Any] | None
+    spec: Model,
+    snapshot_dir: str,
+    hub_root: str,
+    previous: dict[str, Any] | None,
+    listing: list[str] | None,
 ) -> dict[str, Any]:
     """Describe the snapshot the client just produced, verifying each file once.
 
-    A file whose (size, mtime, inode) match the previous record keeps its recorded sha256:
-    re-warming a branch must not re-read every weight file.
+    ``listing`` is every selected path of the revision as the hub lists it (``None`` where the
+    client keeps no listing): the record keeps it, and the snapshot is complete only with each
+    of them. A file whose (size, mtime, inode) match the previous record keeps its recorded
+    sha256: re-warming a branch must not re-read every weight file.
     """
     known: dict[str, dict[str, Any]] = {}
     if previous is not None:
@@ -250,6 +268,8 @@ def _build_record(
         "allow_patterns": None if spec.allow_patterns is None else list(spec.allow_patterns),
         "ignore_patterns": None if spec.ignore_patterns is None else list(spec.ignore_patterns),
         "commit": _commit_of(spec, snapshot_dir),
+        "branch": spec.branch,
+        "listing": listing,
         # Relative to the hub cache root so the volume may be mounted elsewhere; absolute only
         # when the client put the snapshot outside that root (a legacy ModelScope cache).
         "snapshot": snapshot_dir if relative.startswith("..") else relative,
@@ -274,24 +294,37 @@ def check_snapshot(
 ) -> SnapshotReport:
     """Whether ``spec`` is complete in the cache, without any network access.
 
-    Complete means: a warm recorded this snapshot, and every recorded file is present with its
-    recorded size and sha256. Hashes are re-computed only for files whose size, mtime or inode
-    changed since they were verified, or for every file when ``deep`` is true.
+    Complete means: a warm recorded this snapshot with the hub's listing of its revision, every
+    listed file is recorded, and every recorded file is present with its recorded size and
+    sha256. Hashes are re-computed only for files whose size, mtime or inode changed since
+    they were verified, or for every file when ``deep`` is true. Hugging Face also needs its
+    ``refs/<branch>``: for a branch revision, and for a commit whose entry names its ``branch``.
+
+    A commit is found through the record of a branch that resolved to it, and a branch through
+    its ``refs/<branch>`` and the record of the commit it names (same repository and patterns).
     """
     env = os.environ if environ is None else environ
     rpath = record_path(spec, env)
-    record = _read_record(rpath)
-    if record is None:
-        return SnapshotReport(
-            spec,
-            complete=False,
-            problems=(f"never warmed on this cache (no record at {rpath})",),
-        )
+    found = _find_record(spec, env)
+    if found is None:
+        return SnapshotReport(spec, complete=False, problems=(_no_record(rpath),))
+    record = found
     where = record["snapshot"]
     snapshot = Path(where if os.path.isabs(where) else os.path.join(_hub_root(spec, env), where))
     missing: list[str] = []
     wrong: list[str] = []
     problems: list[str] = []
+    recorded = {entry["path"] for entry in record["files"]}
+    listing = record.get("listing")
+    if listing is None and spec.hub == "hf":
+        problems.append(
+            "recorded without the hub's listing of the revision (by an older cacheroot), so "
+            "it may lack files: run `cacheroot warm` with network access"
+        )
+    for rel in [] if listing is None else listing:
+        if rel not in recorded:
+            missing.append(rel)
+            problems.append(f"{rel}: listed by the hub, never downloaded")
     for entry in record["files"]:
         rel = entry["path"]
         full = os.path.join(snapshot, *rel.split("/"))
@@ -322,19 +355,96 @@ def check_snapshot(
     )
 
 
+def _no_record(rpath: Path) -> str:
+    old = None
+    with contextlib.suppress(OSError, ValueError):
+        old = json.loads(rpath.read_text(encoding="utf-8"))
+    if isinstance(old, dict) and old.get("format") != RECORD_FORMAT:
+        return (
+            f"recorded by another cacheroot version (record format {old.get('format')!r}, "
+            f"this one reads {RECORD_FORMAT}): run `cacheroot warm` to record it again"
+        )
+    return f"never warmed on this cache (no record at {rpath})"
+
+
+def _same_selection(record: Mapping[str, Any], spec: Model) -> bool:
+    identity = _identity(spec)
+    return all(record.get(k) == identity[k] for k in _snapshot_shared.IDENTITY if k != "revision")
+
+
+def _find_record(spec: Model, environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """``spec``'s record; else the record that names the same revision another way.
+
+    A commit: a record whose revision resolved to it. A Hugging Face branch: the record of the
+    commit that the client's ``refs/<branch>`` names. Only with the same patterns.
+    """
+    rpath = record_path(spec, environ)
+    record = _read_record(rpath)
+    if record is not None:
+        return record
+    commit = spec.revision if spec.pinned else _local_ref(spec, environ)
+    if commit is None:
+        return None
+    folder = rpath.parent
+    prefix = _slug_prefix(spec)
+    try:
+        names = sorted(
+            n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".json")
+        )
+    except OSError:
+        return None
+    for name in names:
+        other = _read_record(folder / name)
+        if other is not None and other.get("commit") == commit and _same_selection(other, spec):
+            return other
+    return None
+
+
+def _local_ref(spec: Model, environ: Mapping[str, str]) -> str | None:
+    """The commit ``refs/<branch>`` names in the Hugging Face cache, or ``None``."""
+    if spec.hub != "hf" or spec.pinned:
+        return None
+    ref = Path(hubs.repo_folder(spec, _hub_root(spec, environ)), "refs", *spec.revision.split("/"))
+    try:
+        text = ref.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
+        return None
+    return text if COMMIT_HASH.fullmatch(text) else None
+
+
 def _ref_problem(spec: Model, snapshot: Path, record: Mapping[str, Any]) -> list[str]:
-    """Hugging Face resolves a branch offline through ``refs/<branch>``: it must still match."""
+    """Hugging Face resolves a branch offline through ``refs/<branch>``: it must name the
+    warmed commit (for a branch revision, and for a commit whose entry names its branch)."""
     commit = record.get("commit")
-    if spec.hub != "hf" or spec.pinned or commit is None:
+    branch = spec.branch if spec.pinned else spec.revision
+    if spec.hub != "hf" or branch is None or commit is None:
         return []
-    ref = snapshot.parent.parent / "refs" / spec.revision
+    ref = snapshot.parent.parent.joinpath("refs", *branch.split("/"))
     try:
         current = ref.read_text(encoding="utf-8").strip()
     except OSError:
-        return [f"refs/{spec.revision} is missing, so offline clients cannot resolve the branch"]
+        return [f"refs/{branch} is missing, so offline clients cannot resolve the branch"]
     if current != commit:
-        return [f"refs/{spec.revision} now points to {current}, not the warmed {commit}"]
+        return [f"refs/{branch} now points to {current}, not the warmed {commit}"]
     return []
+
+
+def _write_ref(spec: Model, snapshot: Path) -> None:
+    """Point huggingface_hub's ``refs/<branch>`` at a pinned commit, as the client itself
+    stores a resolved branch: the commit hash alone, written atomically."""
+    if spec.hub != "hf" or spec.branch is None or not spec.pinned:
+        return
+    ref = snapshot.parent.parent.joinpath("refs", *spec.branch.split("/"))
+    with contextlib.suppress(OSError):
+        if ref.read_text(encoding="utf-8") == spec.revision:
+            return
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    tmp = ref.with_name(f"{ref.name}.{random.getrandbits(32):08x}.tmp")
+    try:
+        tmp.write_text(spec.revision, encoding="utf-8")
+        os.replace(tmp, ref)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def offline_snapshot_path(spec: Model, *, environ: Mapping[str, str] | None = None) -> Path:
@@ -364,6 +474,14 @@ def _miss(spec: Model, report: SnapshotReport) -> CacheMissError:
     return CacheMissError(spec.uri, str(where), hint)
 
 
+@dataclass(frozen=True)
+class Warmed:
+    """A warmed snapshot: its directory, and the bytes this warm downloaded for it."""
+
+    path: Path
+    downloaded: int = 0
+
+
 def warm_snapshot(
     spec: Model,
     *,
@@ -373,67 +491,162 @@ def warm_snapshot(
     backoff: float = 1.0,
     max_delay: float = 120.0,
     sleep: Callable[[float], None] = time.sleep,
+    failure_hold: float | None = None,
 ) -> Path:
     """Make ``spec`` complete in the cache and return its snapshot directory.
 
     A pinned snapshot that is already complete returns at once, without a request. Otherwise
     one process at a time (across the volume) runs the hub's client; a process that waited for
-    another finds the work done. Transient failures (429, 5xx, connection errors) are retried
-    up to ``attempts`` times with exponential backoff and jitter starting at ``backoff``
-    seconds, waiting what ``Retry-After`` asks when the hub says (capped at ``max_delay``).
+    another finds the work done. Transient failures (429, 5xx, connection errors, and a
+    listing the hub would not give) are retried up to ``attempts`` times with exponential
+    backoff and jitter starting at ``backoff`` seconds, waiting what ``Retry-After`` asks when
+    the hub says (capped at ``max_delay``). A snapshot is recorded complete only when every file
+    of the revision's listing (for its patterns) is there and verified; anything less is a
+    :class:`DownloadError` naming what the hub answered.
 
     ``offline`` (default: ``CACHEROOT_OFFLINE`` or ``_VLLM_TEST_CACHE_ONLY``, and for Hugging
     Face also ``HF_HUB_OFFLINE``) turns a miss into :class:`CacheMissError` instead of a download.
+
+    A failed warm is recorded on the volume (:func:`failure_path`) until one succeeds. With
+    ``failure_hold`` (seconds), a failure recorded less than that long ago is raised again at
+    once, naming its reason, instead of asking the hub: the pytest plugin's warms do this, so
+    that a model missing during an outage costs one attempt per run, not one per session.
     """
+    _warn_unpinned(spec)
+    return fill_snapshot(
+        spec,
+        offline=offline,
+        lock_timeout=lock_timeout,
+        attempts=attempts,
+        backoff=backoff,
+        max_delay=max_delay,
+        sleep=sleep,
+        failure_hold=failure_hold,
+    ).path
+
+
+def _warn_unpinned(spec: Model) -> None:
     if not spec.pinned:
         warnings.warn(
             UnpinnedRevisionWarning(
                 f"{spec.uri}: revision {spec.revision!r} is a branch or tag, which can move; pin "
                 "a commit hash so every job and every later run gets the same files"
             ),
-            stacklevel=2,
+            stacklevel=3,
         )
+
+
+def fill_snapshot(
+    spec: Model,
+    *,
+    offline: bool | None = None,
+    lock_timeout: float = 3600.0,
+    attempts: int = 6,
+    backoff: float = 1.0,
+    max_delay: float = 120.0,
+    sleep: Callable[[float], None] = time.sleep,
+    failure_hold: float | None = None,
+) -> Warmed:
+    """:func:`warm_snapshot` (without its warning), also saying how many bytes it downloaded."""
     env = os.environ
     is_offline = _is_offline(spec, env) if offline is None else offline
-    report = check_snapshot(spec)
+    report = _check_and_ref(spec, env)
     if report.complete and (spec.pinned or is_offline):
         assert report.path is not None  # noqa: S101 - a complete report always has its path
-        return report.path
+        return Warmed(report.path)
     if is_offline:
         found = _from_shared(spec, env, lock_timeout)
         if found is not None:
-            return found
+            return Warmed(found)
         raise _miss(spec, report)
+    if failure_hold is not None:
+        _raise_recent_failure(spec, env, failure_hold)
     lpath = lock_path(spec)
     lpath.parent.mkdir(parents=True, exist_ok=True)
+    hub_root = _hub_root(spec, env)
     # Raises LockTimeout naming the holder; a holder that died is detected and its lock taken.
     with PathLock(str(lpath), timeout=lock_timeout):
         # Another process may have finished (or damaged something) while this one waited.
-        report = check_snapshot(spec)
+        report = _check_and_ref(spec, env)
         if report.complete and spec.pinned:
             assert report.path is not None  # noqa: S101 - complete implies a path
-            return report.path
+            return Warmed(report.path)
         _discard_wrong(spec, report)
         rpath = record_path(spec)
-        hub_root = _hub_root(spec, env)
+        before = hubs.inventory(spec, hub_root)
 
         def download() -> dict[str, Any]:
             _check_client_root(spec, env)
-            snapshot_dir = _download_with_retries(spec, attempts, backoff, max_delay, sleep)
-            record = _build_record(spec, snapshot_dir, hub_root, _read_record(rpath))
+            snapshot_dir, listing = _download_with_retries(
+                spec, hub_root, attempts=attempts, backoff=backoff, max_delay=max_delay, sleep=sleep
+            )
+            record = _build_record(spec, snapshot_dir, hub_root, _read_record(rpath), listing)
+            _write_ref(spec, Path(snapshot_dir))
             _write_record(rpath, record)
             return record
 
-        tier = _tiers(spec, env)
-        if tier is None:
-            record = download()
-        else:
-            # A fleet (CACHEROOT_SHARED): another host's copy first, one host asking the hub.
-            _snapshot_shared.fill(
-                tier, _identity(spec), download, partial(_write_record, rpath), timeout=lock_timeout
-            )
-            record = _read_record(rpath) or {}
-    return _snapshot_dir(record, hub_root)
+        try:
+            tier = _tiers(spec, env)
+            if tier is None:
+                record = download()
+            else:
+                # A fleet (CACHEROOT_SHARED): another host's copy first, one host asking the hub.
+                _snapshot_shared.fill(
+                    tier,
+                    _identity(spec),
+                    download,
+                    partial(_write_record, rpath),
+                    timeout=lock_timeout,
+                )
+                record = _read_record(rpath) or {}
+                _write_ref(spec, _snapshot_dir(record, hub_root))
+        except Exception as error:
+            _record_failure(spec, env, error)
+            raise
+        failure_path(spec, env).unlink(missing_ok=True)
+        after = hubs.inventory(spec, hub_root)
+    downloaded = sum(size for key, size in after.items() if key not in before)
+    return Warmed(_snapshot_dir(record, hub_root), downloaded)
+
+
+def _check_and_ref(spec: Model, environ: Mapping[str, str]) -> SnapshotReport:
+    """:func:`check_snapshot`; where only a pinned entry's ``refs/<branch>`` is wrong, it is
+    written (the files are complete: nothing to ask the hub) and the snapshot checked again."""
+    report = check_snapshot(spec, environ=environ)
+    if (
+        not report.complete
+        and spec.branch is not None
+        and report.path is not None
+        and all(p.startswith(f"refs/{spec.branch} ") for p in report.problems)
+    ):
+        _write_ref(spec, report.path)
+        report = check_snapshot(spec, environ=environ)
+    return report
+
+
+def _record_failure(spec: Model, environ: Mapping[str, str], error: BaseException) -> None:
+    reason = " ".join(f"{type(error).__name__}: {error}".split())
+    with contextlib.suppress(OSError):
+        _write_record(
+            failure_path(spec, environ),
+            {"format": RECORD_FORMAT, "failed_at": time.time(), "reason": reason[:2000]},
+        )
+
+
+def _raise_recent_failure(spec: Model, environ: Mapping[str, str], hold: float) -> None:
+    """Raise the failure recorded for ``spec`` less than ``hold`` seconds ago, if any."""
+    failure = _read_record(failure_path(spec, environ))
+    if failure is None:
+        return
+    age = time.time() - float(failure.get("failed_at", 0.0))
+    if not 0 <= age < hold:
+        return
+    raise DownloadError(
+        spec.uri,
+        f"{spec.uri}: warming it failed {age:.0f} s ago ({failure.get('reason', 'no reason')}); "
+        f"not asking the hub again for {hold - age:.0f} s. Run `cacheroot warm` on its manifest "
+        "to try now",
+    )
 
 
 def _snapshot_dir(record: Mapping[str, Any], hub_root: str) -> Path:
@@ -526,16 +739,63 @@ def _check_client_root(spec: Model, environ: Mapping[str, str]) -> None:
         )
 
 
+class IncompleteSnapshotError(Exception):
+    """The hub's client returned a snapshot that is not known to hold the whole revision.
+
+    huggingface_hub does so when listing the revision fails (after its own retries) while a
+    part of it is cached: it returns that part. ``status`` is the HTTP status the client met,
+    when it logged one (a 429, a 503): worth another attempt then, never a complete record.
+    """
+
+    def __init__(self, uri: str, problem: str, status: int | None = None) -> None:
+        super().__init__(f"{uri}: {problem}")
+        self.uri, self.problem, self.status_code = uri, problem, status
+        self.retryable = status is None or status in hubs.RETRY_STATUSES
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.uri, self.problem, self.status_code))
+
+
+_HTTP_ERROR = re.compile(r"HTTP Error (\d{3})")
+
+
+def _download_once(spec: Model, hub_root: str) -> tuple[str, list[str]]:
+    """One download by the hub's client, checked against the revision's listing."""
+    snapshot_dir, hub_error = hubs.download(spec)
+    present = hubs.snapshot_files(spec, snapshot_dir)
+    listing = hubs.listing(spec, snapshot_dir, hub_root)
+    if listing is None:
+        found = _HTTP_ERROR.search(hub_error or "")
+        why = f"last: {hub_error}" if hub_error else "no error was reported"
+        raise IncompleteSnapshotError(
+            spec.uri,
+            f"the hub did not list the revision ({why}), so the {len(present)} file(s) cached "
+            "cannot be known to be all of it",
+            int(found.group(1)) if found else None,
+        )
+    missing = sorted(set(listing) - set(present))
+    if missing:
+        shown = ", ".join(missing[:5]) + (
+            f", ... ({len(missing) - 5} more)" if len(missing) > 5 else ""
+        )
+        raise IncompleteSnapshotError(
+            spec.uri, f"{len(missing)} file(s) of the revision were not downloaded: {shown}"
+        )
+    return snapshot_dir, listing
+
+
 def _download_with_retries(
     spec: Model,
+    hub_root: str,
+    *,
     attempts: int,
     backoff: float,
     max_delay: float,
     sleep: Callable[[float], None],
-) -> str:
+) -> tuple[str, list[str]]:
     for attempt in range(1, attempts + 1):
         try:
-            return hubs.download(spec)
+            return _download_once(spec, hub_root)
         except Exception as error:  # noqa: PERF203 - the retry loop
             retry, status, retry_after = hubs.transient(error)
             if not retry:

@@ -18,7 +18,10 @@ imported client actually uses and the caller compares it with the layout's.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
+import stat
+import threading
 from typing import TYPE_CHECKING
 
 from cacheroot.envs import HF_HOME, HF_HUB_CACHE, MODELSCOPE_CACHE, resolve
@@ -93,8 +96,28 @@ def client_cache_root(hub: str) -> str:
         raise _missing_client(hub, error) from error
 
 
-def download(spec: Model) -> str:
-    """Run the hub's own snapshot download for ``spec``; return the snapshot directory."""
+class _HttpErrors(logging.Handler):
+    """The last HTTP error huggingface_hub logged in this thread (it logs each one it retries,
+    and may then swallow the error and fall back to the cache)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.thread = threading.get_ident()
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread:
+            message = record.getMessage()
+            if message.startswith("HTTP Error"):
+                self.last = message
+
+
+def download(spec: Model) -> tuple[str, str | None]:
+    """Run the hub's own snapshot download for ``spec``.
+
+    Returns the snapshot directory, and the last HTTP error the client met on the way (for
+    Hugging Face, which retries and may then fall back to the cache without raising).
+    """
     allow = list(spec.allow_patterns) if spec.allow_patterns is not None else None
     ignore = list(spec.ignore_patterns) if spec.ignore_patterns is not None else None
     if spec.hub == "hf":
@@ -102,15 +125,20 @@ def download(spec: Model) -> str:
             from huggingface_hub import snapshot_download as hf_snapshot  # noqa: PLC0415 - optional
         except ImportError as error:
             raise _missing_client("hf", error) from error
-        return str(
-            hf_snapshot(
+        errors = _HttpErrors()
+        logger = logging.getLogger("huggingface_hub")
+        logger.addHandler(errors)
+        try:
+            found = hf_snapshot(
                 spec.repo_id,
                 repo_type=spec.repo_type,
                 revision=spec.revision,
                 allow_patterns=allow,
                 ignore_patterns=ignore,
             )
-        )
+        finally:
+            logger.removeHandler(errors)
+        return str(found), errors.last
     try:
         # modelscope's entry point is what vLLM calls (VLLM_USE_MODELSCOPE); it delegates to
         # modelscope_hub, whose own compatible function serves when only modelscope-hub is in.
@@ -120,15 +148,14 @@ def download(spec: Model) -> str:
             from modelscope_hub.compat.snapshot_download import snapshot_download as ms_snapshot  # noqa: PLC0415 - optional
         except ImportError as error:
             raise _missing_client("modelscope", error) from error
-    return str(
-        ms_snapshot(
-            repo_id=spec.repo_id,
-            repo_type=spec.repo_type,
-            revision=spec.revision,
-            allow_patterns=allow,
-            ignore_patterns=ignore,
-        )
+    found = ms_snapshot(
+        repo_id=spec.repo_id,
+        repo_type=spec.repo_type,
+        revision=spec.revision,
+        allow_patterns=allow,
+        ignore_patterns=ignore,
     )
+    return str(found), None
 
 
 def _ms_matches(path: str, patterns: list[str]) -> bool:
@@ -184,6 +211,67 @@ def snapshot_files(spec: Model, snapshot_dir: str) -> list[str]:
                 continue
             found.append(os.path.relpath(os.path.join(parent, name), snapshot_dir))
     return select(spec, [p.replace(os.sep, "/") for p in found])
+
+
+def listing(spec: Model, snapshot_dir: str, hub_root: str) -> list[str] | None:
+    """Every repo-relative path of the snapshot's revision that ``spec`` selects, as the hub
+    listed it; ``None`` when the client holds no listing of the revision.
+
+    Hugging Face: the commit's listing that huggingface_hub cached when the hub listed the
+    revision (``get_cached_repo_tree``). It has none when the listing failed (after its own
+    retries) and it fell back to whatever part of the revision was cached, returning that as
+    the snapshot. A commit's listing never changes. ModelScope: its client lists the revision
+    and checks every file against the listing itself (it fails when it cannot), so the files
+    it produced are the listing.
+    """
+    if spec.hub != "hf":
+        return snapshot_files(spec, snapshot_dir)
+    try:
+        from huggingface_hub import get_cached_repo_tree  # noqa: PLC0415 - optional
+        from huggingface_hub.errors import CachedRepoTreeNotFoundError  # noqa: PLC0415
+    except ImportError as error:
+        raise _missing_client("hf", error) from error
+    commit = os.path.basename(os.path.normpath(snapshot_dir))
+    try:
+        entries = get_cached_repo_tree(
+            spec.repo_id, repo_type=spec.repo_type, revision=commit, cache_dir=hub_root
+        )
+    except CachedRepoTreeNotFoundError:
+        return None
+    return sorted(select(spec, [e.path for e in entries]))
+
+
+def repo_folder(spec: Model, hub_root: str) -> str:
+    """The directory where the hub's client keeps every revision of ``spec``'s repository.
+
+    Hugging Face: ``<type>s--<owner>--<name>`` (huggingface_hub's ``repo_folder_name``).
+    ModelScope (modelscope_hub): ``<type>s/<owner>--<name>``.
+    """
+    if spec.hub == "hf":
+        return os.path.join(hub_root, "--".join([f"{spec.repo_type}s", *spec.repo_id.split("/")]))
+    return os.path.join(hub_root, f"{spec.repo_type}s", spec.repo_id.replace("/", "--"))
+
+
+def inventory(spec: Model, hub_root: str) -> dict[tuple[int, int], int]:
+    """The files the client keeps for ``spec``'s repository: ``(device, inode) -> size``.
+
+    Compared before and after a download, the new ones are what it downloaded (a file already
+    there, linked into a new snapshot, is not new). Nothing is followed or opened.
+    """
+    found: dict[tuple[int, int], int] = {}
+    folder = repo_folder(spec, hub_root)
+    # Hugging Face: the bytes are the blobs; the rest (refs, trees/) is the client's metadata.
+    for parent, _dirs, files in os.walk(
+        os.path.join(folder, "blobs") if spec.hub == "hf" else folder
+    ):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(parent, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and not name.endswith((".incomplete", ".lock", ".tmp")):
+                found[st.st_dev, st.st_ino] = st.st_size
+    return found
 
 
 def hub_digest(hub: str, file_path: str) -> tuple[str, str] | None:

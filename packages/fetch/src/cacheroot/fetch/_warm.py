@@ -138,14 +138,29 @@ def check_model(model: Model, *, deep: bool = False) -> dict[str, Any]:
     return _row(model, MISSING, reason="; ".join(report.problems))
 
 
-def warm_model(model: Model, *, check: bool = False) -> dict[str, Any]:
-    """Download one model snapshot with its hub's client unless complete; a summary row."""
+def warm_model(
+    model: Model,
+    *,
+    check: bool = False,
+    failure_hold: float | None = None,
+    attempts: int = 6,
+) -> dict[str, Any]:
+    """Download one model snapshot with its hub's client unless complete; a summary row.
+
+    ``failure_hold`` and ``attempts``: see :func:`~cacheroot.fetch.warm_snapshot` (a recent
+    failure is reported again instead of asking the hub; how many times the client is run).
+    """
     row = check_model(model)
     if check or row["status"] == FAILURE or (row["status"] == HIT and model.pinned):
         return row
     # Missing, or complete for a branch that may have moved: the client re-resolves it.
-    path = _snapshot_module().warm_snapshot(model)
-    return _row(model, MISS, path=str(path))
+    warmed = _snapshot_module().fill_snapshot(model, failure_hold=failure_hold, attempts=attempts)
+    return _row(
+        model,
+        MISS if warmed.downloaded or row["status"] != HIT else HIT,
+        path=str(warmed.path),
+        downloaded=warmed.downloaded,
+    )
 
 
 def _guarded(
@@ -181,15 +196,20 @@ def warm_manifest(
     check: bool = False,
     allow_file: bool = False,
     reporter: Reporter | None = None,
+    failure_hold: float | None = None,
+    attempts: int = 6,
 ) -> dict[str, Any]:
     """Warm (or with ``check``, only inspect) every entry of ``manifest``; the summary.
 
     ``file://`` assets are read only with ``allow_file`` (else they fail, unread, unless
     already cached). ``reporter`` is called with a :class:`~cacheroot.fetch.FetchEvent` as
     each entry is done (and for each retry), as the command prints them. The summary has
-    ``hits``, ``misses``, ``missing``, ``failures`` (counts), ``bytes`` (downloaded by asset
-    misses), ``seconds``, ``warnings`` and one row per entry (an asset's ``bytes`` is its size,
-    hit or miss; its ``downloaded``, what this run fetched of it).
+    ``hits``, ``misses``, ``missing``, ``failures`` (counts), ``bytes`` (downloaded by this
+    run, assets and models), ``seconds``, ``warnings`` and one row per entry (an asset's
+    ``bytes`` is its size, hit or miss; an entry's ``downloaded``, what this run fetched of it).
+    ``failure_hold`` (seconds): a model whose warm failed less than that long ago fails again
+    at once with that failure's reason; ``attempts``: how many times a model's hub client is
+    run on transient failures (:func:`~cacheroot.fetch.warm_snapshot`).
     """
     from ._fetcher import Fetcher  # noqa: PLC0415 - requests only when warming
 
@@ -212,7 +232,16 @@ def warm_manifest(
             for a in m.assets
         ]
         futures += [
-            pool.submit(_guarded, warm_model, md, check=check, reporter=reporter) for md in m.models
+            pool.submit(
+                _guarded,
+                warm_model,
+                md,
+                check=check,
+                failure_hold=failure_hold,
+                attempts=attempts,
+                reporter=reporter,
+            )
+            for md in m.models
         ]
         rows = [f.result() for f in futures]
     fetcher.close()
@@ -238,6 +267,28 @@ def _jobs(text: str) -> int:
         found = text if value is None else value
         raise argparse.ArgumentTypeError(
             f"expected 1 to 256 parallel downloads, found {found!r}; e.g. --jobs 8"
+        )
+    return value
+
+
+def _attempts(text: str) -> int:
+    digits = text.strip()
+    value = int(digits) if digits.isascii() and digits.isdigit() else None
+    if value is None or not 1 <= value <= 20:
+        raise argparse.ArgumentTypeError(
+            f"expected 1 to 20 attempts, found {text!r}; e.g. --attempts 2"
+        )
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86400 * 7:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds from 0 to 604800, found {text!r}; e.g. --failure-hold 600"
         )
     return value
 
@@ -275,6 +326,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="read file:// assets (local mirrors, e.g. file:///srv/mirror/data.tar); without it "
         "they fail unless already cached",
     )
+    p.add_argument(
+        "--failure-hold",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="a model whose warm failed less than SECONDS ago fails again at once with that "
+        "failure's reason instead of asking the hub (the pytest plugin's warms use 600, so "
+        "that a run's sessions try a missing model once); default: always ask",
+    )
+    p.add_argument(
+        "--attempts",
+        metavar="N",
+        type=_attempts,
+        default=6,
+        help="run a model's hub client up to N times, 1 to 20, on transient failures (429, "
+        "5xx, no listing), with backoff and Retry-After between (default 6); the client "
+        "retries each request itself too",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         "--quiet",
@@ -311,6 +380,8 @@ def run(args: argparse.Namespace) -> int:
             check=args.check,
             allow_file=args.allow_file,
             reporter=None if args.quiet or args.check else LineReporter("cacheroot warm"),
+            failure_hold=args.failure_hold,
+            attempts=args.attempts,
         )
     except FetchError as exc:
         sys.stderr.write(f"cacheroot warm: {exc}\n")
