@@ -113,6 +113,10 @@ JSON_KEYS = {
     "coverage",
     "allowed",
     "suggestion",
+    "class",
+    "reason",
+    "runs_on",
+    "failing",
 }
 #: Only what the layout covers: a package that passes the gate.
 COVERED = """\

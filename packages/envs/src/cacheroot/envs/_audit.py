@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from _cacheroot_layout import BY_NAME, NEVER, TABLE, TAGS
 
+from ._audit_names import GATING, LAYOUT_OVERRIDE, PLATFORMS
 from ._audit_scan import Stats, scan
 
 if TYPE_CHECKING:
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 ROW_OF: dict[str, str] = {v.name: v.name for v in TABLE} | {
     old: v.name for v in TABLE for old in v.legacy
 }
-_FIRST_VARIABLE = re.compile(r"\$\{?([A-Z][A-Z0-9_]*)")
-_DEFAULT_OF = re.compile(r"\$\{([A-Z][A-Z0-9_]*):-")
+_FIRST_VARIABLE = re.compile(r"\$\{?(_*[A-Z][A-Z0-9_]*)")
+_DEFAULT_OF = re.compile(r"\$\{(_*[A-Z][A-Z0-9_]*):-")
 #: Name endings left off a variable to make its directory under the root.
 _SUFFIXES = (
     "_CACHE_DIR",
@@ -63,10 +64,23 @@ class Item:
     how: str
     allowed: bool
     suggestion: str
+    #: The platform the verdict is for (``sys.platform``).
+    platform: str = sys.platform
+
+    @property
+    def applies(self) -> bool:
+        """Whether the finding lies on a branch that runs on :attr:`platform`."""
+        runs_on = self.finding.runs_on
+        return not runs_on or _platform(self.platform) in runs_on
+
+    @property
+    def gating(self) -> bool:
+        """Whether its class fails the gate (``cache``, ``download``, ``layout-override``)."""
+        return self.finding.kind in GATING
 
     @property
     def failing(self) -> bool:
-        return self.covered_by is None and not self.allowed
+        return self.covered_by is None and not self.allowed and self.gating and self.applies
 
     def as_json(self) -> dict[str, Any]:
         f = self.finding
@@ -80,6 +94,10 @@ class Item:
             "default": f.default,
             "style": list(f.style),
             "fallback_of": f.fallback_of[0] if f.fallback_of else None,
+            "class": f.kind,
+            "reason": f.reason,
+            "runs_on": list(f.runs_on),
+            "failing": self.failing,
             "covered_by": self.covered_by,
             "coverage": self.how,
             "allowed": self.allowed,
@@ -180,7 +198,17 @@ def allowed(finding: Finding, allow: Iterable[str]) -> bool:
     return False
 
 
-def judge(findings: Iterable[Finding], allow: Sequence[str] = ()) -> list[Item]:
+def _platform(name: str) -> str:
+    """``sys.platform`` as the branches spell it (``linux2``, ``cygwin`` and the like folded)."""
+    for known in PLATFORMS:
+        if name.startswith(known[:3]):
+            return known
+    return name
+
+
+def judge(
+    findings: Iterable[Finding], allow: Sequence[str] = (), platform: str = sys.platform
+) -> list[Item]:
     """Each finding with the row that covers it, or a suggested one."""
     found = list(findings)
     by_variable = {(f.dist, f.file, f.variable): f for f in found if f.variable}
@@ -195,20 +223,27 @@ def judge(findings: Iterable[Finding], allow: Sequence[str] = ()) -> list[Item]:
             fallback_row[(f.dist, f.file, name, line)] = (base, f.line)
     items = []
     for f in found:
-        row, how = _cover(f, by_variable)
+        if f.kind == LAYOUT_OVERRIDE:
+            row, how = None, ""
+        else:
+            row, how = _cover(f, by_variable)
         tied = fallback_row.get((f.dist, f.file, f.variable or "", f.line))
-        if row is None and not f.default and tied is not None:
+        if row is None and not f.default and tied is not None and f.kind != LAYOUT_OVERRIDE:
             row, how = ROW_OF[tied[0]], f"its fallback (line {tied[1]}) lies under ${tied[0]}"
-        items.append(Item(f, row, how, allowed(f, allow), "" if row is not None else suggest(f)))
+        suggestion = "" if row is not None else suggest(f)
+        items.append(Item(f, row, how, allowed(f, allow), suggestion, platform))
     return items
 
 
-def audit(paths: Iterable[str] = (), allow: Sequence[str] = ()) -> Report:
-    """Scan ``paths`` (the installed distributions when empty) and judge what was found."""
+def audit(
+    paths: Iterable[str] = (), allow: Sequence[str] = (), platform: str = sys.platform
+) -> Report:
+    """Scan ``paths`` (the installed distributions when empty) and judge what was found, for
+    ``platform`` (the ``sys.platform`` whose branches count)."""
     stats = Stats()
     start = time.perf_counter()
     findings = list(scan(paths, stats))
-    return Report(judge(findings, allow), stats, time.perf_counter() - start)
+    return Report(judge(findings, allow, platform), stats, time.perf_counter() - start)
 
 
 def _where(f: Finding) -> str:
@@ -227,6 +262,9 @@ def text(report: Report) -> str:
     failing = [i for i in report.items if i.failing]
     ok = [i for i in report.items if i.covered_by is not None]
     allowed_items = [i for i in report.items if i.covered_by is None and i.allowed]
+    listed = [i for i in report.items if i.covered_by is None and not i.allowed]
+    elsewhere = [i for i in listed if i.gating and not i.applies]
+    apart = [i for i in listed if not i.gating]
     lines = [
         (
             f"cacheroot audit: {s.sources} sources, {s.python_files} Python files ({s.parsed} "
@@ -240,10 +278,22 @@ def text(report: Report) -> str:
             f = item.finding
             lines.append(f"  {_where(f)}")
             lines.append(f"    {_what(f)}")
+            lines.append(f"    {f.kind}: {f.reason}")
             if f.fallback_of:
                 lines.append(f"    fallback when {f.fallback_of[0]} is unset")
-            prefix = "suggested row: " if f.variable else ""
+            prefix = "suggested row: " if f.variable and f.kind != LAYOUT_OVERRIDE else ""
             lines.append(f"    {prefix}{item.suggestion}")
+    if apart:
+        lines += ["", f"Listed, not gating ({len(apart)}):"]
+        for item in apart:
+            lines.append(f"  {_where(item.finding)}  {_what(item.finding)}")
+            lines.append(f"    {item.finding.kind}: {item.finding.reason}")
+    if elsewhere:
+        platform = _platform(elsewhere[0].platform)
+        lines += ["", f"On other platforms' branches ({len(elsewhere)}; not {platform}):"]
+        for item in elsewhere:
+            on = "/".join(item.finding.runs_on)
+            lines.append(f"  {_where(item.finding)}  {_what(item.finding)}  (only {on})")
     if allowed_items:
         lines += ["", f"Allowed (--allow) ({len(allowed_items)}):"]
         lines += [f"  {_where(i.finding)}  {_what(i.finding)}" for i in allowed_items]
@@ -252,8 +302,44 @@ def text(report: Report) -> str:
         for i in ok:
             lines.append(f"  {_where(i.finding)}  {_what(i.finding)}")
             lines.append(f"    covered by {i.covered_by}: {i.how}")
+    lines += _unfollowed_lines(s)
     lines += ["", "Not seen: " + _blind(s)]
     return "\n".join(lines) + "\n"
+
+
+def _unfollowed_lines(s: Stats) -> list[str]:
+    """Per distribution, what the analysis could not follow, counted, with the first lines."""
+    counts: dict[str, dict[str, int]] = {}
+    for u in s.unfollowed:
+        per = counts.setdefault(u.dist, {})
+        per[u.what] = per.get(u.what, 0) + 1
+    for dist, compiled in s.compiled_by.items():
+        counts.setdefault(dist, {})["compiled module"] = compiled
+    if not counts:
+        return []
+    lines = ["", "Not followed (a location may hide behind each):"]
+    for dist in sorted(counts):
+        parts = [f"{n} {_plural(what, n)}" for what, n in sorted(counts[dist].items(), key=_order)]
+        lines.append(f"  {dist}: {', '.join(parts)}")
+        shown = [u for u in s.unfollowed if u.dist == dist][:SHOWN]
+        lines += [f"    {u.file}:{u.line} {u.what}: {u.text}" for u in shown]
+    return lines
+
+
+#: Unfollowed places listed per distribution (the JSON has them all).
+SHOWN = 5
+_ORDER = ("environment name built at run time", "helper in another module", "compiled module")
+
+
+def _order(item: tuple[str, int]) -> int:
+    return _ORDER.index(item[0]) if item[0] in _ORDER else len(_ORDER)
+
+
+def _plural(what: str, n: int) -> str:
+    if n == 1:
+        return what
+    head, _, tail = what.partition(" ")
+    return f"{head}s {tail}".strip()
 
 
 def _blind(s: Stats) -> str:
@@ -298,12 +384,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="accept a variable name, or a location pattern (fnmatch, e.g. '/tmp/*'), as known "
         "to be fine; repeat for more",
     )
+    p.add_argument(
+        "--platform",
+        default=sys.platform,
+        choices=sorted({*PLATFORMS, sys.platform}),
+        help="the platform whose sys.platform/os.name branches count (default: this one, "
+        f"{sys.platform}); findings on other platforms' branches are listed apart",
+    )
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        report = audit(args.paths, args.allow)
+        report = audit(args.paths, args.allow, args.platform)
     except (ValueError, OSError) as exc:
         sys.stderr.write(f"cacheroot audit: {exc}\n")
         return 2

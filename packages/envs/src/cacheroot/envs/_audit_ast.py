@@ -19,28 +19,34 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import _cacheroot_layout as _layout
 from _cacheroot_layout import TABLE
+
+from ._audit_flow import fetched_in_memory, is_test_file, kind_of, origins, runs_on, sink_paths
+from ._audit_names import (
+    _JOINERS,
+    _PATH_METHODS,
+    _WRAPPERS,
+    CACHE,
+    LAYOUT_OVERRIDE,
+    UNCACHED_DOWNLOAD,
+)
+from ._audit_names import dotted as _dotted
+from ._readers import FUNCTIONS, VARIABLES
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 
 #: Calls that read an environment variable: ``(name, default)`` are their first two arguments.
-_ENV_CALLS = frozenset(
-    {
-        "os.getenv",
-        "getenv",
-        "os.environ.get",
-        "environ.get",
-        "os.environ.setdefault",
-        "environ.setdefault",
-    }
-)
-_ENVIRON = frozenset({"os.environ", "environ"})
+#: (``from os import environ, getenv`` is read as ``os.environ``, ``os.getenv``: a bare
+#: ``environ`` of another origin, such as a parameter, is a mapping the audit cannot know.)
+_ENV_CALLS = frozenset({"os.getenv", "os.environ.get", "os.environ.setdefault"})
+_ENVIRON = frozenset({"os.environ"})
 #: Names of bases, rendered as ``~`` or ``$TMPDIR`` rather than reported on their own.
 _BASES = {"HOME": "~", "USERPROFILE": "~", "TMPDIR": "$TMPDIR", "TEMP": "$TMPDIR", "TMP": "$TMPDIR"}
 XDG = "XDG_CACHE_HOME"
-_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
+_ENV_NAME = re.compile(r"_*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
 #: Last words of a variable that names a location.
 _PATH_WORDS = frozenset(
     {"DIR", "DIRS", "DIRECTORY", "PATH", "ROOT", "HOME", "CACHE", "BASE", "FOLDER", "LOCATION"}
@@ -67,44 +73,6 @@ _NOT_CACHE_WORDS = frozenset(
     }
 )
 
-#: Calls that build a path from their arguments (joined with ``/``).
-_JOINERS = frozenset(
-    {
-        "os.path.join",
-        "path.join",
-        "join",
-        "Path",
-        "pathlib.Path",
-        "PurePath",
-        "PosixPath",
-        "pathlib.PurePath",
-        "pathlib.PosixPath",
-    }
-)
-#: Calls that return their (first) argument's path, expanded or normalised.
-_WRAPPERS = frozenset(
-    {
-        "str",
-        "os.fspath",
-        "os.path.abspath",
-        "os.path.realpath",
-        "os.path.normpath",
-        "os.path.expanduser",
-        "os.path.expandvars",
-        "path.abspath",
-        "path.realpath",
-        "path.normpath",
-        "path.expanduser",
-        "path.expandvars",
-        "expanduser",
-        "abspath",
-        "realpath",
-    }
-)
-#: Methods of a path object that return the same place.
-_PATH_METHODS = frozenset(
-    {"expanduser", "resolve", "absolute", "as_posix", "joinpath", "__fspath__", "expandvars"}
-)
 _HOME_CALLS = frozenset({"Path.home", "pathlib.Path.home", "PosixPath.home"})
 _TMP_CALLS = frozenset({"tempfile.gettempdir", "gettempdir", "tempfile.gettempdirb"})
 _USER_CACHE = frozenset({"user_cache_dir", "user_cache_path"})
@@ -112,6 +80,12 @@ _TMP_PREFIXES = ("/tmp/", "/var/tmp/")  # noqa: S108 - the literals this audit l
 _TMP_DIRS = ("/tmp", "/var/tmp")  # noqa: S108
 #: Every name the layout table knows: a read of one is always a finding (covered by its row).
 _LAYOUT_NAMES = frozenset({v.name for v in TABLE} | {n for v in TABLE for n in v.legacy})
+#: The modules that spell the layout's names (their constants hold the names).
+_LAYOUT_MODULES = frozenset({"cacheroot.envs", "_cacheroot_layout"})
+#: Last parts of a project's module of environment variables, read by attribute (``envs.X``).
+_ENVS_MODULES = frozenset({"envs", "env", "environment_variables"})
+#: The value of a name bound in a way that cannot be followed (a parameter, a loop variable).
+UNFOLLOWED = ast.Constant(None)
 #: Where a ``/tmp`` literal is data, not a place written to (docstrings, tests, containers).
 _NOT_A_USE = (ast.Expr, ast.Compare, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.Subscript)
 #: Words of a keyword argument that make a ``/tmp`` literal given to a class a place all the
@@ -193,6 +167,26 @@ TMP_LITERAL = "/tmp literal"  # noqa: S108 - a label, not a path
 PLATFORMDIRS = "platformdirs.user_cache_dir"
 XDG_HONOURED = "XDG_CACHE_HOME honoured"
 XDG_IGNORED = "XDG_CACHE_HOME ignored"
+KNOWN_READER = "known reader"
+#: What an :class:`Unfollowed` is.
+RUN_TIME_NAME = "environment name built at run time"
+HELPER = "helper in another module"
+#: Classes of platformdirs and appdirs whose attributes name directories.
+_DIRS_CLASSES = frozenset({"PlatformDirs", "AppDirs"})
+#: Standard-library modules: a call of theirs is not a helper left unread.
+_STDLIB_ROOTS = frozenset({"os", "sys", "re", "json", "hashlib", "time", "functools", "io"})
+
+
+@dataclass(frozen=True)
+class Unfollowed:
+    """A place the analysis could not follow: a name built at run time, a helper in another
+    module. Counted per package, so that nothing found never reads as nothing there."""
+
+    dist: str
+    file: str
+    line: int
+    what: str
+    text: str
 
 
 @dataclass
@@ -215,6 +209,11 @@ class Finding:
     default: str
     style: tuple[str, ...]
     fallback_of: tuple[str, int] | None = None
+    #: What lies there (:data:`KINDS`), and why the audit says so.
+    kind: str = CACHE
+    reason: str = ""
+    #: The platforms (``sys.platform`` values) on whose branch it lies; ``()``: every one.
+    runs_on: tuple[str, ...] = ()
 
     @property
     def upstream(self) -> str:
@@ -252,24 +251,61 @@ class Rendered:
         return self.variables[0] if self.variables and self.text.startswith("$") else None
 
 
-def _dotted(node: ast.AST) -> str:
-    """``os.path.join`` for that attribute chain, ``""`` for anything else."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
-
-
 def _callee(node: ast.Call) -> str:
     """The last name of what is called (``EnvVar`` for ``env.EnvVar(...)``)."""
     func = node.func
     if isinstance(func, ast.Attribute):
         return func.attr
     return func.id if isinstance(func, ast.Name) else ""
+
+
+#: Modules whose aliases are followed (``import os.path as osp``, ``from pathlib import Path
+#: as P``): every name of theirs the audit knows is spelled in full in the sets above.
+_ALIAS_ROOTS = frozenset(
+    {"os", "pathlib", "tempfile", "platformdirs", "appdirs", "urllib", "torch", "requests"}
+    | {"sys", "shutil", "subprocess", "platform", "io", "httpx"}
+)
+#: Names of ``os`` that are always read in full, aliased or not.
+_OS_NAMES = frozenset({"environ", "getenv", "path", "makedirs", "mkdir", "putenv"})
+
+
+class _Aliases(ast.NodeTransformer):
+    """Spells every alias of a followed module in full (``osp.join`` -> ``os.path.join``)."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        target = self.names.get(node.id)
+        if target is None or not isinstance(node.ctx, ast.Load):
+            return node
+        parts = target.split(".")
+        new: ast.expr = ast.Name(parts[0], ast.Load())
+        for part in parts[1:]:
+            new = ast.Attribute(new, part, ast.Load())
+        for child in ast.walk(new):
+            ast.copy_location(child, node)
+        return new
+
+
+def canonical(tree: ast.Module) -> ast.Module:
+    """``tree`` with the aliases of the modules the audit knows spelled in full."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.asname != a.name and a.name.split(".")[0] in _ALIAS_ROOTS:
+                    names[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.split(".")[0] not in _ALIAS_ROOTS:
+                continue
+            for a in node.names:
+                local = a.asname or a.name
+                if local != a.name or (node.module == "os" and a.name in _OS_NAMES):
+                    names[local] = f"{node.module}.{a.name}"
+    if names:
+        _Aliases(names).visit(tree)
+    return tree
 
 
 _Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -286,8 +322,14 @@ class _EnvRead:
 class _Module:
     """One parsed file: scopes, simple assignments, local functions, and the findings."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, file: str = "") -> None:
         self.tree = tree
+        self.file = file
+        #: Names bound by ``from M import N`` (local name -> ``M.N``), and by ``import M``.
+        self.imported: dict[str, str] = {}
+        self.modules: set[str] = set()
+        #: ``with E as NAME``: what ``NAME`` was made from, by scope and name.
+        self.with_values: dict[tuple[_Scope, str], ast.expr] = {}
         self.parent: dict[ast.AST, ast.AST] = {}
         self.scope_of: dict[ast.AST, _Scope] = {}
         self.assigns: dict[_Scope, dict[str, list[ast.expr]]] = {}
@@ -328,6 +370,13 @@ class _Module:
                 )
             elif isinstance(current, ast.withitem):
                 self._unfollowable(sc, current.optional_vars)
+                if isinstance(current.optional_vars, ast.Name):
+                    self.with_values[(sc, current.optional_vars.id)] = current.context_expr
+            elif isinstance(current, ast.ImportFrom) and current.module and not current.level:
+                for alias in current.names:
+                    self.imported[alias.asname or alias.name] = f"{current.module}.{alias.name}"
+            elif isinstance(current, ast.Import):
+                self.modules.update((a.asname or a.name).split(".")[0] for a in current.names)
             elif isinstance(current, ast.AugAssign | ast.For | ast.AsyncFor):
                 self._unfollowable(sc, current.target)
                 if not isinstance(current, ast.AugAssign):
@@ -339,6 +388,14 @@ class _Module:
                     self._unfollowable(inner, ast.Name(arg.arg, ast.Store()))
             elif isinstance(current, ast.Name) and isinstance(current.ctx, ast.Load):
                 self.loads.setdefault(current.id, []).append(current)
+                if self._imported_read(current.id) is not None:
+                    self.candidates.append(current)
+            elif (
+                isinstance(current, ast.Attribute)
+                and isinstance(current.ctx, ast.Load)
+                and (current.attr in _USER_CACHE or current.attr in _LAYOUT_NAMES)
+            ):
+                self.candidates.append(current)
             elif isinstance(current, ast.Call | ast.Subscript):
                 self.candidates.append(current)
                 if isinstance(current, ast.Call) and isinstance(current.func, ast.Name):
@@ -357,7 +414,14 @@ class _Module:
 
     def base_call(self, node: ast.AST) -> bool:
         """Whether ``node`` is a bare base: ``Path.home()``, ``expanduser("~...")``,
-        ``gettempdir()``, ``user_cache_dir(...)``."""
+        ``gettempdir()``, ``user_cache_dir(...)`` (``PlatformDirs(...).user_cache_dir`` too),
+        ``os.environ["HOME"]``, or a known reader's function (``torch.hub.get_dir()``)."""
+        if self.reader_call(node):
+            return True
+        if isinstance(node, ast.Subscript | ast.Call):
+            read = self.env_read(node)
+            if read is not None:
+                return read.name in _BASES
         if not isinstance(node, ast.Call):
             return False
         name = _dotted(node.func)
@@ -368,6 +432,28 @@ class _Module:
             return text is not None and text.startswith("~")
         return False
 
+    def reader_call(self, node: ast.AST) -> bool:
+        """A call of the known readers' table, or a platformdirs/appdirs object's cache
+        directory (``PlatformDirs("x").user_cache_dir``)."""
+        if isinstance(node, ast.Call):
+            return _dotted(node.func) in FUNCTIONS
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr in _USER_CACHE
+            and isinstance(node.value, ast.Call)
+            and _callee(node.value) in _DIRS_CLASSES
+        )
+
+    def helper(self, node: ast.Call) -> bool:
+        """Whether ``node`` calls a function of another module, which the audit does not read
+        (``from demo.paths import default_root``; ``demo_paths.default_root()``)."""
+        func = node.func
+        if isinstance(func, ast.Name):
+            source = self.imported.get(func.id, "")
+            return bool(source) and source.split(".")[0] not in _ALIAS_ROOTS
+        root = _dotted(func).split(".")[0]
+        return root in self.modules and root not in _ALIAS_ROOTS and root not in _STDLIB_ROOTS
+
     def _base_loads(self) -> list[ast.expr]:
         """Uses of a name given a bare base once (``home = os.path.expanduser("~")``): the
         place is built where the name is used (``os.path.join(home, ".x")``)."""
@@ -376,6 +462,8 @@ class _Module:
             for name, values in names.items():
                 if len(values) != 1 or not self.base_call(values[0]):
                     continue
+                if not _trivial(self.render(values[0], scope).text):
+                    continue  # a whole location, reported where it is made
                 found.extend(
                     load
                     for load in self.loads.get(name, [])
@@ -414,7 +502,7 @@ class _Module:
         for node in ast.walk(target):
             if isinstance(node, ast.Name):
                 self.assigns.setdefault(scope, {}).setdefault(node.id, []).extend(
-                    [ast.Constant(None), ast.Constant(None)]  # two values: never followed
+                    [UNFOLLOWED, UNFOLLOWED]  # two values: never followed as one
                 )
 
     # -- names and constants --------------------------------------------------------------
@@ -427,14 +515,49 @@ class _Module:
                 return values[0] if len(values) == 1 else None
         return None
 
+    def values_of(self, name: str, scope: _Scope) -> list[ast.expr] | None:
+        """Every value ``name`` is given in ``scope`` (else at module level), in every branch;
+        ``None`` where one of them cannot be followed (a parameter, a loop variable)."""
+        for sc in (scope, self.tree):
+            values = self.assigns.get(sc, {}).get(name)
+            if values is not None:
+                return None if any(v is UNFOLLOWED for v in values) else values
+        return None
+
     def string(self, node: ast.expr | None, scope: _Scope) -> str | None:
-        """The string ``node`` is, directly or through one constant name."""
+        """The string ``node`` is, directly or through one constant name (a layout name
+        imported from another module included)."""
         for _ in range(3):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 return node.value
             if not isinstance(node, ast.Name):
                 return None
-            node = self.value_of(node.id, scope)
+            value = self.value_of(node.id, scope)
+            if value is None:
+                return self._imported_name(node.id)
+            node = value
+        return None
+
+    def _imported_name(self, name: str) -> str | None:
+        """The variable name an imported constant holds: the layout's own constants by their
+        value (``VLLM_TEST_CACHE`` is ``"_VLLM_TEST_CACHE"``), a layout name of another module
+        by itself."""
+        source = self.imported.get(name)
+        if source is None:
+            return None
+        module = source.rpartition(".")[0]
+        if module in _LAYOUT_MODULES:
+            value = getattr(_layout, source.rpartition(".")[2], None)
+            return value if isinstance(value, str) and _ENV_NAME.fullmatch(value) else None
+        return name if name in _LAYOUT_NAMES else None
+
+    def _imported_read(self, name: str) -> str | None:
+        """A layout variable imported from a project's ``envs`` module (vLLM's ``from vllm.envs
+        import VLLM_CACHE_ROOT``): a read of that variable wherever it is used."""
+        source = self.imported.get(name, "")
+        module, _, attr = source.rpartition(".")
+        if attr in _LAYOUT_NAMES and module.rpartition(".")[2] in _ENVS_MODULES:
+            return attr if module not in _LAYOUT_MODULES else None
         return None
 
     # -- environment reads ----------------------------------------------------------------
@@ -442,6 +565,13 @@ class _Module:
     def env_read(self, node: ast.AST) -> _EnvRead | None:  # noqa: PLR0911 - one per form
         """The environment read ``node`` is, if any."""
         scope = self.scope_of.get(node, self.tree)
+        if isinstance(node, ast.Attribute) and node.attr in _LAYOUT_NAMES:
+            # ``envs.VLLM_CACHE_ROOT``: a project's module of variables, read by attribute.
+            owner = _dotted(node.value).rpartition(".")[2]
+            return _EnvRead(node, node.attr, None, scope) if owner in _ENVS_MODULES else None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            name = self._imported_read(node.id)
+            return _EnvRead(node, name, None, scope) if name else None
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
             if _dotted(node.value) in _ENVIRON:
                 name = self.string(node.slice, scope)
@@ -460,6 +590,8 @@ class _Module:
         callee = _callee(node).lower()
         if "env" not in callee and "xdg" not in callee:
             return None
+        if callee.startswith(("set", "put", "del", "unset", "update")):
+            return None  # monkeypatch.setenv(NAME, value) writes the variable
         # A project's own wrapper (``EnvVar(name, default)``, ``_readenv(name, type, default)``):
         # its default is the first later argument that is not a bare type.
         for arg in node.args[1:]:
@@ -495,6 +627,8 @@ class _Module:
         if isinstance(node, ast.Call):
             return self._render_call(node, scope, d)
         if isinstance(node, ast.Name):
+            if node.id == "__file__":
+                return Rendered("{__file__}")
             value = self.value_of(node.id, scope)
             if value is None or isinstance(value, ast.Lambda) or node.id in self._resolving:
                 return _opaque(node)
@@ -531,6 +665,12 @@ class _Module:
             return _opaque(node)
         if isinstance(node, ast.Lambda):
             return self.render(node.body, node, d)
+        if isinstance(node, ast.Attribute):
+            if node.attr == "parent":
+                inner = self.render(node.value, scope, d)
+                return Rendered(f"{inner.text}/..", inner.variables, inner.style)
+            if self.reader_call(node) and isinstance(node.value, ast.Call):
+                return self._render_user_cache(node.value, scope, d)
         return _opaque(node)
 
     def _render_read(self, read: _EnvRead, depth: int) -> Rendered:
@@ -543,7 +683,7 @@ class _Module:
             return Rendered(f"${read.name}", (read.name,), style)
         return Rendered(f"${{{read.name}:-{default.text}}}", (read.name, *default.variables), style)
 
-    def _render_call(  # noqa: PLR0911 - one case per kind of call
+    def _render_call(  # noqa: PLR0911, PLR0912 - one case per kind of call
         self, node: ast.Call, scope: _Scope, depth: int
     ) -> Rendered:
         name = _dotted(node.func)
@@ -553,15 +693,10 @@ class _Module:
         if name in _TMP_CALLS:
             return Rendered("$TMPDIR", style=frozenset({GETTEMPDIR}))
         if _callee(node) in _USER_CACHE:
-            first = (
-                args[0]
-                if args
-                else next((k.value for k in node.keywords if k.arg == "appname"), None)
-            )
-            app = self.render(first, scope, depth).text
-            return Rendered(
-                f"${XDG}/{app}".rstrip("/"), (XDG,), frozenset({PLATFORMDIRS, XDG_HONOURED})
-            )
+            return self._render_user_cache(node, scope, depth)
+        known = FUNCTIONS.get(name)
+        if known is not None:
+            return Rendered(known.location, known.variables, frozenset({KNOWN_READER}))
         if name in _JOINERS or (name.endswith(".join") and "path" in name):
             if not args:
                 return Rendered(".")
@@ -584,6 +719,17 @@ class _Module:
             if returned is not None:
                 return self.render(returned, self.functions[func.id], depth)
         return _opaque(node)
+
+    def _render_user_cache(self, node: ast.Call, scope: _Scope, depth: int) -> Rendered:
+        """``user_cache_dir("x")`` or ``PlatformDirs("x")``: ``$XDG_CACHE_HOME/x``."""
+        args = node.args
+        first = (
+            args[0] if args else next((k.value for k in node.keywords if k.arg == "appname"), None)
+        )
+        app = self.render(first, scope, depth).text
+        return Rendered(
+            f"${XDG}/{app}".rstrip("/"), (XDG,), frozenset({PLATFORMDIRS, XDG_HONOURED})
+        )
 
 
 def _single_return(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
@@ -647,6 +793,10 @@ def interesting(name: str, default: Rendered) -> bool:
     words = name.split("_")
     if _CACHE_WORDS.intersection(words) or "CACHE" in words[-1]:
         return True
+    if default.root == "var" and default.variables:
+        # ``X_HOME`` whose default is a cache variable (``${X_HOME:-$HF_HOME}``).
+        first = default.variables[0]
+        return first in _LAYOUT_NAMES or "CACHE" in first
     return default.root in ("home", "tmp", "xdg")
 
 
@@ -696,6 +846,11 @@ class _Visitor:
     def __init__(self, module: _Module, dist: str, version: str, file: str) -> None:
         self.m = module
         self.dist, self.version, self.file = dist, version, file
+        self._extra: list[Finding] = []
+        self.unfollowed: list[Unfollowed] = []
+        self.node_of: dict[int, ast.AST] = {}
+        self.sink_of: dict[int, tuple[str, str]] = {}
+        self.note_of: dict[int, str] = {}
 
     def _composing(self, child: ast.AST) -> ast.AST | None:  # noqa: PLR0911 - one per form
         """The node that builds a larger path from ``child``, or ``None``."""
@@ -785,48 +940,337 @@ class _Visitor:
             return read is not None and read.default is node
         return isinstance(parent, ast.Assign | ast.AnnAssign)
 
-    def findings(self) -> list[Finding]:
-        """Every finding of the module, by line."""
+    def findings(self) -> list[Finding]:  # noqa: PLR0912, PLR0915 - one pass, one case each
+        """Every finding of the module, by line (:attr:`unfollowed` holds what was not seen)."""
+        overrides = self._overrides()
+        hidden = {id(n) for f in overrides for n in ast.walk(self.node_of[id(f)])}
         reads: list[tuple[_EnvRead, Finding, bool]] = []
         paths: list[tuple[ast.AST, Finding]] = []
         seen: set[int] = set()
+        by_source: dict[int, Finding] = {}
+        by_top: dict[int, Finding] = {}
         for node in self.m.candidates:
+            if id(node) in hidden:
+                continue
             read = self.m.env_read(node)
-            if read is not None:
+            if read is not None and read.name not in _BASES:
                 found = self._read_finding(read)
                 if found is not None:
                     reads.append((read, *found))
                 continue
+            self._runtime_name(node)
             if not self._is_source(node):
                 continue
             top, nested = self._outermost(node)
-            if nested or id(top) in seen or self._inside_env_read(top):
+            if nested or self._inside_env_read(top):
+                continue
+            if id(top) in seen:
+                if id(top) in by_top:
+                    by_source[id(node)] = by_top[id(top)]
                 continue
             seen.add(id(top))
             if self._used_by_name(top):
                 continue
             rendered = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
-            if rendered.root not in ("home", "tmp", "xdg") or _trivial(rendered.text):
+            known = self.m.reader_call(node)
+            if (rendered.root not in ("home", "tmp", "xdg") and not known) or _trivial(
+                rendered.text
+            ):
                 continue
             if not_a_cache(rendered.text) or self.m.credential(top):
                 continue
-            variable = rendered.first_variable if rendered.root == "xdg" else None
+            variable = rendered.first_variable if rendered.root in ("xdg", "var") else None
             line = getattr(top, "lineno", 0)
             text, style = rendered.text, _style(rendered)
-            paths.append(
-                (
-                    top,
-                    Finding(self.dist, self.version, self.file, line, variable, text, text, style),
-                )
+            found_path = Finding(
+                self.dist, self.version, self.file, line, variable, text, text, style
             )
+            if known:
+                reader = FUNCTIONS.get(_dotted(node.func)) if isinstance(node, ast.Call) else None
+                if reader is not None:
+                    found_path.kind = reader.kind
+                    found_path.reason = f"read by {reader.source}"
+            paths.append((top, found_path))
+            by_top[id(top)] = found_path
+            self.node_of[id(found_path)] = top
+            by_source[id(node)] = found_path
+        promoted = self._follow_sinks(reads, by_source)
         tied = self._attribute(reads, paths)
         # A read whose name alone does not say "cache" counts once a fixed place falls back on
-        # it (``TORCH_EXTENSIONS_DIR``, whose default is built in another function).
-        out = [f for _, f, keep in reads if keep or id(f) in tied] + [f for _, f in paths]
+        # it (``TORCH_EXTENSIONS_DIR``, whose default is built in another function), or once its
+        # value reaches a write.
+        out = [f for _, f, keep in reads if keep or id(f) in tied or id(f) in promoted]
+        out += [f for _, f in paths] + overrides + self._children() + self._uncached()
+        for each in out:
+            self._classify(each)
         return sorted(out, key=lambda f: (f.line, f.variable or ""))
 
-    def _read_finding(self, read: _EnvRead) -> tuple[Finding, bool] | None:
-        """The finding of a read, and whether it counts on its own; ``None``: not a place."""
+    # -- following values -----------------------------------------------------------------
+
+    def _follow_sinks(
+        self, reads: list[tuple[_EnvRead, Finding, bool]], by_source: dict[int, Finding]
+    ) -> set[int]:
+        """Follow each written path back to its origins; the ids of the reads it reached."""
+
+        by_read = {id(r.node): f for r, f, _ in reads}
+        promoted: set[int] = set()
+        for node in self.m.candidates:
+            if not isinstance(node, ast.Call):
+                continue
+            scope = self.m.scope_of.get(node, self.m.tree)
+            for path, sink, how in sink_paths(node, _dotted(node.func)):
+                for leaf in origins(self.m, path, scope):
+                    self._reached(
+                        leaf,
+                        call=node,
+                        path=path,
+                        sink=(sink, how),
+                        by_read=by_read,
+                        by_source=by_source,
+                        reads=reads,
+                    )
+                    found = by_read.get(id(leaf))
+                    if found is not None:
+                        promoted.add(id(found))
+        return promoted
+
+    def _reached(
+        self,
+        leaf: ast.AST,
+        *,
+        call: ast.Call,
+        path: ast.expr,
+        sink: tuple[str, str],
+        by_read: dict[int, Finding],
+        by_source: dict[int, Finding],
+        reads: list[tuple[_EnvRead, Finding, bool]],
+    ) -> None:
+        """Note that ``leaf`` reached the write ``call``: mark its finding, make one for a read
+        no name made a place, for a path beside the source file, count a helper."""
+        line = f"line {call.lineno}"
+        read = self.m.env_read(leaf)
+        if read is not None and read.name not in _BASES:
+            found = by_read.get(id(leaf))
+            if found is None:
+                made = self._read_finding(read, force=True)
+                if made is None:
+                    return
+                found = made[0]
+                reads.append((read, found, True))
+                by_read[id(leaf)] = found
+            self.sink_of.setdefault(id(found), (sink[0], f"{sink[1]} ({line})"))
+        elif isinstance(leaf, ast.Name) and leaf.id == "__file__":
+            scope = self.m.scope_of.get(call, self.m.tree)
+            text = self.m.render(path, scope).text
+            found = Finding(self.dist, self.version, self.file, call.lineno, None, text, text, ())
+            self.note_of[id(found)] = f"beside the source file: {sink[1]} ({line})"
+            self.node_of[id(found)] = call
+            self.sink_of[id(found)] = (sink[0], "")
+            by_source[id(call)] = found
+            self._extra.append(found)
+        elif isinstance(leaf, ast.Call) and self.m.helper(leaf):
+            self._unfollowed(leaf, HELPER)
+        elif id(leaf) in by_source:
+            found = by_source[id(leaf)]
+            self.sink_of.setdefault(id(found), (sink[0], f"{sink[1]} ({line})"))
+
+    def _children(self) -> list[Finding]:
+        """A path beside the source file handed to a child through ``env=``; and what
+        :meth:`_reached` made for writes beside it."""
+
+        out = list(self._extra)
+        for key, value, _ in self._env_entries():
+            scope = self.m.scope_of.get(value, self.m.tree)
+            if not any(
+                isinstance(o, ast.Name) and o.id == "__file__"
+                for o in origins(self.m, value, scope)
+            ):
+                continue
+            text = self.m.render(value, scope).text
+            found = Finding(self.dist, self.version, self.file, value.lineno, key, text, text, ())
+            self.note_of[id(found)] = f"beside the source file, handed to a child as {key}"
+            self.node_of[id(found)] = value
+            out.append(found)
+        return out
+
+    def _env_entries(self) -> list[tuple[str, ast.expr, ast.AST]]:
+        """``(name, value, node)`` of every entry of an ``env=`` mapping given to a call (a
+        dict literal, directly or through a name, or ``dict(..., NAME=value)``)."""
+        out: list[tuple[str, ast.expr, ast.AST]] = []
+        for node in self.m.candidates:
+            if not isinstance(node, ast.Call):
+                continue
+            for keyword in node.keywords:
+                if keyword.arg != "env":
+                    continue
+                scope = self.m.scope_of.get(node, self.m.tree)
+                value: ast.expr | None = keyword.value
+                if isinstance(value, ast.Name):
+                    value = self.m.value_of(value.id, scope)
+                out += self._mapping_entries(value, scope)
+        return out
+
+    def _mapping_entries(
+        self, value: ast.expr | None, scope: _Scope
+    ) -> list[tuple[str, ast.expr, ast.AST]]:
+        out: list[tuple[str, ast.expr, ast.AST]] = []
+        if isinstance(value, ast.Dict):
+            for key, item in zip(value.keys, value.values, strict=True):
+                name = self.m.string(key, scope) if key is not None else None
+                if name is not None:
+                    out.append((name, item, value))
+        elif isinstance(value, ast.Call) and _callee(value) == "dict":
+            out += [(k.arg, k.value, value) for k in value.keywords if k.arg]
+        return out
+
+    def _overrides(self) -> list[Finding]:  # noqa: PLR0912 - one case per way of setting
+        """Test code that sets a layout variable: ``monkeypatch.setenv(NAME, ...)``,
+        ``os.environ[NAME] = ...``, ``os.environ.update(...)``, ``mock.patch.dict(os.environ,
+        ...)``, an ``env=`` mapping of a child: the layout's value is overridden."""
+
+        test = is_test_file(self.file)
+        sets: list[tuple[str, ast.expr, ast.AST]] = []
+        for node in ast.walk(self.m.tree):
+            scope = self.m.scope_of.get(node, self.m.tree)
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Subscript) and _dotted(target.value) in _ENVIRON:
+                        name = self.m.string(target.slice, scope)
+                        if name is not None and test:
+                            sets.append((name, node.value, node))
+            if not isinstance(node, ast.Call):
+                continue
+            name_of = _dotted(node.func)
+            args = node.args
+            if _callee(node) == "setenv" and len(args) > 1:
+                name = self.m.string(args[0], scope)
+                if name is not None and (test or "monkeypatch" in name_of):
+                    sets.append((name, args[1], node))
+            elif test and name_of in ("os.putenv",) and len(args) > 1:
+                name = self.m.string(args[0], scope)
+                if name is not None:
+                    sets.append((name, args[1], node))
+            elif test and name_of == "os.environ.update":
+                for value in args[:1]:
+                    sets += self._mapping_entries(value, scope)
+                sets += [(k.arg, k.value, node) for k in node.keywords if k.arg]
+            elif (
+                test
+                and _callee(node) in ("dict", "setitem")
+                and len(args) > 1
+                and _dotted(args[0]) in _ENVIRON
+            ):
+                if _callee(node) == "setitem" and len(args) > 2:
+                    name = self.m.string(args[1], scope)
+                    if name is not None:
+                        sets.append((name, args[2], node))
+                else:
+                    sets += self._mapping_entries(args[1], scope)
+        if test:
+            sets += self._env_entries()
+        out = []
+        for name, value, _ in sets:
+            if name not in _LAYOUT_NAMES:
+                continue
+            scope = self.m.scope_of.get(value, self.m.tree)
+            text = self.m.render(value, scope).text or "{...}"
+            found = Finding(
+                self.dist, self.version, self.file, value.lineno, name, text, "", (),
+                kind=LAYOUT_OVERRIDE,
+                reason=f"test code sets {name}: the layout's value is overridden",
+            )  # fmt: skip
+            self.node_of[id(found)] = value
+            out.append(found)
+        return out
+
+    def _uncached(self) -> list[Finding]:
+        """URLs read into memory (or an anonymous file) on every call, where the function
+        writes no file that could keep them."""
+
+        writing: set[int] = set()
+        for node in self.m.candidates:
+            if isinstance(node, ast.Call) and sink_paths(node, _dotted(node.func)):
+                writing.add(id(self.m.scope_of.get(node, self.m.tree)))
+        out = []
+        for each in ast.walk(self.m.tree):
+            url = fetched_in_memory(self.m, each)
+            scope = self.m.scope_of.get(each, self.m.tree)
+            if url is None or id(scope) in writing:
+                continue
+            text = self.m.render(url, scope).text
+            found = Finding(
+                self.dist, self.version, self.file, getattr(each, "lineno", 0), None, text, "", (),
+                kind=UNCACHED_DOWNLOAD,
+                reason="fetched from the network on every call: no cache keeps it",
+            )  # fmt: skip
+            self.node_of[id(found)] = each
+            out.append(found)
+        return out
+
+    def _runtime_name(self, node: ast.AST) -> None:
+        """Count an environment read whose name is built at run time."""
+        scope = self.m.scope_of.get(node, self.m.tree)
+        name: ast.expr | None = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            name = node.slice if _dotted(node.value) in _ENVIRON else None
+        elif isinstance(node, ast.Call) and _dotted(node.func) in _ENV_CALLS and node.args:
+            name = node.args[0]
+        if name is not None and self.m.string(name, scope) is None:
+            self._unfollowed(node, RUN_TIME_NAME)
+
+    def _unfollowed(self, node: ast.AST, what: str) -> None:
+        line = getattr(node, "lineno", 0)
+        if any(u.line == line and u.what == what for u in self.unfollowed):
+            return
+        self.unfollowed.append(
+            Unfollowed(self.dist, self.file, line, what, _opaque(node).text[1:-1])
+        )
+
+    def _classify(self, found: Finding) -> None:
+        """Set the finding's class (unless known already), reason and platforms."""
+
+        node = self.node_of.get(id(found))
+        if node is not None:
+            found.runs_on = runs_on(self.m, node)
+        note = self.note_of.get(id(found), "")
+        if found.kind != CACHE or found.reason:
+            return
+        reader = VARIABLES.get(found.variable or "")
+        if reader is not None:
+            found.kind, found.reason = reader.kind, f"read by {reader.source}"
+            return
+        sink, how = self.sink_of.get(id(found), ("", ""))
+        names = (found.variable or "", *self._targets(node))
+        found.kind, found.reason = kind_of(names, found.expression, sink)
+        found.reason += "".join(f"; {t}" for t in (note, how) if t)
+
+    def _targets(self, node: ast.AST | None) -> list[str]:
+        """The names a location is given (``PROFILE = ...``; ``output_dir=...``)."""
+        out: list[str] = []
+        current = node
+        for _ in range(6):
+            parent = self.m.parent.get(current) if current is not None else None
+            if parent is None:
+                break
+            if (
+                isinstance(parent, ast.keyword)
+                and parent.arg
+                and not parent.arg.startswith("cache")
+            ):
+                out.append(parent.arg)  # (cache_dir= says where a download goes, not what)
+            if isinstance(parent, ast.Assign | ast.AnnAssign):
+                targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+                out += [t.id for t in targets if isinstance(t, ast.Name)]
+                out += [t.attr for t in targets if isinstance(t, ast.Attribute)]
+                break
+            if isinstance(parent, ast.stmt):
+                break
+            current = parent
+        return out
+
+    def _read_finding(self, read: _EnvRead, *, force: bool = False) -> tuple[Finding, bool] | None:
+        """The finding of a read, and whether it counts on its own; ``None``: not a place
+        (with ``force``: its value reaches a write, so it is one unless it is a switch)."""
         node = read.node
         top, nested = self._outermost(node)
         if nested and top is not node and self._first_outer_read(node) is not None:
@@ -843,8 +1287,14 @@ class _Visitor:
         ):
             default_node = parent.values[1]  # os.environ.get("X") or default
         default = self.m.render(default_node, read.scope)
-        if not place_like(read.name, default):
+        known = read.name in VARIABLES
+        if force:
+            if _switch(default.text) or read.name in _OTHER_XDG:
+                return None
+        elif not known and not place_like(read.name, default):
             return None
+        elif default_node is not None and not known:
+            self._helpers_in(default_node, read.scope)
         expression = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
         found = Finding(
             self.dist,
@@ -856,7 +1306,14 @@ class _Visitor:
             default.text,
             _style(Rendered(default.text, (read.name, *default.variables), default.style)),
         )
-        return found, interesting(read.name, default)
+        self.node_of[id(found)] = node
+        return found, known or interesting(read.name, default)
+
+    def _helpers_in(self, node: ast.AST, scope: _Scope) -> None:
+
+        for leaf in origins(self.m, node, scope):
+            if isinstance(leaf, ast.Call) and self.m.helper(leaf):
+                self._unfollowed(leaf, HELPER)
 
     def _first_outer_read(self, node: ast.AST) -> ast.AST | None:
         current = node
@@ -960,6 +1417,15 @@ def _style(rendered: Rendered) -> tuple[str, ...]:
     return tuple(sorted(style))
 
 
+def analyse(
+    tree: ast.Module, *, dist: str, version: str, file: str
+) -> tuple[list[Finding], list[Unfollowed]]:
+    """Every finding of one parsed file, by line, and what it could not follow."""
+    visitor = _Visitor(_Module(canonical(tree), file), dist, version, file)
+    found = visitor.findings()
+    return found, sorted(visitor.unfollowed, key=lambda u: (u.line, u.what))
+
+
 def places(tree: ast.Module, *, dist: str, version: str, file: str) -> list[Finding]:
     """Every finding of one parsed file, by line."""
-    return _Visitor(_Module(tree), dist, version, file).findings()
+    return analyse(tree, dist=dist, version=version, file=file)[0]

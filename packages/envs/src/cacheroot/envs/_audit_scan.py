@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import distributions
 from typing import TYPE_CHECKING
 
-from ._audit_ast import Finding, places
+from ._audit_ast import Finding, Unfollowed, analyse
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -32,6 +32,16 @@ _NEEDLES = (
     b"/tmp",
     b"user_cache",
     b"~/",
+    b"open(",
+    b"mkdir",
+    b"_dir=",
+    b"_root=",
+    b"urlopen",
+    b"urlretrieve",
+    b"requests.",
+    b"get_dir",
+    b"save_pretrained",
+    b"__file__",
 )
 #: Files that hold code the audit cannot read (compiled modules, native sources).
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
@@ -56,6 +66,9 @@ class Stats:
     native: int = 0
     shipped_tests: int = 0
     unreadable: list[str] = field(default_factory=list)
+    #: What the analysis could not follow, and the compiled modules, per distribution.
+    unfollowed: list[Unfollowed] = field(default_factory=list)
+    compiled_by: dict[str, int] = field(default_factory=dict)
 
 
 def scan_source(data: bytes, *, dist: str, version: str, file: str, stats: Stats) -> list[Finding]:
@@ -69,7 +82,9 @@ def scan_source(data: bytes, *, dist: str, version: str, file: str, stats: Stats
         stats.unparsable.append(f"{dist} {file}" if dist else file)
         return []
     stats.parsed += 1
-    return places(tree, dist=dist, version=version, file=file)
+    found, unfollowed = analyse(tree, dist=dist, version=version, file=file)
+    stats.unfollowed += unfollowed
+    return found
 
 
 def shipped_test(path: str) -> bool:
@@ -79,9 +94,10 @@ def shipped_test(path: str) -> bool:
     return name == "conftest.py" or name.startswith("test_") or not _TEST_PARTS.isdisjoint(dirs)
 
 
-def _count_blind(name: str, stats: Stats) -> None:
+def _count_blind(name: str, stats: Stats, dist: str = "") -> None:
     if name.endswith(COMPILED_SUFFIXES) or ".so." in name.rsplit("/", 1)[-1]:
         stats.compiled += 1
+        stats.compiled_by[dist] = stats.compiled_by.get(dist, 0) + 1
     elif name.endswith(NATIVE_SUFFIXES):
         stats.native += 1
 
@@ -109,7 +125,7 @@ def scan_wheel(path: str, stats: Stats) -> Iterator[Finding]:
                 data = wheel.read(info)
                 yield from scan_source(data, dist=dist, version=version, file=name, stats=stats)
             else:
-                _count_blind(name, stats)
+                _count_blind(name, stats, dist)
 
 
 def scan_sdist(path: str, stats: Stats) -> Iterator[Finding]:
@@ -122,7 +138,7 @@ def scan_sdist(path: str, stats: Stats) -> Iterator[Finding]:
                 continue
             name = member.name.split("/", 1)[1] if "/" in member.name else member.name
             if not name.endswith(".py"):
-                _count_blind(name, stats)
+                _count_blind(name, stats, dist)
                 continue
             if shipped_test(name):
                 stats.shipped_tests += 1
@@ -145,7 +161,7 @@ def scan_directory(path: str, stats: Stats) -> Iterator[Finding]:
             full = os.path.join(current, name)
             rel = os.path.relpath(full, path).replace(os.sep, "/")
             if not name.endswith(".py"):
-                _count_blind(name, stats)
+                _count_blind(name, stats, label)
                 continue
             try:
                 with open(full, "rb") as f:
@@ -171,7 +187,7 @@ def scan_installed(stats: Stats, path: list[str] | None = None) -> Iterator[Find
         for file in dist.files or ():
             rel = str(file)
             if not rel.endswith(".py"):
-                _count_blind(rel, stats)
+                _count_blind(rel, stats, key)
                 continue
             if shipped_test(rel):
                 stats.shipped_tests += 1
