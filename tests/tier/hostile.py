@@ -64,12 +64,15 @@ def snapshot(top: Path) -> Snapshot:
 
 
 def put(root: Path, rel: str, data: bytes, mode: int = 0o644) -> Path:
-    """A settled file (written a month ago)."""
+    """A settled file (written a month ago, as are the directories made for it)."""
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     path.chmod(mode)
-    os.utime(path, (MONTH_AGO, MONTH_AGO))
+    here = path
+    while here != root:
+        os.utime(here, (MONTH_AGO, MONTH_AGO), follow_symlinks=False)
+        here = here.parent
     return path
 
 

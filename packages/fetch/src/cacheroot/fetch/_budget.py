@@ -37,6 +37,11 @@ survey counts as an entry: the next prune or ``tier evict`` removes it (:func:`l
 its pruner is certainly dead (this machine's pid namespace, see :mod:`._proc`) or, where that
 cannot be known (another host), once it was renamed more than :data:`._cache.FOREIGN_STALE`
 seconds ago.
+
+Other jobs write the root. A cache directory that is a link is skipped by the survey, and each
+removal reaches its entry's directory from the root without following a link
+(:func:`._shared.open_below`), so a directory swapped for a link after the survey is refused,
+not followed; trees are removed as :func:`shutil.rmtree` does on systems with ``openat``.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import fnmatch
 import os
 import re
 import shutil
+import stat
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -53,10 +59,11 @@ from . import _proc
 from ._cache import FOREIGN_STALE, Entry, Refused, remove_entry
 from ._in_use import SETTLE, Held, Scan
 from ._root_caches import ENTRY, WHOLE_LABEL, CacheDir, PlainEntry, free_space, inside, listdir
+from ._shared import fd_path, open_below
 from ._survey import HubRevision, Survey, Victim, hub_busy, hub_open, survey
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
 __all__ = ["LEFTOVER", "SETTLE", "Summary", "Victim", "apply", "choose", "leftovers", "plan"]
 
@@ -257,6 +264,7 @@ def leftovers(found: Survey, *, now: float | None = None) -> list[tuple[Victim, 
                     label=f"{rel}{name}",
                     reason="left renamed aside by a prune that was stopped before deleting it",
                     ref=os.path.join(directory, match["name"]),
+                    base=found.root if inside(cache.path, found.root) else cache.path,
                 )
                 found_.append((victim, scan.busy))
     return found_
@@ -310,17 +318,35 @@ def _remove_leftover(v: Victim, held: Held) -> str:
                 os.rename(v.path, original)
         return late
     try:
-        _rmtree(v.path)
+        with _reached(v) as path:
+            _rmtree(path)
+            head = os.path.dirname(path)
+            name = os.path.basename(original)
+            if not os.path.lexists(os.path.join(head, name)):
+                for suffix in _SIDECARS:
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(head, f".{name}{suffix}"))
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
         raise _Denied(_cannot(v.path, exc)) from None
-    head, name = os.path.split(original)
-    if not os.path.lexists(original):
-        for suffix in _SIDECARS:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(head, f".{name}{suffix}"))
     return ""
+
+
+@contextlib.contextmanager
+def _reached(v: Victim, path: str = "") -> Iterator[str]:
+    """A path for ``path`` (default: the victim's) whose directory was reached from the
+    victim's base without following a link: a directory swapped for one since the survey is
+    refused (:class:`OSError`), never followed."""
+    path = path or v.path
+    if not v.base:
+        yield path
+        return
+    fd = open_below(v.base, os.path.relpath(os.path.dirname(path), v.base))
+    try:
+        yield fd_path(fd, os.path.basename(path))
+    finally:
+        os.close(fd)
 
 
 class _Denied(Exception):  # noqa: N818 - control flow inside this module
@@ -339,9 +365,11 @@ def _set_aside(v: Victim, held: Held, now: float, aside: list[tuple[Victim, str]
         aside.append((v, ""))
         return ""
     head, name = os.path.split(v.path)
-    moved = os.path.join(head, f".{name}.{_proc.machine_tag()}-{os.getpid()}.pruned")
+    aside_name = f".{name}.{_proc.machine_tag()}-{os.getpid()}.pruned"
+    moved = os.path.join(head, aside_name)
     try:
-        os.rename(v.path, moved)
+        with _reached(v) as path:
+            os.rename(path, os.path.join(os.path.dirname(path), aside_name))
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
@@ -359,15 +387,16 @@ def _settle_aside(aside: list[tuple[Victim, str]], done: Summary) -> None:
         late = Scan([moved or v.path], held, 0.0, 0.0).busy
         if late:
             if moved:
-                with contextlib.suppress(OSError):
-                    os.rename(moved, v.path)
+                with contextlib.suppress(OSError), _reached(v, moved) as path:
+                    os.rename(path, os.path.join(os.path.dirname(path), os.path.basename(v.path)))
             done.skipped.append((v, late))
             continue
         try:
             if moved:
-                _rmtree(moved)
+                with _reached(v, moved) as path:
+                    _rmtree(path)
             else:
-                _empty_whole(v.path)
+                _empty_whole(v)
         except OSError as exc:
             done.refused.append((v, _cannot(moved or v.path, exc)))
             continue
@@ -379,15 +408,24 @@ def _settle_aside(aside: list[tuple[Victim, str]], done: Summary) -> None:
     aside.clear()
 
 
-def _empty_whole(path: str) -> None:
+def _empty_whole(v: Victim) -> None:
     """Empty a cache kept as one entry, keeping its directory (tools expect it to exist)."""
-    for name in listdir(path):
-        _rmtree(os.path.join(path, name))
+    if not v.base:
+        for name in listdir(v.path):
+            _rmtree(os.path.join(v.path, name))
+        return
+    fd = open_below(v.base, os.path.relpath(v.path, v.base))
+    try:
+        for name in os.listdir(fd):
+            _rmtree(fd_path(fd, name))
+    finally:
+        os.close(fd)
 
 
 def _rmtree(path: str) -> None:
-    if not os.path.islink(path) and os.path.isdir(path):
-        shutil.rmtree(path)
+    """Remove the file, link or tree ``path`` (never what a link points to)."""
+    if stat.S_ISDIR(os.lstat(path).st_mode):
+        shutil.rmtree(path)  # descriptor-based: a link inside is removed, never followed
     else:
         os.unlink(path)
 

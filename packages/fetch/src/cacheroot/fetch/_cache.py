@@ -147,12 +147,14 @@ def tree_size(path: str) -> int:
 
 
 def _namespaces(cache: str) -> list[str]:
-    """The top-level namespaces: every directory at the top whose name does not start with a dot."""
+    """The top-level namespaces: every directory at the top whose name does not start with a dot
+    (a symbolic link to one is never followed: it is nobody's namespace)."""
     try:
-        names = sorted(os.listdir(cache))
+        with os.scandir(cache) as it:
+            found = [d.name for d in it if d.is_dir(follow_symlinks=False)]
     except OSError:
         return []
-    return [n for n in names if not n.startswith(".") and os.path.isdir(os.path.join(cache, n))]
+    return sorted(n for n in found if not n.startswith("."))
 
 
 def _level(name: str, depth: int, *, is_dir: bool, recorded: bool, moved: bool) -> bool:
@@ -497,15 +499,34 @@ class Refused(Exception):  # noqa: N818 - control flow, shared with the budget
 def remove_entry(entry: Entry) -> str:
     """Remove ``entry`` if nobody works on it; ``""`` when removed, else why it was kept.
 
-    Raises :class:`Refused` (with the reason) when this user may not remove it.
+    Its namespace's directory is reached from the cache without following a link (a namespace
+    swapped for a link since the listing is refused). Raises :class:`Refused` (with the reason)
+    when this user may not remove it.
     """
+    from ._shared import fd_path, open_below  # noqa: PLC0415 - removal only
+
+    cache = entry.path[: -len(f"/{entry.namespace}/{entry.name}")]
+    try:
+        fd = open_below(cache, entry.namespace)
+    except FileNotFoundError:
+        return "gone meanwhile"
+    except OSError as exc:
+        raise Refused(f"cannot remove {entry.path}: {exc.strerror or exc}") from None
+    try:
+        return _remove_at(entry, fd_path(fd, entry.name))
+    finally:
+        os.close(fd)
+
+
+def _remove_at(entry: Entry, path: str) -> str:
+    """:func:`remove_entry` at ``path``, a name in its namespace's directory held open."""
     try:
         if entry.namespace.startswith(QUARANTINE):
-            _remove_tree_or_file(entry.path)
+            _remove_tree_or_file(path)
             with contextlib.suppress(OSError):
-                os.unlink(meta_path(entry.path))
+                os.unlink(meta_path(path))
             return ""
-        lpath = lock_path(entry.path)
+        lpath = lock_path(path)
         lock = PathLock(lpath, timeout=0.0, poll=0.01)
         try:
             lock.acquire()
@@ -513,23 +534,26 @@ def remove_entry(entry: Entry) -> str:
             record = holder(lpath) or {}
             return f"locked by pid {record.get('pid', '?')}"
         except OSError as exc:
-            raise Refused(_no_lock(lpath, exc)) from None
+            raise Refused(_no_lock(lock_path(entry.path), exc)) from None
         try:
-            live = _live_partials(entry.path)
+            live = _live_partials(path)
             if live:
                 return f"being written ({os.path.basename(live[0])})"
-            _remove_tree_or_file(entry.path)
+            _remove_tree_or_file(path)
             # The lock file last, while we hold it: a new fetch makes a new one.
-            for side in (meta_path(entry.path), used_path(entry.path), lpath):
+            for side in (meta_path(path), used_path(path), lpath):
                 with contextlib.suppress(OSError):
                     os.unlink(side)
             forget(entry.path)
         finally:
             lock.release()
     except OSError as exc:
+        where = exc.filename if isinstance(exc.filename, str) else ""
+        if where.startswith(os.path.dirname(path) + os.sep):  # named by its descriptor
+            where = os.path.join(os.path.dirname(entry.path), os.path.basename(where))
         raise Refused(
-            f"cannot remove {exc.filename or entry.path}: {exc.strerror or exc}; run this as "
-            "the cache's owner"
+            f"cannot remove {where or entry.path}: {exc.strerror or exc}; run this as the "
+            "cache's owner"
         ) from None
     return ""
 

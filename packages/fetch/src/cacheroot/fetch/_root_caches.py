@@ -9,12 +9,16 @@ one level further down where a cache keeps its entries in a fixed sub-directory
 (``torch_compile_cache/<hash>``, ``fxgraph/<hash>``); some caches are one entry as a whole. The
 dot-files, locks and partials beside an entry belong to it; a directory that another cache of
 the layout owns is never an entry of the cache around it.
+
+Other jobs write the root, so a cache directory below it that is a symbolic link (or lies
+behind one) is never followed: :func:`not_followed` says why, and the budget skips it.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 from typing import TYPE_CHECKING
 
 from cacheroot.envs import (
@@ -49,6 +53,7 @@ __all__ = [
     "free_space",
     "inside",
     "listdir",
+    "not_followed",
     "plain_entries",
 ]
 
@@ -132,6 +137,30 @@ def caches(root: str, environ: Mapping[str, str] | None = None) -> list[CacheDir
     for cache in found:
         unique.setdefault(cache.path, cache)
     return list(unique.values())
+
+
+def not_followed(root: str, path: str) -> str:
+    """Why the cache directory ``path`` is never looked into (``""``: it may be): a directory
+    from ``root`` down to it is a symbolic link or no directory. A path outside ``root`` (a
+    variable the user set to elsewhere) is the user's own setting and is not judged here."""
+    rel = os.path.relpath(path, root)
+    if rel in {".", ".."} or rel.startswith(".." + os.sep):
+        return ""
+    here = root
+    for part in rel.split(os.sep):
+        here = os.path.join(here, part)
+        try:
+            mode = os.lstat(here).st_mode
+        except OSError:
+            return ""  # not there (yet): nothing to look into
+        if stat.S_ISLNK(mode):
+            return (
+                f"{here} is a symbolic link; never followed (remove it, or point the variable "
+                "at the directory itself)"
+            )
+        if not stat.S_ISDIR(mode):
+            return f"{here} is not a directory"
+    return ""
 
 
 def device(path: str) -> int:

@@ -34,6 +34,7 @@ from ._root_caches import (
     device,
     inside,
     listdir,
+    not_followed,
     plain_entries,
 )
 
@@ -61,7 +62,7 @@ class Victim:
     entry, the scanned revision, the plain entry with its sidecars).
     """
 
-    __slots__ = ("cache", "kind", "label", "last_used", "path", "reason", "ref", "size")
+    __slots__ = ("base", "cache", "kind", "label", "last_used", "path", "reason", "ref", "size")
 
     def __init__(
         self,
@@ -74,6 +75,7 @@ class Victim:
         label: str,
         reason: str = "",
         ref: object = None,
+        base: str = "",
     ) -> None:
         self.cache = cache
         self.path = path
@@ -83,6 +85,8 @@ class Victim:
         self.label = label
         self.reason = reason
         self.ref = ref
+        #: The directory below which no link is followed to reach it (``""``: none).
+        self.base = base
 
     def __repr__(self) -> str:
         return f"Victim({self.cache!r}, {self.label!r}, {self.size})"
@@ -166,14 +170,20 @@ def survey(
     """Look at every cache of ``root``: what could go, when it was used, what is busy now."""
     now = time.time() if now is None else now
     found = Survey(root)
-    found.caches = [c for c in caches(root, environ) if os.path.isdir(c.path)]
+    every = caches(root, environ)
+    for cache in every:
+        why = not_followed(root, cache.path)
+        if why:
+            found.notes.append(f"skipped {cache.name} ({cache.path}): {why}")
+        elif os.path.isdir(cache.path):
+            found.caches.append(cache)
     held = Held()
     if held.hidden:
         found.notes.append(
             f"{held.hidden} processes could not be inspected (another user's): files they "
             "hold open are protected only by locks and the settle time"
         )
-    dirs = [c.path for c in found.caches]
+    dirs = [c.path for c in every]  # a skipped cache's directory is no entry of another
     for cache in found.caches:
         claimed = [d for d in dirs if d != cache.path and inside(d, cache.path)]
         if cache.kind == TEST_ENTRY:
@@ -199,9 +209,16 @@ def _survey_plain(
             kind=ENTRY,
             label=label,
             ref=entry,
+            base=_base(found.root, cache.path),
         )
         found.candidates.append(Candidate(victim, entry.busy() or scan.busy, dev))
         found.total += scan.size
+
+
+def _base(root: str, path: str) -> str:
+    """Where no link is followed from to reach the entries of the cache at ``path``: the root
+    when the cache lies in it, else the cache itself (a directory the user set)."""
+    return root if inside(path, root) else path
 
 
 def _survey_test(found: Survey, cache: CacheDir, held: Held, now: float) -> None:
@@ -263,6 +280,24 @@ def hub_open(rev: Any, held: Held) -> str:
     return ""
 
 
+def _leaves_repo(repo: Any) -> str:
+    """Why removing a revision of ``repo`` could reach outside it (``""``: it cannot): the
+    repository or a snapshot is a link, or a snapshot's file links out of the repository's
+    blobs (huggingface_hub would delete that file as a blob)."""
+    repo_path = str(repo.repo_path)
+    if os.path.islink(repo_path):
+        return f"{repo_path} is a symbolic link; never followed"
+    blobs = os.path.join(repo_path, "blobs")
+    for rev in repo.revisions:
+        if os.path.islink(str(rev.snapshot_path)):
+            return f"{rev.snapshot_path} is a symbolic link; never followed"
+        for f in rev.files:
+            blob = os.path.normpath(str(f.blob_path))
+            if blob != str(f.file_path) and not inside(blob, blobs):
+                return f"{f.file_path} links out of {blobs} (to {blob}); never followed"
+    return ""
+
+
 def _survey_hub(found: Survey, cache: CacheDir, held: Held, now: float, settle: float) -> bool:
     """Candidates of a Hugging Face hub cache, by revision; ``False`` without huggingface_hub."""
     try:
@@ -283,6 +318,10 @@ def _survey_hub(found: Survey, cache: CacheDir, held: Held, now: float, settle: 
     dev = device(cache.path)
     found.total += int(info.size_on_disk)  # shared blobs once, not once per revision
     for repo in sorted(info.repos, key=lambda r: str(r.repo_path)):
+        why = _leaves_repo(repo)
+        if why:
+            found.notes.append(f"skipped {cache.name} repository {repo.repo_id}: {why}")
+            continue
         busy = hub_busy(str(repo.repo_path), str(info.cache_dir), held, now, settle)
         state = HubRepo(info, repo)
         for rev in sorted(repo.revisions, key=lambda r: r.commit_hash):

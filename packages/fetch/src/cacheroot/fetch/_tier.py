@@ -597,21 +597,28 @@ def up(
     work: str | None = None,
     max_size: int | None = None,
     min_free: int | None = None,
+    shared: bool = True,
 ) -> tuple[str, str]:
     """Show ``l2`` under ``l1`` at ``merged``: ``("overlay", "")``, or ``("seed", why)`` after
-    seeding ``l1`` and linking ``merged`` to it.
+    seeding ``l1`` and linking ``merged`` to it; without ``shared`` (the trust tier ``off``),
+    ``("link", "")`` after linking ``merged`` to ``l1`` alone.
 
     ``mode``: ``auto`` (overlay, else seed), ``overlay`` (raise :class:`OSError` if it cannot),
     ``seed``. ``merged`` must be absent or an empty directory. ``l1`` is made if need be, ``l2``
     never (:class:`FileNotFoundError`).
     """
-    if not os.path.isdir(l2):
+    if shared and not os.path.isdir(l2):
         raise _root_gone(l2)
     os.makedirs(l1, exist_ok=True)
     if os.path.islink(merged) or os.path.ismount(merged):
         raise OSError(f"{merged} is already up (a link or a mount point): run `tier down` first")
     if os.path.isdir(merged) and os.listdir(merged):
         raise OSError(f"{merged} is a directory that is not empty: the merged view needs its own")
+    if not shared:
+        with contextlib.suppress(FileNotFoundError):
+            os.rmdir(merged)
+        os.symlink(os.path.abspath(l1), merged)
+        return "link", ""
     why = "seeding asked for (--mode seed)"
     if mode != "seed":
         os.makedirs(merged, exist_ok=True)

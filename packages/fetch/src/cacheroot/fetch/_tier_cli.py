@@ -10,14 +10,14 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED, resolve, shared_root
-from cacheroot.envs._shared_tier import overlap_problem
+from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED, CACHEROOT_SHARED_MODE, resolve, shared_root
+from cacheroot.envs._shared_tier import OFF, RO, RW, overlap_problem, read_only_mount, shared_mode
 from cacheroot.envs.units import format_size
 
 from . import _tier
 from ._cli import age_arg, seconds_arg, size_arg
 from ._progress import counted
-from ._shared import root_problem
+from ._shared import read_only_note, read_problem, root_problem
 
 if TYPE_CHECKING:
     import argparse
@@ -32,12 +32,16 @@ and then, `tier evict`.
 {CACHEROOT_SHARED} must name an existing directory (the mounted volume): cacheroot never creates
 it, so that an unmounted volume or a typo cannot fill the local disk.
 
+{CACHEROOT_SHARED_MODE}=ro (a job that runs untrusted code, a volume mounted read-only) reads
+L2 and never writes it: `up` seeds or overlays from it, `sync` and evicting L2 do nothing.
+{CACHEROOT_SHARED_MODE}=off ignores L2: `up` links DIR to L1 alone.
+
 exit status:
   0  done
   1  something could not be done (the message says what): {CACHEROOT_SHARED} does not exist,
      is not a directory or is not writable; a sync counts files it could not copy
   2  usage: no shared tier configured, one that is, contains or lies inside {CACHEROOT}, evict
-     without a criterion, or an invalid value
+     without a criterion, or an invalid value (of {CACHEROOT_SHARED_MODE} too)
 """
 
 #: The options of ``tier evict`` that say what to remove (one at least), with an example each.
@@ -157,11 +161,14 @@ def _budget_flags(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def _tiers(verb: str, *, shared: bool = True) -> tuple[str, str]:
-    """L1 and L2 from the environment, or exit: 2 (usage) when either is unset or invalid or
-    they overlap, 1 when ``shared`` (the command uses L2) and L2's root cannot be used."""
+def _tiers(verb: str, *, shared: bool = True) -> tuple[str, str, str]:
+    """L1, L2 and the trust tier this process uses them with (``rw``, ``ro``, ``off``) from the
+    environment, or exit: 2 (usage) when either is unset or invalid or they overlap, 1 when
+    ``shared`` (the command uses L2) and L2's root cannot be used. A volume mounted read-only
+    is used as ``ro``, said on stderr."""
     try:
         l2 = shared_root(os.environ)
+        mode = shared_mode(os.environ)
     except ValueError as exc:
         sys.stderr.write(f"cacheroot tier: {exc}\n")
         raise SystemExit(2) from None
@@ -179,11 +186,23 @@ def _tiers(verb: str, *, shared: bool = True) -> tuple[str, str]:
     if problem:
         sys.stderr.write(f"cacheroot tier {verb}: {problem}\n")
         raise SystemExit(2)
-    problem = root_problem(l2) if shared else ""
+    if shared and mode == RW and os.path.isdir(l2) and read_only_mount(l2):
+        sys.stderr.write(f"cacheroot tier {verb}: {read_only_note(l2)}\n")
+        mode = RO
+    problem = (
+        "" if not shared or mode == OFF else read_problem(l2) if mode == RO else root_problem(l2)
+    )
     if problem:
         sys.stderr.write(f"cacheroot tier {verb}: {problem}\n")
         raise SystemExit(1)
-    return layout.root, l2
+    return layout.root, l2, mode
+
+
+def _not_written(mode: str) -> str:
+    """Why this process leaves L2 alone under the trust tier ``mode``."""
+    if mode == OFF:
+        return f"{CACHEROOT_SHARED_MODE}=off: the shared tier is ignored"
+    return f"the shared tier is read-only here ({CACHEROOT_SHARED_MODE}=ro or a read-only mount)"
 
 
 def _quiet_logging() -> None:
@@ -191,7 +210,7 @@ def _quiet_logging() -> None:
 
 
 def _run_up(args: argparse.Namespace) -> int:
-    l1, l2 = _tiers("up")
+    l1, l2, trust = _tiers("up")
     _quiet_logging()
     merged = os.path.abspath(args.merged)
     try:
@@ -203,17 +222,24 @@ def _run_up(args: argparse.Namespace) -> int:
             work=args.work,
             max_size=args.max_size,
             min_free=args.min_free,
+            shared=trust != OFF,
         )
     except OSError as exc:
         sys.stderr.write(f"cacheroot tier up: {exc}\n")
         return 1
+    if trust == OFF:
+        sys.stdout.write(f"{mode}: {merged} shows {l1} alone ({_not_written(OFF)})\n")
+        return 0
     detail = f" ({why})" if why else ""
     sys.stdout.write(f"{mode}: {merged} shows {l2} under {l1}{detail}\n")
     return 0
 
 
 def _run_sync(args: argparse.Namespace) -> int:
-    l1, l2 = _tiers("sync")
+    l1, l2, trust = _tiers("sync")
+    if trust != RW:
+        sys.stdout.write(f"nothing synced: {_not_written(trust)}\n")
+        return 0
     _quiet_logging()
     if args.watch is None:
         report = _tier.sync(l1, l2, settle=args.settle)
@@ -242,7 +268,7 @@ def _run_down(args: argparse.Namespace) -> int:
 
 
 def _run_evict(args: argparse.Namespace) -> int:
-    from ._budget import apply, plan  # noqa: PLC0415 - only eviction needs it
+    from ._budget import apply, choose  # noqa: PLC0415 - only eviction needs it
 
     l1_budget = {"max_size": args.l1_max_size, "min_free": args.l1_min_free}
     l2_budget = {"max_size": args.l2_max_size, "older_than": args.l2_older_than}
@@ -255,13 +281,21 @@ def _run_evict(args: argparse.Namespace) -> int:
             "nothing was removed\n"
         )
         return 2
+    from ._survey import survey  # noqa: PLC0415 - only eviction needs it
+
     # L1's budget alone needs no L2 (a host whose volume is gone still frees its own disk).
-    l1, l2 = _tiers("evict", shared=l2_wanted)
+    l1, l2, trust = _tiers("evict", shared=l2_wanted)
     status = 0
     for label, root, budget in (("L1", l1, l1_budget), ("L2", l2, l2_budget)):
         if all(v is None for v in budget.values()):
             continue
-        victims = plan(root, **budget)
+        if label == "L2" and trust != RW:
+            sys.stdout.write(f"L2: nothing removed: {_not_written(trust)}\n")
+            continue
+        found = survey(root)
+        victims = choose(found, **budget)[0]
+        for note in found.notes:
+            sys.stdout.write(f"{label}: note: {note}\n")
         size = sum(v.size for v in victims)
         if args.dry_run:
             sys.stdout.write(f"{label}: would remove {len(victims)} ({format_size(size)})\n")

@@ -1,0 +1,77 @@
+"""``cacheroot cache prune`` and ``tier evict`` over a volume where a cache directory or a
+namespace was swapped for a link to elsewhere: nothing outside the root is ever removed, and the
+directory is skipped with a line saying so (these run as root in nightly steps)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .hostile import cli, put, sentinels, snapshot
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@pytest.fixture
+def trees(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """``(l1, l2, outside)``: the host's root, the shared tier, and a directory beside them
+    holding old sentinel files."""
+    l1, l2 = tmp_path / "l1", tmp_path / "l2"
+    l1.mkdir()
+    l2.mkdir()
+    return l1, l2, sentinels(tmp_path / "outside")
+
+
+def test_prune_skips_a_cache_directory_that_is_a_link(trees: tuple[Path, Path, Path]) -> None:
+    l1, _l2, outside = trees
+    (l1 / "triton").symlink_to(outside / "keep")
+    put(l1, "tiktoken/old.bin", b"old")
+    before = snapshot(outside)
+    done = cli(l1, None, "cache", "prune", "--older-than", "1s")
+    assert done.returncode == 0, done.stderr
+    assert snapshot(outside) == before
+    assert not (l1 / "tiktoken" / "old.bin").exists()  # the real caches are still pruned
+    assert (
+        f"note: skipped TRITON_CACHE_DIR ({l1}/triton): {l1}/triton is a symbolic link; "
+        "never followed (remove it, or point the variable at the directory itself)\n"
+    ) in done.stdout
+
+
+def test_prune_skips_a_namespace_that_is_a_link(trees: tuple[Path, Path, Path]) -> None:
+    l1, _l2, outside = trees
+    (l1 / "vllm" / "test_cache").mkdir(parents=True)
+    (l1 / "vllm" / "test_cache" / "gsm8k").symlink_to(outside / "keep")
+    put(l1, "vllm/test_cache/real/old.bin", b"old")
+    before = snapshot(outside)
+    done = cli(l1, None, "cache", "prune", "--older-than", "1s")
+    assert done.returncode == 0, done.stderr
+    assert snapshot(outside) == before
+    assert not (l1 / "vllm" / "test_cache" / "real" / "old.bin").exists()
+
+
+def test_prune_skips_a_test_cache_that_is_a_link(trees: tuple[Path, Path, Path]) -> None:
+    l1, _l2, outside = trees
+    (l1 / "vllm").mkdir()
+    (l1 / "vllm" / "test_cache").symlink_to(outside)
+    put(outside, "ns/.gone.bin.meta.json", b"{}")  # a record of a missing entry: a stray
+    before = snapshot(outside)
+    done = cli(l1, None, "cache", "prune", "--strays")
+    assert done.returncode == 0, done.stderr
+    assert snapshot(outside) == before
+
+
+def test_nightly_evict_never_follows_a_linked_shared_cache(
+    trees: tuple[Path, Path, Path],
+) -> None:
+    l1, l2, outside = trees
+    (l2 / "triton").symlink_to(outside / "keep")
+    (l2 / "huggingface").symlink_to(outside)
+    put(l2, "torchinductor/fxgraph/old/graph.py", b"old")
+    before = snapshot(outside)
+    done = cli(l1, l2, "tier", "evict", "--l2-older-than", "14d")
+    assert done.returncode == 0, done.stderr
+    assert snapshot(outside) == before
+    assert not (l2 / "torchinductor" / "fxgraph" / "old").exists()
+    assert f"skipped TRITON_CACHE_DIR ({l2}/triton): {l2}/triton is a symbolic link" in done.stdout
