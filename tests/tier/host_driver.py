@@ -71,8 +71,8 @@ def _pause_pulls(paused: str, resume: str) -> None:
 
     real = _shared._copy
 
-    def copy(src: int, part: _store.Partial) -> None:
-        with open(os.dup(src), "rb") as f:
+    def copy(fd: int, part: _store.Partial) -> None:
+        with open(os.dup(fd), "rb") as f:
             part.write(f.read(1 << 20))
             Path(paused).write_text("1")
             _wait(resume)
