@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cacheroot.fetch import Model
-from cacheroot.fetch._snapshot import check_snapshot
+from cacheroot.fetch._errors import CacheMissError
+from cacheroot.fetch._snapshot import check_snapshot, offline_snapshot_path
 
 from .conftest import FILES
 
@@ -80,6 +81,7 @@ def _download_one(env: dict[str, str], repo: HubRepo, name: str) -> None:
     ],
 )
 def test_a_failed_listing_never_records_a_partial_snapshot_complete(
+    *,
     hub: HubServer,
     hub_env: dict[str, str],
     tiny_repo: HubRepo,
@@ -138,3 +140,82 @@ def test_warm_counts_the_bytes_it_downloaded(
     text = _cli("warm", str(manifest), env=hub_env)
     assert "(0 B downloaded)" in text.stdout, text.stdout
     assert os.path.getsize(Path(cold["entries"][0]["path"]) / "config.json") == CONFIG_SIZE
+
+
+def _hf_offline(
+    env: dict[str, str], repo: HubRepo, revision: str
+) -> subprocess.CompletedProcess[str]:
+    """huggingface_hub itself, offline in a fresh process, resolving ``revision``."""
+    code = (
+        "import sys, huggingface_hub\n"
+        "print(huggingface_hub.snapshot_download(sys.argv[1], revision=sys.argv[2]))\n"
+        "print(huggingface_hub.hf_hub_download(sys.argv[1], 'config.json', revision=sys.argv[2]))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, repo.repo_id, revision],
+        env={**env, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_pinned_entry_with_its_branch_resolves_main_offline(
+    hub: HubServer, hub_env: dict[str, str], tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    manifest = _manifest(tmp_path, tiny_repo, tiny_repo.commit, 'branch = "main"')
+    status, summary = _warm_json(manifest, hub_env)
+    assert status == 0, summary
+    snapshot = Path(summary["entries"][0]["path"])
+    ref = snapshot.parent.parent / "refs" / "main"
+
+    assert ref.read_text(encoding="utf-8") == tiny_repo.commit  # as the client writes it
+    offline = _hf_offline(hub_env, tiny_repo, "main")
+    assert offline.returncode == 0, offline.stderr
+    assert offline.stdout.split() == [str(snapshot), str(snapshot / "config.json")]
+    # The fixture's lookup: the branch resolves through refs/main to the pinned record.
+    assert check_snapshot(Model(tiny_repo.repo_id, "main")).path == snapshot
+
+    ref.unlink()
+    check_status, check = _warm_json(manifest, hub_env, "--check")
+    assert check_status == 1
+    assert check["entries"][0]["reason"] == (
+        "refs/main is missing, so offline clients cannot resolve the branch"
+    )
+    hub.reset()
+    again_status, again = _warm_json(manifest, hub_env)
+    assert again_status == 0, again
+    assert ref.read_text(encoding="utf-8") == tiny_repo.commit
+    assert hub.total() == 0, hub.counts()  # the files were complete: only the ref was written
+
+
+def test_without_the_branch_field_main_does_not_resolve_offline(
+    hub: HubServer, hub_env: dict[str, str], tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    # What the field is for: a volume warmed by commit alone has no refs/main.
+    manifest = _manifest(tmp_path, tiny_repo, tiny_repo.commit)
+    status, summary = _warm_json(manifest, hub_env)
+    assert status == 0, summary
+
+    offline = _hf_offline(hub_env, tiny_repo, "main")
+
+    assert offline.returncode == 1
+    assert "LocalEntryNotFoundError" in offline.stderr
+
+
+def test_a_branch_entry_serves_a_call_by_its_commit(
+    hub: HubServer, hub_env: dict[str, str], tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    manifest = _manifest(tmp_path, tiny_repo, "main")
+    status, summary = _warm_json(manifest, hub_env)
+    assert status == 0, summary
+
+    by_commit = offline_snapshot_path(Model(tiny_repo.repo_id, tiny_repo.commit))
+    by_branch = offline_snapshot_path(Model(tiny_repo.repo_id, "main"))
+
+    assert by_commit == by_branch == Path(summary["entries"][0]["path"])
+    assert by_commit.name == tiny_repo.commit
+    # Another selection of files is another snapshot: not served by this record.
+    with pytest.raises(CacheMissError):
+        offline_snapshot_path(Model(tiny_repo.repo_id, tiny_repo.commit, allow_patterns="*.json"))
