@@ -5,6 +5,9 @@
 # the cache layout comes from `cacheroot env --format docker`, which renders the layout table of
 # cacheroot.envs, so a variable added to that table reaches every container without an edit here.
 
+# The checkout these scripts belong to: what the runners mount into the container by default.
+CR_REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+
 # Print a message on stderr, prefixed with the running script's name, and exit (default status 2).
 cr_die() {
     printf '%s: %s\n' "${0##*/}" "$1" >&2
@@ -191,6 +194,19 @@ cr_main() {
         artifacts=("--volume=$artifacts_dir:${ARTIFACTS_CONTAINER:-/artifacts}")
     fi
 
+    # The checkout: mounted at CHECKOUT_CONTAINER (default /workspace), the session's working
+    # directory; CHECKOUT=none for an image that holds the checkout at its own WORKDIR.
+    local checkout=${CHECKOUT:-$CR_REPO}
+    local -a workspace=()
+    if [[ "$checkout" != none ]]; then
+        [[ "$checkout" == /* ]] || checkout=$PWD/$checkout
+        [[ -f "$checkout/noxfile.py" ]] ||
+            cr_die "CHECKOUT=$checkout holds no noxfile.py: point it at a cacheroot checkout, or set CHECKOUT=none when the image holds the checkout at its WORKDIR"
+        local inside=${CHECKOUT_CONTAINER:-/workspace}
+        [[ "$inside" == /* ]] || cr_die "CHECKOUT_CONTAINER=$inside is not an absolute path"
+        workspace=("--volume=$checkout:$inside" "--workdir=$inside")
+    fi
+
     local name=${CI_CONTAINER_NAME:-cacheroot-$tag-${BUILDKITE_JOB_ID:-$$}}
     local session=${NOX_SESSION:-tests-$tag}
     local -a cmd=(
@@ -198,6 +214,7 @@ cr_main() {
         "${CR_DEVICES[@]}"
         "--shm-size=${SHM_SIZE:-16g}"
         "${CR_LAYOUT[@]}"
+        "${workspace[@]}"
         "${artifacts[@]}"
         "${CR_PASS[@]}"
         "${extra_args[@]}"
@@ -217,6 +234,8 @@ cr_main() {
         mkdir -p -- "$artifacts_dir" || cr_die "cannot create ARTIFACTS_DIR=$artifacts_dir"
     fi
     if cr_tier_wanted; then cr_tier_begin; fi
+    # Host-side services the run needs start here, after the volume and before the container
+    # (and stop after it, beside cr_tier_end, in cr_cancel too).
     printf -- '--- Running %s in %s (%s)\n' "$session" "$image" "$CR_RUNTIME"
     cr_run_and_wait "$name" "${cmd[@]}"
     cr_tier_end

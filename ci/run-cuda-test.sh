@@ -9,12 +9,19 @@
 # All those `--volume`/`--env` arguments come from `cacheroot env --format docker --tag cuda`:
 # this script names none of them, so a variable added to the layout table needs no edit here.
 #
+# The image: what IMAGE must hold (Python, nox, uv, a compiler, the vendor's runtime) is in
+# docs/ci-image.md, and ci/Dockerfile builds one.
+#
 # Environment:
 #   IMAGE                  the image (or --image as the first argument)
 #   CONTAINER_RUNTIME      docker (default) or podman
 #   CACHEROOT              the host directory of the cache volume
 #   CACHEROOT_CONTAINER    where it is mounted inside (default /cacheroot)
 #   CACHEROOT_CLI          the cacheroot command (default: the one on PATH)
+#   CHECKOUT               the cacheroot checkout to mount (default: the one holding this script),
+#                          or `none` when the image holds the checkout at its WORKDIR
+#   CHECKOUT_CONTAINER     where it is mounted, and the session's working directory (default
+#                          /workspace)
 #   CACHEROOT_SHARED       the fleet's shared cache (NFS, a PVC): the container then mounts the
 #                          merged view of CACHEROOT over it (`cacheroot tier up`), which a
 #                          watchdog `cacheroot tier sync --watch` and a final sync push back

@@ -773,3 +773,27 @@ def test_bootstrap_never_links_into_usr_local_bin_from_a_home(
         "is inside it: every user of /usr/local/bin would run files of this user's HOME; set "
         "TOOLS_DIR outside HOME (such as /opt/cacheroot/tools), or BIN_DIR inside it\n"
     )
+
+
+@pytest.mark.parametrize("tag", sorted(RUNNERS))
+def test_the_runners_mount_the_checkout_and_run_in_it(
+    run_script: Run, tmp_path: Path, tag: str
+) -> None:
+    repo = CI.parent
+    words = dry(run_script, tag)
+    assert f"--volume={repo}:/workspace" in words
+    assert "--workdir=/workspace" in words
+    words = dry(run_script, tag, CHECKOUT_CONTAINER="/src")
+    assert f"--volume={repo}:/src" in words
+    assert "--workdir=/src" in words
+
+    # An image that holds the checkout: nothing mounted, its own WORKDIR.
+    words = dry(run_script, tag, CHECKOUT="none")
+    assert not [w for w in words if w.startswith("--workdir") or w.endswith(":/workspace")]
+
+    out = run_script(RUNNERS[tag], DRY_RUN="1", CHECKOUT=str(tmp_path))
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[-1] == (
+        f"{RUNNERS[tag]}: CHECKOUT={tmp_path} holds no noxfile.py: point it at a cacheroot "
+        "checkout, or set CHECKOUT=none when the image holds the checkout at its WORKDIR"
+    )
