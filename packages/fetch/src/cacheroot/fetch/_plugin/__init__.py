@@ -8,6 +8,8 @@ loads them with it and never without it:
 - :mod:`.options`: the options, and the session state they settle into (``pytest_configure``);
 - :mod:`.shard`: ``--shard-id``/``--num-shards`` (or Buildkite's parallel-job variables) mapped
   to pytest-split, balanced by recorded durations;
+- :mod:`.hub`: ``--cacheroot-hub``, a hub cache for the session in front of the Hugging Face
+  Hub (``HF_ENDPOINT``), started before any conftest is imported;
 - :mod:`.offline`: offline-first runs: ``--cacheroot-manifest`` checked before the tests, warmed
   when incomplete, then every process is offline;
 - :mod:`.guard`: loopback-only connections on offline runs (pytest-socket), and what a failed
@@ -36,5 +38,6 @@ __all__: list[str] = []
 #: and warns about (under ``filterwarnings = error``: fails on) one that is already imported.
 #: :mod:`.offline`, :mod:`.state` and :mod:`.figures` hold no hooks and are plain imports.
 pytest_plugins = [
-    f"{__name__}.{part}" for part in ("options", "shard", "guard", "fixtures", "audit", "report")
+    f"{__name__}.{part}"
+    for part in ("options", "hub", "shard", "guard", "fixtures", "audit", "report")
 ]

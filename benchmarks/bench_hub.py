@@ -1,0 +1,258 @@
+"""Benchmark of the hub cache (``cacheroot hub``) against asking the hub directly.
+
+Not a test: it prints figures for the docs. Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_hub.py             # 256 MiB file, 7 rounds, fault table
+    .venv/bin/python benchmarks/bench_hub.py --quick     # 16 MiB, 5 rounds, no fault table
+
+The upstream is the project's local test hub (``tests/hub/hubserver.py``: a threaded Python
+server on 127.0.0.1, the file sent from memory), so "direct" is a fast, local hub: the real Hub
+is tens of milliseconds away, which the cache saves on every hit. Arms run in interleaved
+rounds, the order rotated each round (``benchmarks/_rounds.py``); per arm the median and
+min-max are printed, with the Python, nproc and the load before and after.
+
+1. Metadata latency, per call, over a kept-alive connection (``requests.Session``): ``GET
+   /api/models/REPO/revision/main`` and ``HEAD /REPO/resolve/main/config.json``, from the hub
+   directly and through a warm hub cache.
+2. File throughput: ``GET`` of the LFS file, streamed to nowhere in 1 MiB reads, from the hub
+   directly and through a hub cache that has it (``sendfile`` from the store).
+3. Upstream requests when ``--procs`` processes run ``snapshot_download`` of one model at once
+   through one cold hub cache, against the same processes asking the hub directly: the most
+   requests any one URL received, and the total.
+4. (Without ``--quick``.) The fault table: the 30-test suite of ``tests/hub/suite.py`` with
+   xdist on a warm volume, under each fault, with a plain warm cache and with ``--cacheroot-hub``
+   (``--ttl=0``, so every branch answer is asked of the failing hub again): failures and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import requests  # noqa: E402
+
+from benchmarks._rounds import MIN_ROUNDS, Conditions, Rounds, run_rounds, table  # noqa: E402
+from cacheroot.fetch._hub.service import HubProcess  # noqa: E402
+from tests.hub.hubserver import HubRepo, HubServer  # noqa: E402
+from tests.hub.suite import write_suite  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections import Counter
+    from collections.abc import Callable
+
+REPO = "acme/bench-model"
+CHILD = """
+import sys
+import huggingface_hub as hh
+print("ready", flush=True)
+sys.stdin.readline()
+hh.snapshot_download(sys.argv[1])
+"""
+
+
+def _repo(size_mib: int) -> HubRepo:
+    config = json.dumps({"model_type": "llama", "hidden_size": 16}).encode()
+    return HubRepo(
+        REPO,
+        {
+            "config.json": config,
+            "tokenizer.json": b'{"version": "1.0"}',
+            "model.safetensors": os.urandom(size_mib << 20),
+        },
+    )
+
+
+def _per_call(session: requests.Session, method: str, url: str, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        resp = session.request(method, url, timeout=30)
+        resp.raise_for_status()
+        resp.content  # noqa: B018 - read the body, as a client does
+    return (time.perf_counter() - start) / calls
+
+
+def _throughput(session: requests.Session, url: str) -> float:
+    start = time.perf_counter()
+    total = 0
+    with session.get(url, stream=True, timeout=60) as resp:
+        resp.raise_for_status()
+        for chunk in resp.iter_content(1 << 20):
+            total += len(chunk)
+    return total / (1 << 20) / (time.perf_counter() - start)
+
+
+def metadata_and_files(hub: HubServer, proxy: HubProcess, rounds: int, calls: int) -> None:
+    direct, cached = requests.Session(), requests.Session()
+    api = f"/api/models/{REPO}/revision/main"
+    head = f"/{REPO}/resolve/main/config.json"
+    blob = f"/{REPO}/resolve/main/model.safetensors"
+    for path in (api, blob):  # warm the store
+        cached.get(proxy.url + path, timeout=120).raise_for_status()
+    cached.head(proxy.url + head, timeout=30).raise_for_status()
+
+    arms = {
+        "hub directly": lambda: _per_call(direct, "GET", hub.url + api, calls),
+        "hub cache (hit)": lambda: _per_call(cached, "GET", proxy.url + api, calls),
+    }
+    r = run_rounds(arms, rounds, warmup=1)
+    print(f"\n1a. GET {api}: milliseconds per call ({calls} calls a round)")
+    _print(r, arms, scale=1e3)
+    arms = {
+        "hub directly": lambda: _per_call(direct, "HEAD", hub.url + head, calls),
+        "hub cache (hit)": lambda: _per_call(cached, "HEAD", proxy.url + head, calls),
+    }
+    r = run_rounds(arms, rounds, warmup=1)
+    print(f"\n1b. HEAD {head}: milliseconds per call ({calls} calls a round)")
+    _print(r, arms, scale=1e3)
+    arms = {
+        "hub directly": lambda: _throughput(direct, hub.url + blob),
+        "hub cache (stored)": lambda: _throughput(cached, proxy.url + blob),
+    }
+    r = run_rounds(arms, rounds, warmup=1)
+    print("\n2. GET of the LFS file: MiB/s")
+    _print(r, arms, scale=1.0)
+    ratios = r.ratios("hub cache (stored)", "hub directly")
+    print("   hub cache / direct, per round: " + ", ".join(f"{x:.2f}" for x in ratios))
+
+
+def _print(r: Rounds, arms: dict[str, Any], scale: float) -> None:
+    for line in table({a: r.summary(a).scaled(scale) for a in arms}, unit="", fmt=".3f")[1:]:
+        print("   " + line)
+
+
+def crowd(hub: HubServer, procs: int, tmp: Path) -> None:
+    def run(endpoint: str, home: Path) -> Counter[tuple[str, str]]:
+        hub.reset()
+        env = dict(os.environ, HF_ENDPOINT=endpoint, HF_HOME=str(home))
+        env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", CHILD, REPO],
+                env={**env, "HF_HOME": str(home / str(i))},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(procs)
+        ]
+        for child in children:
+            assert child.stdout is not None
+            child.stdout.readline()
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        for child in children:
+            child.communicate(timeout=300)
+        counts: Counter[tuple[str, str]] = hub.counts()
+        return counts
+
+    direct = run(hub.url, tmp / "direct")
+    proxy = HubProcess.start(upstream=hub.url, store=str(tmp / "crowd-store"))
+    try:
+        through = run(proxy.url, tmp / "through")
+    finally:
+        proxy.stop()
+    print(f"\n3. {procs} processes, snapshot_download of one model at once (cold):")
+    for name, counts in (("hub directly", direct), ("through one hub cache", through)):
+        most = max(counts.values()) if counts else 0
+        print(f"   {name:<24} {sum(counts.values()):>4} requests, at most {most} for one URL")
+
+
+def faults(hub: HubServer, repo: HubRepo, tmp: Path) -> None:
+    project = tmp / "suite"
+    write_suite(project, repo=REPO, commit=repo.commit, files=sorted(repo.files), kind="llama")
+    root = tmp / "fault-root"
+    from cacheroot.envs import resolve
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CACHEROOT"))}
+    base.update(CACHEROOT=str(root), HF_ENDPOINT=hub.url, HF_HUB_DISABLE_PROGRESS_BARS="1")
+    base.update(resolve(base).applied())
+    scenarios: dict[str, Callable[[], object]] = {
+        "healthy": lambda: None,
+        "30% of API calls 429": lambda: hub.fail_rate(0.3, status=429, match="^/api/"),
+        "30% of all requests 429": lambda: hub.fail_rate(0.3, status=429),
+        "every API call 429": lambda: hub.fail_rate(1.0, status=429, match="^/api/"),
+        "503 outage": lambda: hub.fail_rate(1.0, status=503),
+        "hanging hub": hub.hang_all,
+    }
+
+    def run(*extra: str) -> tuple[str, int]:
+        start = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:randomly", *extra],
+            cwd=project,
+            env=base,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        took = time.monotonic() - start
+        last = [
+            line for line in proc.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)
+        ]
+        failed = re.search(r"(\d+) failed", last[-1]) if last else None
+        return f"{int(failed[1]) if failed else 0} failed, {took:.0f} s", hub.total()
+
+    run()  # warm the volume and the hub cache's store
+    run("--cacheroot-hub")
+    print("\n4. The 30-test suite on a warm volume (xdist, 2 workers): failed tests, wall time,")
+    print("   requests that reached the hub")
+    print(f"   {'hub':<26}{'plain warm cache':<34}{'--cacheroot-hub (--ttl=0)':<34}")
+    for name, inject in scenarios.items():
+        cells = []
+        for extra in ((), ("--cacheroot-hub", "--cacheroot-hub-option=--ttl=0")):
+            hub.reset()
+            inject()
+            text, asked = run(*extra)
+            cells.append(f"{text}, {asked} requests")
+        print(f"   {name:<26}{cells[0]:<34}{cells[1]:<34}")
+    hub.reset()
+    text, asked = run("--cacheroot-hub")
+    print(f"   healthy re-run, default TTL, through the hub cache: {text}, {asked} requests")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", type=int, default=256, help="MiB of the LFS file (default 256)")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--procs", type=int, default=8)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    if args.quick:
+        args.size, args.rounds, args.calls = 16, MIN_ROUNDS, 50
+    args.rounds = max(args.rounds, MIN_ROUNDS)
+    conditions = Conditions.now()
+    print(conditions.header())
+    repo = _repo(args.size)
+    with tempfile.TemporaryDirectory() as tmp_text, HubServer() as hub:
+        tmp = Path(tmp_text)
+        hub.add_hf(repo)
+        proxy = HubProcess.start(upstream=hub.url, store=str(tmp / "store"))
+        try:
+            print(f"file: {args.size} MiB; upstream: the local test hub at {hub.url}")
+            metadata_and_files(hub, proxy, args.rounds, args.calls)
+        finally:
+            proxy.stop()
+        crowd(hub, args.procs, tmp)
+        if not args.quick:
+            faults(hub, repo, tmp)
+    print(conditions.footer())
+
+
+if __name__ == "__main__":
+    main()
