@@ -435,3 +435,21 @@ def test_prune_removes_lock_files_of_dead_holders_and_gone_entries_only(
     assert live_after  # a live holder's lock is never touched
     assert Path(lock_path(str(kept))).exists()  # an entry's own free lock stays
     assert not Path(lock_path(str(old))).exists()  # removed with its entry
+
+
+def test_cache_help_says_prune_covers_the_whole_root() -> None:
+    done = cli("--help")
+    assert done.returncode == 0, done.stderr
+    assert (
+        "list and verify the test cache; measure and prune every cache under the root"
+        in " ".join(done.stdout.split())
+    )
+
+
+def test_verify_counts_one_entry_in_the_singular(origin: Origin, fetcher: Fetcher) -> None:
+    put(origin, fetcher, "one.bin", 16)
+    done = cli("cache", "verify")
+    assert (done.returncode, done.stdout) == (
+        0,
+        "verified 1 entry: 0 corrupt, 0 unreadable, 0 without a record\n",
+    )

@@ -92,7 +92,7 @@ def test_ls_du_verify_see_the_file_of_a_vllm_compat_nested_namespace(origin: Ori
     done = cli("cache", "verify")
     assert (done.returncode, done.stdout) == (
         0,
-        "verified 1 entries: 0 corrupt, 0 unreadable, 0 without a record\n",
+        "verified 1 entry: 0 corrupt, 0 unreadable, 0 without a record\n",
     )
     # Only the level that holds something of its own is a line of du; the sidecars count too.
     usage = cli_json("cache", "du")
@@ -188,7 +188,7 @@ def test_verify_quarantines_a_corrupted_nested_file(origin: Origin) -> None:
         f"recorded {TIKTOKEN_SHA} -> {cache_dir()}/.quarantine/gpt_oss/tiktoken/"
         "cl100k_base.tiktoken."
     )
-    assert lines[1:] == ["verified 1 entries: 1 corrupt, 0 unreadable, 0 without a record"]
+    assert lines[1:] == ["verified 1 entry: 1 corrupt, 0 unreadable, 0 without a record"]
     assert not path.exists()
     moved = list(Path(cache_dir(), ".quarantine", "gpt_oss", "tiktoken").iterdir())
     assert len(moved) == 2  # the file and its record

@@ -59,7 +59,7 @@ def test_overlay_shows_l2_under_l1_and_sync_skips_whiteouts(tmp_path: Path) -> N
     lines = out.splitlines()
     assert lines[0] == f"overlay: {merged} shows {l2} under {l1}"
     assert lines[1] == "from the fleet"
-    assert lines[2].startswith("copied 1 files (13 bytes)")
+    assert lines[2].startswith("copied 1 file (13 bytes)")
     assert lines[3] == "overlay unmounted"
     assert visible_files(str(l2)) == {
         "triton/K1/kernel.so": b"from the fleet",

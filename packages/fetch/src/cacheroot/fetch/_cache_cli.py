@@ -20,6 +20,7 @@ from ._cache import GRACE, disk_usage, entries, missing_namespace, verify
 from ._cli import age_arg, namespace_arg, size_arg
 from ._errors import FetchError
 from ._manifest import load_manifest
+from ._progress import counted
 from ._prune_report import run_prune
 from ._warm import check_model
 
@@ -64,8 +65,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``cache`` subcommand (``ls``, ``du``, ``verify``, ``prune``)."""
     p = sub.add_parser(
         "cache",
-        help="list, measure, verify and prune the test cache",
-        description=f"Inspect and maintain ${VLLM_TEST_CACHE} (and measure the whole layout).",
+        help="list and verify the test cache; measure and prune every cache under the root",
+        description=f"List and verify ${VLLM_TEST_CACHE}; measure (du) and prune every cache "
+        f"under ${CACHEROOT} (Hugging Face hub, Triton, Inductor, the JIT caches, the test cache).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -222,11 +224,13 @@ def _run_verify(args: argparse.Namespace, cache: str) -> int:
             where = f" -> {r['quarantined']}" if r.get("quarantined") else ""
             lines.append(f"{r['status']}: {r['namespace']}/{r['name']}: {r['detail']}{where}\n")
     lines += [f"incomplete: {m['entry']}: {m['reason']}\n" for m in bad_models]
+    checked = f"; {counted(len(models), 'model')}, {len(bad_models)} incomplete"
     lines.append(
-        f"verified {len(rows)} entries: {sum(r['status'] == 'corrupt' for r in rows)} corrupt, "
+        f"verified {counted(len(rows), 'entry', 'entries')}: "
+        f"{sum(r['status'] == 'corrupt' for r in rows)} corrupt, "
         f"{sum(r['status'] == 'unreadable' for r in rows)} unreadable, "
         f"{sum(r['status'] == 'unverified' for r in rows)} without a record"
-        + (f"; {len(models)} models, {len(bad_models)} incomplete" if args.manifest else "")
+        + (checked if args.manifest else "")
         + "\n"
     )
     _emit(args, {"entries": rows, "models": models}, "".join(lines))

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 
 from . import _store
 from ._in_use import open_for_writing
+from ._progress import counted
 from ._shared import copy_new, fd_path, open_below, publish_new
 from ._used import used_path
 
@@ -138,9 +139,9 @@ class SyncReport:
 
     def __str__(self) -> str:
         return (
-            f"copied {self.copied} files ({self.copied_bytes} bytes); {self.present} already "
-            f"there; {self.unsettled} still being written (next sync); {self.skipped} partial "
-            f"or internal; {self.failed} failed"
+            f"copied {counted(self.copied, 'file')} ({counted(self.copied_bytes, 'byte')}); "
+            f"{self.present} already there; {self.unsettled} still being written (next sync); "
+            f"{self.skipped} partial or internal; {self.failed} failed"
         )
 
 
@@ -398,8 +399,9 @@ class SeedReport:
 
     def __str__(self) -> str:
         return (
-            f"seeded {self.copied} files ({self.copied_bytes} bytes); {self.present} already "
-            f"there; {self.left} ({self.left_bytes} bytes) left on the shared tier (budget)"
+            f"seeded {counted(self.copied, 'file')} ({counted(self.copied_bytes, 'byte')}); "
+            f"{self.present} already there; {self.left} ({counted(self.left_bytes, 'byte')}) "
+            "left on the shared tier (budget)"
         )
 
 
