@@ -78,7 +78,7 @@ def _dead_port() -> int:
 # -- tokens ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("entry", ["127.0.0.1", "127.0.0.1:{port}"])
+@pytest.mark.parametrize("entry", ["http://127.0.0.1:{port}", "HTTP://127.0.0.1:{port}"])
 def test_a_host_token_goes_to_its_origin_and_not_where_it_redirects(  # noqa: PLR0917 - fixtures
     origin: Origin,
     other: Origin,
@@ -102,7 +102,7 @@ def test_a_host_token_goes_to_its_origin_and_not_where_it_redirects(  # noqa: PL
 def test_a_token_for_one_port_is_not_sent_to_another(
     origin: Origin, other: Origin, name: str, quick: Fetcher, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(CACHEROOT_AUTH_TOKENS, f"127.0.0.1:{origin.port}={TOKEN}")
+    monkeypatch.setenv(CACHEROOT_AUTH_TOKENS, f"http://127.0.0.1:{origin.port}={TOKEN}")
     quick.fetch(other.url(f"/ok/{name}"))
     assert other.auths[f"/ok/{name}"] == [None]
 
@@ -127,13 +127,13 @@ def test_hf_token_goes_to_the_hub_endpoint_only(
 def test_the_callers_own_header_wins(
     origin: Origin, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(CACHEROOT_AUTH_TOKENS, f"127.0.0.1={TOKEN}")
+    monkeypatch.setenv(CACHEROOT_AUTH_TOKENS, f"http://127.0.0.1:{origin.port}={TOKEN}")
     Fetcher(headers={"Authorization": "Bearer mine"}).fetch(origin.url(f"/ok/{name}"))
     assert origin.auths[f"/ok/{name}"] == ["Bearer mine"]
 
 
 def test_the_token_is_never_in_the_output(origin: Origin, name: str) -> None:
-    env = {**os.environ, CACHEROOT_AUTH_TOKENS: f"127.0.0.1={TOKEN}"}
+    env = {**os.environ, CACHEROOT_AUTH_TOKENS: f"http://127.0.0.1:{origin.port}={TOKEN}"}
     for url in (origin.url(f"/status/503/1/{name}"), origin.url(f"/missing/{name}")):
         for extra in ([], ["--json"]):
             done = subprocess.run(
@@ -152,8 +152,9 @@ def test_the_token_is_never_in_the_output(origin: Origin, name: str) -> None:
     ("value", "expected"),
     [
         (TOKEN, "CACHEROOT_AUTH_TOKENS: entry 1 has no '=' (its text is not shown"),
-        (f"https://h/={TOKEN}", "CACHEROOT_AUTH_TOKENS: entry 1: 'https://h/' is not a host name"),
-        (f"h={TOKEN} 127.0.0.1=", "CACHEROOT_AUTH_TOKENS: entry 2 (host '127.0.0.1') has an empty"),
+        (f"https://h/={TOKEN}", "CACHEROOT_AUTH_TOKENS: entry 1 does not start with a host name"),
+        (f"h={TOKEN} 127.0.0.1=", "CACHEROOT_AUTH_TOKENS: entry 2 has an empty token"),
+        (f"h=x hf_{TOKEN}=127.0.0.1", "CACHEROOT_AUTH_TOKENS: entry 2 does not start with a host"),
     ],
 )
 def test_a_malformed_token_entry_is_named_but_never_shown(
@@ -164,7 +165,7 @@ def test_a_malformed_token_entry_is_named_but_never_shown(
         Fetcher().fetch(origin.url(f"/ok/{name}"))
     text = str(info.value)
     assert text.startswith(expected), text
-    assert "expected whitespace-separated HOST=TOKEN or HOST:PORT=TOKEN entries" in text
+    assert "expected whitespace-separated HOST=TOKEN, HOST:PORT=TOKEN or http://" in text
     assert TOKEN not in text
     assert origin.gets[f"/ok/{name}"] == 0
 
@@ -353,7 +354,7 @@ def test_a_token_follows_the_host_not_the_mirror_rewrite(
     monkeypatch.setenv(CACHEROOT_MIRRORS, f"{origin.base}/={other.base}/")
     quick.fetch(origin.url(f"/ok/{name}"))
     assert other.auths[f"/ok/{name}"] == [None]  # the Hub's token stays off the mirror
-    monkeypatch.setenv(CACHEROOT_AUTH_TOKENS, f"127.0.0.1:{other.port}=mirror-token")
+    monkeypatch.setenv(CACHEROOT_AUTH_TOKENS, f"http://127.0.0.1:{other.port}=mirror-token")
     quick.fetch(origin.url(f"/ok/second-{name}"))
     assert other.auths[f"/ok/second-{name}"] == ["Bearer mirror-token"]
     assert origin.gets[f"/ok/{name}"] + origin.gets[f"/ok/second-{name}"] == 0

@@ -2,9 +2,11 @@
 
 Read at every download (a hit never asks), from two places:
 
-- ``CACHEROOT_AUTH_TOKENS``: whitespace-separated ``HOST=TOKEN`` or ``HOST:PORT=TOKEN`` entries.
-  A download from that host (on any port, or on that port) sends ``Authorization: Bearer
-  TOKEN``. The first entry that matches wins.
+- ``CACHEROOT_AUTH_TOKENS``: whitespace-separated ``HOST=TOKEN`` entries, the host optionally
+  with a port (``HOST:PORT=TOKEN``) and a scheme (``http://HOST=TOKEN``). A download from that
+  origin sends ``Authorization: Bearer TOKEN``: over https unless the entry says ``http://``,
+  and to the port given, else to the scheme's own (443, 80) only. The first entry that matches
+  wins.
 - ``HF_TOKEN`` (else ``HUGGING_FACE_HUB_TOKEN``), the token huggingface_hub reads, for the Hub's
   own origins: ``https://huggingface.co``, ``https://hf.co`` and the origin of ``HF_ENDPOINT``.
   huggingface_hub (2.x, ``_HUB_ORIGINS`` in ``huggingface_hub/utils/_http.py``) keeps the token
@@ -15,7 +17,9 @@ Read at every download (a hit never asks), from two places:
 
 ``Fetcher(headers=...)`` wins over both, and a ``~/.netrc`` entry for the host is applied by
 requests after them. Tokens are never recorded, logged or put into an error: a malformed entry
-is named by its number and host, never by its token.
+is named by its position, never by its text (a reversed ``TOKEN=HOST`` puts the token where the
+host goes). The header value is a :class:`~._redact.Secret`, whose ``repr`` is redacted, so a
+traceback that shows local variables (``pytest -l``) does not show it either.
 """
 
 from __future__ import annotations
@@ -28,49 +32,64 @@ from cacheroot.envs import CACHEROOT_AUTH_TOKENS, HF_ENDPOINT, HF_TOKEN, HUGGING
 
 from ._errors import FetchError
 from ._http import origin
-from ._redact import redact_url
+from ._redact import Secret
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 #: The Hub's own origins, where ``HF_TOKEN`` goes (``HF_ENDPOINT`` adds its own).
 HUB_ORIGINS = (("https", "huggingface.co", 443), ("https", "hf.co", 443))
-_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?::(\d{1,5}))?")
+_HOST = re.compile(
+    r"(?:(https?)://)?"
+    r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?::(\d{1,5}))?",
+    re.IGNORECASE,
+)
+_DEFAULT_PORT = {"http": 80, "https": 443}
 #: What a header value may hold: visible ASCII (a space or a line break would end or split it).
 _TOKEN = re.compile(r"[\x21-\x7e]+")
 _FORM = (
-    f"expected whitespace-separated HOST=TOKEN or HOST:PORT=TOKEN entries, e.g. "
-    f"{CACHEROOT_AUTH_TOKENS}='hf-mirror.internal=hf_xxx artifacts.internal:8443=xxx'"
+    "expected whitespace-separated HOST=TOKEN, HOST:PORT=TOKEN or http://HOST:PORT=TOKEN "
+    f"entries (https unless http:// is given), e.g. {CACHEROOT_AUTH_TOKENS}="
+    "'hf-mirror.internal=hf_xxx artifacts.internal:8443=xxx'"
 )
 
 
-def _entries(value: str) -> list[tuple[str, int | None, str]]:
-    """``(host, port or None, token)`` per entry of ``CACHEROOT_AUTH_TOKENS``."""
-    found: list[tuple[str, int | None, str]] = []
+def _entries(value: str) -> list[tuple[tuple[str, str, int], Secret]]:
+    """``((scheme, host, port), token)`` per entry of ``CACHEROOT_AUTH_TOKENS``.
+
+    A malformed entry raises :class:`FetchError` naming its position only; the error is raised
+    from a frame that holds no part of the value (see the module docstring).
+    """
+    found: list[tuple[tuple[str, str, int], Secret]] = []
+    problem = ""
     for n, entry in enumerate(value.split(), 1):
         where, eq, token = entry.partition("=")
-        if not eq:
-            raise FetchError(
-                f"{CACHEROOT_AUTH_TOKENS}: entry {n} has no '=' (its text is not shown: it may "
-                f"be a token); {_FORM}"
-            )
         m = _HOST.fullmatch(where)
-        if m is None:
-            raise FetchError(
-                f"{CACHEROOT_AUTH_TOKENS}: entry {n}: {redact_url(where)!r} is not a host name "
-                f"(give the host alone: no scheme, user or path); {_FORM}"
+        if not eq:
+            problem = f"entry {n} has no '='"
+        elif m is None:
+            problem = (
+                f"entry {n} does not start with a host name (an optional http:// or https://, "
+                "a host, an optional :PORT; no user or path), or it is the wrong way round"
             )
-        if not _TOKEN.fullmatch(token):
-            raise FetchError(
-                f"{CACHEROOT_AUTH_TOKENS}: entry {n} (host {where!r}) has an empty token, or one "
-                f"with characters a header cannot carry (it is not shown); {_FORM}"
-            )
-        port = int(m[2]) if m[2] else None
-        found.append((m[1].lower().strip("[]"), port, token))
+        elif not _TOKEN.fullmatch(token):
+            problem = f"entry {n} has an empty token, or one with characters a header cannot carry"
+        else:
+            scheme = (m[1] or "https").lower()
+            port = int(m[3]) if m[3] else _DEFAULT_PORT[scheme]
+            found.append(((scheme, m[2].lower().strip("[]"), port), Secret(token)))
+            continue
+        break
+    if problem:
+        del value, entry, where, token, m  # nothing of the value in the traceback's frame
+        raise FetchError(
+            f"{CACHEROOT_AUTH_TOKENS}: {problem} (its text is not shown: it may hold a token); "
+            f"{_FORM}"
+        )
     return found
 
 
-def _hub_token(env: Mapping[str, str], where: tuple[str, str | None, int | None]) -> str | None:
+def _hub_token(env: Mapping[str, str], where: tuple[str, str | None, int | None]) -> Secret | None:
     hubs: list[tuple[str, str | None, int | None]] = list(HUB_ORIGINS)
     endpoint = (env.get(HF_ENDPOINT) or "").strip()
     if endpoint:
@@ -83,11 +102,12 @@ def _hub_token(env: Mapping[str, str], where: tuple[str, str | None, int | None]
         if not token:
             continue
         if not _TOKEN.fullmatch(token):
+            del token  # nothing of the value in the traceback's frame
             raise FetchError(
                 f"{name} holds characters an HTTP header cannot carry (it is not shown): set it "
                 "to the token as huggingface.co shows it (hf_...), or unset it"
             )
-        return token
+        return Secret(token)
     return None
 
 
@@ -101,9 +121,14 @@ def auth_headers(url: str, environ: Mapping[str, str] | None = None) -> dict[str
     host, port = where[1], where[2]
     if host is None:
         return {}
-    value = env.get(CACHEROOT_AUTH_TOKENS) or ""
-    for name, at, token in _entries(value) if value.strip() else ():
-        if name == host.strip("[]") and at in (None, port):
-            return {"Authorization": f"Bearer {token}"}
-    hub = _hub_token(env, where)
-    return {} if hub is None else {"Authorization": f"Bearer {hub}"}
+    try:
+        found = _entries(env.get(CACHEROOT_AUTH_TOKENS) or "")
+        hub = _hub_token(env, where)
+    except FetchError:
+        del env, environ  # the environment's tokens stay out of the traceback's frame
+        raise
+    here = (where[0], host.strip("[]"), port)
+    for at, token in found:
+        if at == here:
+            return {"Authorization": Secret(f"Bearer {token}")}
+    return {} if hub is None else {"Authorization": Secret(f"Bearer {hub}")}

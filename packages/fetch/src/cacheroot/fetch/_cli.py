@@ -18,7 +18,7 @@ from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE, VLLM_TEST_CACHE_O
 from cacheroot.envs.units import parse_age, parse_size
 
 from ._naming import check_filename, check_namespace
-from ._redact import redact_url
+from ._redact import printable, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -218,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
     reporter = LineReporter("cacheroot fetch", quiet=args.quiet)
     status, message, path = _fetch(args, Fetcher(reporter=reporter, **settings))
     if message:
-        sys.stderr.write(f"cacheroot fetch: {message}\n")
+        # Records and names on the volume, and answers of origins, may hold escape sequences.
+        sys.stderr.write(f"cacheroot fetch: {printable(message)}\n")
     if args.json:
         done = reporter.last
         if done is not None and path is not None:
@@ -228,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
             summary.update(exit=status, reason=message)
         sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")
     elif path is not None:
-        sys.stdout.write(f"{path}\n")
+        sys.stdout.write(f"{printable(str(path))}\n")
     return status
 
 

@@ -53,7 +53,7 @@ from ._errors import (
 from ._lock import PathLock
 from ._naming import entry_path, record_key, url_key
 from ._progress import FALLBACK, HIT, MISS, RETRY, SHARED_TIER, FetchEvent, host_of
-from ._redact import redact_url
+from ._redact import Secret, printable, redact_url
 from ._used import touch_used
 
 if TYPE_CHECKING:
@@ -177,9 +177,9 @@ def _log_corrupt(dest: str, actual: str, recorded: str) -> None:
     log.warning(
         "%s changed since it was published: sha256 %s, its record says %s; not served "
         "(downloaded again, or ChecksumError when cache-only)",
-        dest,
+        printable(dest),
         actual,
-        recorded,
+        printable(recorded),
     )
 
 
@@ -342,7 +342,10 @@ class Fetcher:
         self.allow_file = allow_file
         self.pool = pool
         self.user_agent = user_agent
-        self.headers = dict(headers or {})
+        # Values kept as Secret: a traceback's locals and any repr show "***", not a token.
+        self.headers = {
+            k: Secret(v) if isinstance(v, str) else v for k, v in (headers or {}).items()
+        }
         self.deadline = deadline
         self.reporter = reporter
         self._session: requests.Session | None = None
@@ -612,8 +615,8 @@ class Fetcher:
             meta = _settled_meta(dest, sig, meta)
         recorded = meta.get("sha256") if meta is not None else None
         url = meta.get("url") if meta is not None else None
-        if not isinstance(recorded, str):
-            recorded = None
+        if not isinstance(recorded, str) or not _SHA256.fullmatch(recorded):
+            recorded = None  # a record's digest is 64 hex digits, or it vouches for nothing
         if meta is not None and _store.vouches(meta, sig):
             return sig, recorded, url, _RECORDED
         expected = digest or recorded

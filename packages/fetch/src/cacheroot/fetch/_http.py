@@ -52,7 +52,7 @@ from cacheroot.envs import VLLM_TEST_CACHE
 from ._errors import DownloadError
 from ._httpvalues import decimal, retry_after
 from ._progress import counted
-from ._redact import redact_url
+from ._redact import printable, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -370,12 +370,28 @@ class Transfer:
                 raise _Retry(describe(exc)) from exc
             except requests.RequestException as exc:  # a bad URL: trying again will not help
                 raise DownloadError(self.url, f"cannot request {url}: {exc}") from exc
+            except ValueError as exc:
+                # requests parses a redirect's Location even when it does not follow it, and
+                # urllib's parser raises a bare ValueError ("Invalid IPv6 URL") for a broken one.
+                raise DownloadError(
+                    self.url,
+                    f"cannot request {url}: its answer names no valid URL ({exc}): a broken "
+                    "origin or proxy; check the URL, or fetch it from elsewhere",
+                ) from exc
             if resp.status_code not in _REDIRECTS:
                 return resp
             location = resp.headers.get("Location", "")
             resp.close()
-            target = urljoin(url, location)
-            before, after = urlsplit(url).scheme, urlsplit(target).scheme
+            try:
+                target = urljoin(url, location)
+                before, after = urlsplit(url).scheme, urlsplit(target).scheme
+            except ValueError as exc:  # "Invalid IPv6 URL", a bracketed host that is none
+                raise DownloadError(
+                    self.url,
+                    f"{url} redirects to {printable(location)!r}, which is not a URL ({exc}): a "
+                    "broken origin or proxy; check the URL, or fetch it from elsewhere",
+                    status=resp.status_code,
+                ) from None
             if after not in ("http", "https") or (before == "https" and after != "https"):
                 raise DownloadError(
                     self.url,

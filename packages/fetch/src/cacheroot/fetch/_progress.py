@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from cacheroot.envs.units import format_size
 
-from ._redact import redact_url
+from ._redact import printable, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -177,8 +177,9 @@ class LineReporter:
             self.write(line(event))
 
     def write(self, text: str) -> None:
-        """Write one line (redacted once more: a reason may quote a URL)."""
-        text = f"{self.prefix}: {redact_url(text)}"
+        """Write one line (redacted once more: a reason may quote a URL; control characters
+        escaped: a name or record on the volume may hold terminal escape sequences)."""
+        text = f"{self.prefix}: {printable(redact_url(text))}"
         with self._lock:
             if self.tty:
                 from tqdm import tqdm  # noqa: PLC0415 - only on a terminal

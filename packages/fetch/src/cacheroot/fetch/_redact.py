@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["REDACTED", "redact_url"]
+__all__ = ["REDACTED", "Secret", "printable", "redact_url"]
 
 #: What replaces a secret.
 REDACTED = "***"
@@ -42,3 +42,30 @@ def redact_url(text: str) -> str:
     if "@" not in text:
         return text
     return _USERINFO.sub(_redacted, text)
+
+
+class Secret(str):
+    """A string whose ``repr`` is :data:`REDACTED`: a header value that carries a token.
+
+    It is the token for everything that sends it (requests and http.client take it as the
+    string it is), but a traceback that shows local variables (``pytest -l``, ``rich``,
+    ``better_exceptions``) and any ``repr`` of a dict that holds it show ``'***'``.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(REDACTED)
+
+
+#: C0 and C1 control characters and DEL, except tab and line feed.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (an escape sequence's ESC, a carriage return, a
+    bell) written as a Python escape (``\\x1b``), so that a file name or a record planted on the
+    volume cannot rewrite the terminal or the CI log that shows it. Tab and line feed stay."""
+    if not _CONTROLS.search(text):
+        return text
+    return _CONTROLS.sub(lambda m: repr(m.group(0))[1:-1], text)
