@@ -31,6 +31,7 @@ other command, at the exit of the process that made the session (registered by t
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 from collections.abc import Mapping
@@ -84,6 +85,14 @@ _WRITES = {
     "shutil.move": 1,
     "sqlite3.connect": 0,
 }
+#: Audit event -> index of the directory descriptor its written path is relative to.
+_DIR_FD = {"os.mkdir": 2, "os.mkfifo": 2, "os.mknod": 3, "os.rename": 3, "os.link": 3}
+_DIR_FD["os.symlink"] = 2
+#: The ``dir_fd`` of the ``os.open`` running now (its audit event does not carry it).
+_PENDING = _thread._local()  # noqa: SLF001 - threading.local, without importing threading
+#: Why places were left out of the allowed ones (said in the report).
+REFUSED: dict[str, None] = {}
+_OPEN_WRAPPED = False
 #: Audit event -> (index of the argument vector or command, index of the environment or -1).
 _SPAWNS = {
     "subprocess.Popen": (1, 3),
@@ -94,6 +103,102 @@ _SPAWNS = {
 _STDLIB = os.path.dirname(os.__file__) + os.sep
 _LIBRARY_PARTS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 _THIS = __file__
+
+
+def _fd_path(fd: int) -> str | None:
+    """The directory a descriptor is open on (Linux's ``/proc``; ``None`` elsewhere)."""
+    for link in (f"/proc/self/fd/{fd}", f"/dev/fd/{fd}"):
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if os.path.isabs(target):
+            return target
+    return None
+
+
+def _open_with_dir_fd() -> None:
+    """Let the hook see the ``dir_fd`` of ``os.open`` (its ``open`` event carries only the
+    relative name): ``os.open`` is wrapped once, in audited processes only."""
+    global _OPEN_WRAPPED  # noqa: PLW0603 - once per process
+    if _OPEN_WRAPPED:
+        return
+    _OPEN_WRAPPED = True
+    original = os.open
+
+    def audited_open(
+        path: object, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
+    ) -> int:
+        if dir_fd is None:
+            return original(path, flags, mode)  # type: ignore[arg-type]
+        _PENDING.fd = dir_fd
+        try:
+            return original(path, flags, mode, dir_fd=dir_fd)  # type: ignore[arg-type]
+        finally:
+            _PENDING.fd = None
+
+    audited_open.__doc__ = original.__doc__
+    os.open = audited_open
+
+
+def bytecode(path: str) -> bool:
+    """Whether ``path`` is Python's bytecode of a module this process imported (or its
+    ``__pycache__`` directory, or the temporary file the bytecode is written through)."""
+    name = path
+    head, _, tail = path.rpartition(".")
+    if tail.isdigit():
+        name = head  # importlib writes PATH.<id> first, then renames it to PATH
+    is_pyc = name.endswith(".pyc")
+    if not is_pyc and os.path.basename(name) != "__pycache__" and not os.path.isdir(name):
+        return False
+    for module in list(sys.modules.values()):
+        cached = getattr(module, "__cached__", None)
+        if not isinstance(cached, str):
+            continue
+        cached = os.path.abspath(cached)
+        if cached == name if is_pyc else cached.startswith(name.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def _bases() -> dict[str, str]:
+    """HOME and the temporary directory (as spelled and resolved), by what they are."""
+    tmp = next(
+        (os.environ[n] for n in ("TMPDIR", "TEMP", "TMP") if os.environ.get(n, "").strip()),
+        "/tmp",  # noqa: S108 - the system temporary directory when no variable names one
+    )
+    out: dict[str, str] = {}
+    for what, place in (("HOME", os.path.expanduser("~")), ("the temporary directory", tmp)):
+        if os.path.isabs(place):
+            for spelled in (os.path.normpath(place), os.path.realpath(place)):
+                out[spelled] = what
+    return out
+
+
+def _inside(path: str, folder: str) -> bool:
+    folder = folder.rstrip(os.sep)
+    return path == folder or path.startswith(folder + os.sep)
+
+
+def safe(places: Iterable[str]) -> list[str]:
+    """``places`` without those that hold HOME or the temporary directory (a working tree
+    at ``/tmp``, a pytest rootdir above HOME): allowing one would allow every escape. Each one
+    left out is noted in :data:`REFUSED`."""
+    bases = _bases()
+    out = []
+    for place in places:
+        if not place or not os.path.isabs(place):
+            continue
+        spelled = {os.path.normpath(place), os.path.realpath(place)}
+        held = sorted({what for b, what in bases.items() for p in spelled if _inside(b, p)})
+        if held:
+            REFUSED[
+                f"{place} is not an allowed place: it holds {' and '.join(held)}, so writes "
+                "there are reported"
+            ] = None
+            continue
+        out.append(place)
+    return out
 
 
 def mode_of(value: str | None) -> str:
@@ -215,20 +320,25 @@ class Auditor:
     def __init__(self, directory: str, places: Iterable[str]) -> None:
         self.directory = directory
         self.records = os.path.join(directory, RECORDS)
-        self.allowed = _prefixes([directory, *places])
+        self.allowed = _prefixes([directory, *safe(places)])
         self.enabled = True
         self.seen: set[str] = set()
 
     def allows(self, path: str) -> bool:
-        """Whether writing ``path`` (absolute) is fine: allowed places, device and bytecode."""
+        """Whether writing ``path`` (absolute) is fine: allowed places, device nodes, and the
+        bytecode of the modules this process imports."""
         if (path + os.sep).startswith(self.allowed) or path.startswith(PSEUDO):
             return True
-        if f"{os.sep}__pycache__" in path:  # bytecode: Python's, moved by PYTHONPYCACHEPREFIX
-            return True
         real = os.path.realpath(path)
-        return (real + os.sep).startswith(self.allowed)
+        return (real + os.sep).startswith(self.allowed) or bytecode(path)
 
     def __call__(self, event: str, args: tuple[object, ...]) -> None:
+        try:  # noqa: SIM105 - contextlib costs an import in every audited process
+            self._event(event, args)
+        except Exception:  # noqa: BLE001, S110 - never raise into the program it watches
+            pass
+
+    def _event(self, event: str, args: tuple[object, ...]) -> None:
         index = _WRITES.get(event)
         if index is None:
             if event in _SPAWNS and self.enabled:
@@ -244,36 +354,48 @@ class Auditor:
             # an opener that adds O_TMPFILE (tempfile.TemporaryFile): no named file is written.
             return
         self.seen.add(path)
-        origin, caller = frames(sys._getframe(1))  # noqa: SLF001 - the frame that wrote
+        origin, caller = frames(sys._getframe(2))  # noqa: SLF001 - the frame that wrote
         self.note(
             {"kind": "write", "event": event, "path": path, "origin": origin, "caller": caller}
         )
 
     @staticmethod
     def _written(event: str, args: tuple[object, ...], index: int) -> str | None:
-        """The absolute path ``event`` writes, or ``None`` (a read, a descriptor, memory)."""
+        """The absolute path ``event`` writes, or ``None`` (a read, a descriptor, memory); a
+        path relative to a directory descriptor (``dir_fd=``) is resolved through it."""
+        dir_fd: object = None
         if event == "open":
             flags = args[2]
             if not isinstance(flags, int) or not flags & _WRITE or flags & _TMPFILE == _TMPFILE:
                 return None  # a read, or an unnamed temporary file (O_TMPFILE)
+            dir_fd = getattr(_PENDING, "fd", None)
         elif event == "sqlite3.connect" and args[0] in (":memory:", b":memory:", ""):
             return None
+        else:
+            at = _DIR_FD.get(event, -1)
+            dir_fd = args[at] if 0 <= at < len(args) else None
         path = _text(args[index])
-        return None if path is None else os.path.abspath(path)
+        if path is None:
+            return None
+        if isinstance(dir_fd, int) and dir_fd >= 0 and not os.path.isabs(path):
+            base = _fd_path(dir_fd)
+            if base is not None:
+                return os.path.normpath(os.path.join(base, path))
+        return os.path.abspath(path)
 
     def _spawn(self, event: str, args: tuple[object, ...]) -> None:
         argv_at, env_at = _SPAWNS[event]
         argv = args[argv_at]
         if isinstance(argv, (list, tuple)):
-            command = " ".join(_text(a) or "?" for a in argv[:8])
+            command = redact_command([_text(a) or "?" for a in argv[:16]])
         else:
-            command = _text(argv) or "?"
+            command = redact_command(_text(argv) or "?")
         env = args[env_at] if env_at >= 0 else None
         scrubbed = False
         if isinstance(env, Mapping):
             names = {k.decode("utf-8", "replace") if isinstance(k, bytes) else k for k in env}
             scrubbed = CACHEROOT_AUDIT_DIR not in names
-        origin, caller = frames(sys._getframe(2))  # noqa: SLF001 - skip the hook's own frame
+        origin, caller = frames(sys._getframe(3))  # noqa: SLF001 - skip the hook's own frames
         self.note(
             {
                 "kind": "spawn",
@@ -317,10 +439,30 @@ REPORT_AT_EXIT = False
 
 
 def layout_places(environ: dict[str, str] | os._Environ[str]) -> list[str]:
-    """The root and every directory the layout sets, in ``environ``."""
+    """The root and every directory the layout sets, in ``environ``.
+
+    A variable set by hand to a place in HOME or the temporary directory, outside the root
+    (``NUMBA_CACHE_DIR=~/.numba-cache``), is left out and noted in :data:`REFUSED`: that is a
+    cache outside the root, which the audit is there to report.
+    """
     layout = resolve(environ)
-    places = [layout.root] if layout.root else []
-    places += [s.value for s in layout.settings.values() if s.value]
+    root = layout.root
+    places = [root] if root else []
+    bases = _bases()
+    for setting in layout.settings.values():
+        value = setting.value
+        if not value:
+            continue
+        if not (root and _inside(os.path.normpath(value), os.path.normpath(root))):
+            held = next((what for b, what in bases.items() if _inside(value, b)), None)
+            if held is not None:
+                REFUSED[
+                    f"{setting.name}={value} lies in {held}, outside the cache root: not an "
+                    "allowed place (cacheroot doctor shows the row); unset it to let the "
+                    "layout place it"
+                ] = None
+                continue
+        places.append(value)
     return places
 
 
@@ -337,6 +479,44 @@ def read_places(directory: str) -> list[str]:
             return [line for line in f.read().split("\n") if line]
     except OSError:
         return []
+
+
+def redact_command(command: list[str] | str) -> str:
+    """A command line as text, with what looks like a secret replaced by ``***``: the value
+    of an option that names a token, key, secret or password (``--token=...``, ``--token
+    ...``), an ``Authorization:`` or other key header, a URL's password (``user:***@``, a
+    token as userinfo ``***@``) and its token-like query values. Arguments holding spaces are
+    quoted. Only called when a process is started or recorded."""
+    import re  # noqa: PLC0415 - only once a command is recorded
+
+    argv = command.split(" ") if isinstance(command, str) else list(command)
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            arg, hide_next = "***", False  # noqa: PLW2901 - the argument, redacted
+        elif re.fullmatch(_HIDDEN_OPTION, arg):
+            hide_next = True
+        arg = re.sub(_HIDDEN_ASSIGN, r"\1***", arg)  # noqa: PLW2901
+        arg = re.sub(_HIDDEN_HEADER, r"\1: ***", arg)  # noqa: PLW2901
+        arg = re.sub(_USERINFO, _userinfo, arg)  # noqa: PLW2901
+        arg = re.sub(_HIDDEN_QUERY, r"\1***", arg)  # noqa: PLW2901
+        out.append(f"'{arg}'" if " " in arg and not isinstance(command, str) else arg)
+    return " ".join(out)
+
+
+_WORDS = r"(?:token|secret|password|passwd|api[_-]?key|access[_-]?key|auth|credentials?)"
+_HIDDEN_OPTION = rf"(?i)--?[\w-]*{_WORDS}[\w-]*"
+_HIDDEN_ASSIGN = rf"(?i)^(--?[\w-]*{_WORDS}[\w-]*=)[^\s]+"
+_HIDDEN_HEADER = r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key|cookie)\s*:\s*.+"
+_USERINFO = r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#\s@]*(?:@[^/?#\s@]*)*)@"
+_HIDDEN_QUERY = rf"(?i)([?&][\w-]*(?:{_WORDS}|sig|signature|key)[\w-]*=)[^&#\s]+"
+
+
+def _userinfo(match: object) -> str:
+    scheme, userinfo = match.group(1), match.group(2)  # type: ignore[attr-defined]
+    user, colon, _ = str(userinfo).partition(":")
+    return f"{scheme}{user}:***@" if colon else f"{scheme}***@"
 
 
 def write_places(directory: str, places: Iterable[str]) -> None:
@@ -467,7 +647,7 @@ def start(directory: str, places: Iterable[str], *, scan_home: bool = True) -> A
     the files already held open (:func:`held_files`) are noted, for the scan to leave out.
     """
     global AUDITOR, BEFORE, SCAN_BASES, HELD  # noqa: PLW0603 - one auditor per process
-    places = list(places)
+    places = safe(places)
     os.makedirs(directory, exist_ok=True)
     write_places(directory, places)
     os.environ[CACHEROOT_AUDIT_DIR] = directory
@@ -478,6 +658,7 @@ def start(directory: str, places: Iterable[str], *, scan_home: bool = True) -> A
     if AUDITOR is None:
         AUDITOR = Auditor(directory, places)
         sys.addaudithook(AUDITOR)
+        _open_with_dir_fd()
         _hello(AUDITOR)
     else:
         AUDITOR.__init__(directory, places)  # type: ignore[misc]
@@ -514,7 +695,8 @@ def move(directory: str, places: Iterable[str]) -> Auditor:
 def _hello(auditor: Auditor) -> None:
     """Record that this process is audited (the report counts them)."""
     argv = getattr(sys, "argv", None) or [sys.executable]
-    auditor.note({"kind": "process", "ppid": os.getppid(), "command": " ".join(argv[:4])[:300]})
+    command = redact_command([str(a) for a in argv[:4]])[:300]
+    auditor.note({"kind": "process", "ppid": os.getppid(), "command": command})
 
 
 def join(directory: str) -> Auditor:
@@ -531,6 +713,7 @@ def join(directory: str) -> Auditor:
     if AUDITOR is None:
         AUDITOR = Auditor(directory, places)
         sys.addaudithook(AUDITOR)
+        _open_with_dir_fd()
         _hello(AUDITOR)
     return AUDITOR
 

@@ -149,7 +149,7 @@ def _command(pid: int) -> str:
             argv = f.read().split(b"\0")
     except OSError:
         return "?"
-    return " ".join(os.fsdecode(a) for a in argv[:8] if a)[:300] or "?"
+    return audit.redact_command([os.fsdecode(a) for a in argv[:8] if a])[:300] or "?"
 
 
 def _joined(pid: int, directory: str) -> bool:
@@ -221,6 +221,7 @@ def build_report(
         places = audit.read_places(directory)
     if before is None:
         before, bases, held = audit.BEFORE, audit.SCAN_BASES, (*held, *audit.HELD)
+    places = audit.safe(places)
     allowed = audit._prefixes([directory, *places])  # noqa: SLF001 - the hook's rule
     records = _records(directory)
     writes: dict[str, dict[str, Any]] = {}
@@ -309,7 +310,7 @@ def build_report(
             "left_out": left_out,
         },
         "scrubbed": [s for s in spawns if s.get("scrubbed")],
-        "notes": _notes(left_out, others, scanned),
+        "notes": [*audit.REFUSED, *_notes(left_out, others, scanned)],
     }
 
 
