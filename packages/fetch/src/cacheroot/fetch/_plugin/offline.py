@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INCOMPLETE_MANIFEST",
     "WARM_HINT",
+    "flush_said",
     "go_offline",
     "manifests",
     "offline_first",
@@ -54,8 +55,14 @@ def go_offline() -> None:
 
 
 def manifests(config: pytest.Config) -> list[str]:
-    """The manifests the session names: the options (from the invocation directory), else ini."""
-    given = config.getoption("cacheroot_manifest", default=None)
+    """The manifests the session names: the options (from the invocation directory), else ini.
+
+    Read from the command line as parsed so far, so that it also answers before the initial
+    conftests are imported (``pytest_load_initial_conftests``), when the options are not set yet.
+    """
+    given = getattr(config.known_args_namespace, "cacheroot_manifest", None) or config.getoption(
+        "cacheroot_manifest", default=None
+    )
     if given:
         return [os.path.abspath(config.invocation_params.dir / p) for p in given]
     return [os.path.abspath(p) for p in config.getini("cacheroot_manifest")]
@@ -77,12 +84,29 @@ def warm_hint(paths: Sequence[str]) -> str:
     )
 
 
+#: Lines said before the terminal reporter exists (the manifest step runs before the initial
+#: conftests are imported); :func:`flush_said` prints them through it once it does.
+_PENDING = pytest.StashKey[list[str]]()
+
+
 def _say(config: pytest.Config, text: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(text)
     else:
-        sys.stderr.write(text + "\n")
+        config.stash.setdefault(_PENDING, []).append(text)
+
+
+def flush_said(config: pytest.Config) -> None:
+    """Print what the manifest step said before the terminal reporter existed."""
+    lines = config.stash.get(_PENDING, [])
+    config.stash[_PENDING] = []
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            sys.stderr.write(line + "\n")
 
 
 def _check(paths: list[str]) -> list[dict[str, Any]]:

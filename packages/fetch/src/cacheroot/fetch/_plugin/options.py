@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any
 
 import pytest
@@ -16,10 +17,10 @@ from cacheroot.envs import (
 
 from .._fetcher import cache_only
 from .figures import Figures
-from .offline import go_offline, manifests, offline_first
+from .offline import flush_said, go_offline, manifests, offline_first
 from .state import STATE, State, is_worker
 
-__all__ = ["pytest_addoption", "pytest_configure"]
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_load_initial_conftests"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -75,16 +76,58 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         )
 
 
-@pytest.hookimpl(trylast=True)  # after the terminal reporter exists, to print through it
-def pytest_configure(config: pytest.Config) -> None:
-    offline = bool(config.getoption("cacheroot_offline", default=False)) or cache_only()
+#: What the manifest step settled before the initial conftests were imported: the account for
+#: the report, what it warmed, and whether the run is offline.
+_SETTLED = pytest.StashKey[tuple["dict[str, Any] | None", Figures, bool]]()
+#: pytest-xdist's own variable, set in a worker before its configuration is parsed.
+_XDIST_WORKER = "PYTEST_XDIST_WORKER"
+
+
+def _settle(config: pytest.Config) -> tuple[dict[str, Any] | None, Figures, bool]:
+    """The manifest step (controller only): check, warm what is missing, go offline."""
+    forced = bool(
+        getattr(config.known_args_namespace, "cacheroot_offline", False)
+        or config.getoption("cacheroot_offline", default=False)
+    )
+    offline = forced or cache_only()
     manifest: dict[str, Any] | None = None
     warmed = Figures()
-    if not is_worker(config):  # workers inherit the environment the controller settles here
-        paths = manifests(config)
-        if paths:
-            manifest, warmed = offline_first(config, paths, forced=offline)
-            offline = offline or manifest["offline"]
+    paths = manifests(config)
+    if paths:
+        manifest, warmed = offline_first(config, paths, forced=offline)
+        offline = offline or manifest["offline"]
+    if offline:
+        # Every fetch of the run, and of the processes it starts, is offline: ours, and vLLM's
+        # own test helper, which reads only its own switch. A fixture that deliberately clears
+        # the variables (an isolation fixture) keeps that control; the ``cached_file`` fixture
+        # is offline either way.
+        go_offline()
+    return manifest, warmed, offline
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Settle the run (the manifest step, offline) before any conftest is imported.
+
+    A conftest that imports huggingface_hub (``import transformers`` does) makes it read
+    ``HF_HUB_OFFLINE`` there, once: the variable must be in place by then. xdist workers
+    inherit the environment the controller settled here.
+    """
+    if os.environ.get(_XDIST_WORKER, "").strip():
+        return
+    early_config.stash[_SETTLED] = _settle(early_config)
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists, to print through it
+def pytest_configure(config: pytest.Config) -> None:
+    if _SETTLED in config.stash:
+        manifest, warmed, offline = config.stash[_SETTLED]
+        flush_said(config)
+    elif is_worker(config):  # workers inherit the environment the controller settled
+        manifest, warmed = None, Figures()
+        offline = bool(config.getoption("cacheroot_offline", default=False)) or cache_only()
+    else:  # registered after the initial conftests (a plugin loaded late)
+        manifest, warmed, offline = _settle(config)
     guard = bool(config.getoption("cacheroot_no_network", default=False))
     has_socket = importlib.util.find_spec("pytest_socket") is not None
     if guard and not has_socket:
@@ -99,8 +142,4 @@ def pytest_configure(config: pytest.Config) -> None:
     state.manifest, state.warmed = manifest, warmed
     config.stash[STATE] = state
     if offline:
-        # Every fetch of the run, and of the processes it starts, is offline: ours, and vLLM's
-        # own test helper, which reads only its own switch. A fixture that deliberately clears
-        # the variables (an isolation fixture) keeps that control; the ``cached_file`` fixture
-        # is offline either way.
         go_offline()

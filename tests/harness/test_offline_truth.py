@@ -1,0 +1,105 @@
+"""An offline-first run is offline in every process its line says so, and a model the hub
+cannot give costs one bounded attempt per run.
+
+Each test writes a small project into ``tmp_path`` and runs it with a real pytest process
+against the local hub (``tests/hub``), with the real ``huggingface_hub``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .runner import layout_env, plugin_args, report_lines, run_pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+_HUB: Any = importlib.import_module("hub.hubserver")
+
+REPO_ID = "acme/offline-truth"
+
+
+@pytest.fixture(scope="module")
+def repo() -> Any:
+    return _HUB.HubRepo(
+        REPO_ID,
+        {
+            "config.json": json.dumps({"model_type": "llama"}).encode(),
+            "tokenizer.json": json.dumps({"version": "1.0"}).encode(),
+        },
+    )
+
+
+@pytest.fixture
+def hub(repo: Any) -> Iterator[Any]:
+    server = _HUB.HubServer()
+    server.add_hf(repo)
+    with server:
+        yield server
+
+
+def _env(tmp_path: Path, hub: Any) -> dict[str, str]:
+    return layout_env(
+        tmp_path / "volume",
+        HF_ENDPOINT=hub.url,
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+    )
+
+
+def _project(tmp_path: Path, conftest: str, tests: str) -> Path:
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    (project / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    (project / "conftest.py").write_text(textwrap.dedent(conftest))
+    (project / "test_adopter.py").write_text(textwrap.dedent(tests))
+    return project
+
+
+#: A conftest as ``import transformers`` makes one: huggingface_hub imported at module level,
+#: which reads ``HF_HUB_OFFLINE`` once, there.
+CONFTEST_IMPORTS_THE_CLIENT = """
+import os
+
+from huggingface_hub import constants
+
+AT_IMPORT = (os.environ.get("HF_HUB_OFFLINE"), constants.HF_HUB_OFFLINE)
+"""
+
+TESTS_READ_THE_CLIENT = """
+from huggingface_hub import constants
+
+import conftest
+
+
+def test_the_client_was_offline_from_its_import():
+    assert conftest.AT_IMPORT == ("1", True)
+    assert constants.HF_HUB_OFFLINE
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_conftest_importing_the_client_sees_the_offline_run(
+    tmp_path: Path, hub: Any, workers: list[str]
+) -> None:
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text("# nothing to warm: the run is offline at once\n")
+    project = _project(tmp_path, CONFTEST_IMPORTS_THE_CLIENT, TESTS_READ_THE_CLIENT)
+
+    done = run_pytest(
+        [*plugin_args(), *workers, "-p", "no:cacheprovider", f"--cacheroot-manifest={manifest}"],
+        env=_env(tmp_path, hub),
+        cwd=project,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    [line] = report_lines(done.stdout)
+    assert line.startswith("cacheroot: offline run; "), line
+    assert hub.total() == 0, hub.counts()
