@@ -482,6 +482,7 @@ def extract_entry(
     max_size: int = MAX_SIZE,
     max_members: int = MAX_MEMBERS,
     lock_timeout: float | None = 1800.0,
+    verify: bool = False,
 ) -> Path:
     """The unpacked directory of the cached archive ``archive``, unpacking it once per volume.
 
@@ -489,15 +490,19 @@ def extract_entry(
     cached. The directory is ``<archive>.extracted``; the first caller unpacks it under that
     directory's lock while the others wait, then find it. Unpacking is local work, so it is done
     offline too. Raises :class:`ArchiveError` (nothing published) for an unsafe archive.
+
+    A tree unpacked from another version of the archive (its record names another sha256) is
+    unpacked again; with ``verify`` (``CACHEROOT_VERIFY=first-use``, as the fetcher passes it)
+    the tree is also hashed once per process and unpacked again if it does not match its record.
     """
     from ._lock import PathLock  # noqa: PLC0415
     from ._store import lock_path  # noqa: PLC0415 - loaded on need
 
     src = os.fspath(archive)
     out = extracted_path(src)
-    if _stale(src, out) is not None:
+    if _stale(src, out, verify=verify) is not None:
         with PathLock(lock_path(out), timeout=lock_timeout):
-            why = _stale(src, out)  # another process may have unpacked it while we waited
+            why = _stale(src, out, verify=verify)  # another process may have unpacked it
             if why is not None:
                 if why:
                     log.warning("%s: %s; unpacking %s again", out, why, src)
@@ -513,16 +518,14 @@ def extract_entry(
 _seen: dict[str, tuple[tuple[int, int, int, int], tuple[int, int, int, int], bool]] = {}
 
 
-def _stale(src: str, out: str) -> str | None:
+def _stale(src: str, out: str, *, verify: bool) -> str | None:
     """Why the tree ``out`` cannot be served for the archive ``src`` now, or ``None`` when it
     can: ``""`` when there is no tree, else what is wrong with it (it is unpacked again).
 
     The tree's record must name the archive's sha256 as the archive's record has it now (a new
-    pin, or a refetch, makes a new archive); with ``CACHEROOT_VERIFY=first-use`` the tree is
-    also hashed once per process and must match its record.
+    pin, or a refetch, makes a new archive); with ``verify`` the tree is also hashed once per
+    process and must match its record.
     """
-    from ._fetcher import verify_first_use  # noqa: PLC0415 - a cycle at import time
-
     try:
         tree_st = os.lstat(out)
         archive_st = os.lstat(src)
@@ -530,7 +533,6 @@ def _stale(src: str, out: str) -> str | None:
         return ""
     if not stat.S_ISDIR(tree_st.st_mode):
         return ""  # extract() says what is in the way
-    verify = verify_first_use()
     now = (signature(archive_st), signature(tree_st))
     seen = _seen.get(out)
     if seen is not None and seen[:2] == now and (seen[2] or not verify):

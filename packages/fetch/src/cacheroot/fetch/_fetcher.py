@@ -513,7 +513,9 @@ class Fetcher:
             from ._archive import MAX_SIZE, extract_entry  # noqa: PLC0415 - only when unpacking
 
             bound = MAX_SIZE if max_unpacked is None else max_unpacked
-            return extract_entry(dest, lock_timeout=self.lock_timeout, max_size=bound)
+            return extract_entry(
+                dest, lock_timeout=self.lock_timeout, max_size=bound, verify=verify_first_use()
+            )
         touch_used(dest)  # at most one cheap write per entry per hour: see _used
         return Path(dest)
 
