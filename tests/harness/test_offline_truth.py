@@ -103,3 +103,37 @@ def test_a_conftest_importing_the_client_sees_the_offline_run(
     [line] = report_lines(done.stdout)
     assert line.startswith("cacheroot: offline run; "), line
     assert hub.total() == 0, hub.counts()
+
+
+def test_the_line_says_so_when_the_client_was_imported_before_the_run(
+    tmp_path: Path, hub: Any
+) -> None:
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text("# nothing to warm: the run is offline at once\n")
+    project = _project(tmp_path, "", "def test_nothing():\n    pass\n")
+    # A plugin loaded before cacheroot's that imports the client: nothing can reach it in time.
+    (project / "early_client.py").write_text("import huggingface_hub.constants\n")
+    report = tmp_path / "report.json"
+
+    done = run_pytest(
+        [
+            *plugin_args(),
+            "-p",
+            "early_client",
+            "-p",
+            "no:cacheprovider",
+            f"--cacheroot-manifest={manifest}",
+            f"--cacheroot-report={report}",
+        ],
+        env=_env(tmp_path, hub),
+        cwd=project,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    [line] = report_lines(done.stdout)
+    assert line.startswith(
+        "cacheroot: offline run, but huggingface_hub stayed online in 1 process (imported "
+        "before the run set HF_HUB_OFFLINE); 0 hits, 0 misses"
+    ), line
+    assert json.loads(report.read_text())["online_hub_clients"] == 1

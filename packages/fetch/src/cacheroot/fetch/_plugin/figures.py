@@ -221,7 +221,7 @@ class Summary:
     :class:`Figures`; the process count is the volume's.
     """
 
-    __slots__ = ("offline", "own_roots", "volume")
+    __slots__ = ("offline", "online_clients", "own_roots", "volume")
 
     def __init__(
         self,
@@ -229,19 +229,25 @@ class Summary:
         own_roots: Figures | None = None,
         *,
         offline: bool = False,
+        online_clients: int = 0,
     ) -> None:
         self.volume = volume if volume is not None else Figures()
         self.own_roots = own_roots if own_roots is not None else Figures()
         self.offline = offline
+        #: Processes of an offline run whose huggingface_hub read ``HF_HUB_OFFLINE`` before the
+        #: run set it (imported before pytest), and so stayed online.
+        self.online_clients = online_clients
 
     def add(self, other: Summary) -> None:
         """Add another process's (or group's) figures; whether the run was offline stays."""
         self.volume.add(other.volume)
         self.own_roots.add(other.own_roots)
+        self.online_clients += other.online_clients
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (what workers send and ``--cacheroot-report`` writes)."""
         out: dict[str, Any] = {"version": REPORT_VERSION, "offline": self.offline}
+        out["online_hub_clients"] = self.online_clients
         out |= self.volume.counts()
         out["processes"] = self.volume.processes
         out[OWN_ROOTS] = self.own_roots.counts()
@@ -254,11 +260,19 @@ class Summary:
             Figures.from_counts(data, processes=int(data.get("processes", 0))),
             Figures.from_counts(data.get(OWN_ROOTS) or {}),
             offline=bool(data.get("offline", False)),
+            online_clients=int(data.get("online_hub_clients", 0)),
         )
 
     def line(self) -> str:
         """The one-line summary printed at the end of the session."""
         head = "cacheroot: offline run; " if self.offline else "cacheroot: "
+        if self.offline and self.online_clients:
+            n = self.online_clients
+            head = (
+                f"cacheroot: offline run, but huggingface_hub stayed online in {n} "
+                f"{'process' if n == 1 else 'processes'} (imported before the run set "
+                "HF_HUB_OFFLINE); "
+            )
         text = head + self.volume.text()
         own = self.own_roots
         if own.fetch["hits"] or own.misses or own.fetch["bytes_downloaded"]:

@@ -10,10 +10,14 @@ workers send their figures to the controller (``workeroutput``), which prints th
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from cacheroot.envs import HF_HUB_OFFLINE, truthy
 
 from .figures import Summary
 from .state import STATE, current_cache, is_worker
@@ -75,11 +79,25 @@ def pytest_testnodedown(node: Any) -> None:
         node.config.stash[STATE].workers.append(Summary.from_dict(data))
 
 
+def _client_stayed_online() -> bool:
+    """Whether this process's huggingface_hub reads online although the run set
+    ``HF_HUB_OFFLINE`` (it reads the variable once, when imported: here, before the run)."""
+    if not truthy(os.environ.get(HF_HUB_OFFLINE)):
+        return False
+    constants = sys.modules.get("huggingface_hub.constants")
+    return constants is not None and getattr(constants, "HF_HUB_OFFLINE", True) is False
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     state = config.stash[STATE]
     state.settle(own_root=False)
-    mine = Summary(state.volume, state.own_roots, offline=state.offline)
+    mine = Summary(
+        state.volume,
+        state.own_roots,
+        offline=state.offline,
+        online_clients=int(state.offline and _client_stayed_online()),
+    )
     if is_worker(config):
         config.workeroutput["cacheroot"] = mine.as_dict()  # type: ignore[attr-defined]
         return
