@@ -171,12 +171,35 @@ def _directory(name: str) -> str:
     return name.lower()
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one word of a POSIX shell, always in single quotes (``'`` as ``'"'"'``)."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def fnmatch_literal(text: str) -> str:
+    """An fnmatch pattern that matches ``text`` and nothing else (``[``, ``*``, ``?`` in
+    brackets)."""
+    return "".join(f"[{c}]" if c in "[*?" else c for c in text)
+
+
+def allow_argument(finding: Finding) -> str:
+    """The ``--allow`` that accepts ``finding`` and nothing else, ready to paste into a shell:
+    its variable's name, or a pattern that matches its place literally."""
+    pattern = finding.variable or fnmatch_literal(finding.expression)
+    return f"--allow {shell_word(pattern)}"
+
+
 def suggest(finding: Finding) -> str:
     """A layout row for an uncovered variable; for a fixed place, what can be done instead."""
+    if finding.kind == LAYOUT_OVERRIDE:
+        return (
+            f"leave {finding.variable} to the layout (use a directory under it, or tmp_path), "
+            f"or {allow_argument(finding)}"
+        )
     if finding.variable is None:
         return (
             "no variable moves it: ask upstream for one, patch the code to read one, or "
-            f"--allow '{finding.expression}'"
+            f"{allow_argument(finding)}"
         )
     replaces = finding.default or "unknown (decided outside this expression)"
     return (
@@ -283,6 +306,7 @@ def text(report: Report) -> str:
                 lines.append(f"    fallback when {f.fallback_of[0]} is unset")
             prefix = "suggested row: " if f.variable and f.kind != LAYOUT_OVERRIDE else ""
             lines.append(f"    {prefix}{item.suggestion}")
+            lines.append(f"    to accept it: {allow_argument(f)}")
     if apart:
         lines += ["", f"Listed, not gating ({len(apart)}):"]
         for item in apart:

@@ -42,6 +42,8 @@ _NEEDLES = (
     b"get_dir",
     b"save_pretrained",
     b"__file__",
+    b"setenv",
+    b"putenv",
 )
 #: Files that hold code the audit cannot read (compiled modules, native sources).
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
