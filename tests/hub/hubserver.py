@@ -63,7 +63,7 @@ from urllib.parse import unquote
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from tests.origin import Exchange, Server, hang, static
+    from tests.origin import Exchange, Request, Server, hang, static
 else:
     # pytest puts tests/ on sys.path (its conftest.py has no package); mypy names it tests.
     from origin import Server, hang, static
@@ -252,6 +252,14 @@ class HubServer:
     def counts(self) -> Counter[tuple[str, str]]:
         """A copy of the request counts by ``(method, path)``."""
         return Counter() if self._server is None else self._server.counts()
+
+    def count_path(self, path: str, method: str | None = None) -> int:
+        """How many requests for ``path`` (with ``method``, if given) were received."""
+        return 0 if self._server is None else self._server.count(path, method)
+
+    def requests_for(self, path: str, method: str | None = None) -> list[Request]:
+        """The requests for ``path`` (with ``method``, if given), in the order received."""
+        return [] if self._server is None else self._server.requests(path, method)
 
     def total(self) -> int:
         """How many requests were received since the last :meth:`reset`."""

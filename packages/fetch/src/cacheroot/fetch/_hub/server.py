@@ -108,9 +108,15 @@ class _Fill:
             self.cond.notify_all()
 
 
+def _readable(fill: _Fill) -> int:
+    """How many bytes of a file being fetched readers may have: all once it is verified, all
+    but the last before, so that bytes that fail the digest never reach a client whole."""
+    return fill.written if fill.done else max(0, fill.written - 1)
+
+
 def _moved(fill: _Fill, offset: int) -> bool:
     """Whether a reader at ``offset`` has something new: bytes past it, the end, an error."""
-    return fill.written > offset or fill.done or fill.error is not None
+    return _readable(fill) > offset or fill.done or fill.error is not None
 
 
 class _Blob(web.FileResponse):
@@ -504,16 +510,20 @@ class Hub:
             while end is None or offset < end:
                 async with fill.cond:
                     await fill.cond.wait_for(functools.partial(_moved, fill, offset))
-                if fill.written > offset:
-                    want = fill.written - offset if end is None else min(fill.written, end) - offset
+                ready = _readable(fill)
+                if ready > offset:
+                    want = ready - offset if end is None else min(ready, end) - offset
                     data = os.pread(fd, min(want, CHUNK), offset)
                     if not data:
                         break
                     await resp.write(data)
                     offset += len(data)
                 elif fill.error is not None:
-                    # The client sees a cut transfer and asks again (huggingface_hub resumes).
-                    raise ConnectionResetError(fill.error)
+                    # Cut the transfer short: the client sees fewer bytes than announced and
+                    # asks again (huggingface_hub resumes with a Range).
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return resp
                 else:
                     break
             await resp.write_eof()

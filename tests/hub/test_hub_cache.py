@@ -1,0 +1,337 @@
+"""The hub cache's rules, one at a time, over real HTTP: ``cacheroot hub serve`` in a child
+process in front of the local test hub (or an origin that misbehaves in one exact way).
+
+Expected values are the upstream's own (the test hub's files, its commit) or written out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Protocol
+
+import pytest
+import requests
+
+from cacheroot.fetch._hub.service import HubProcess
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tests.origin import Exchange, Server
+
+    from .hubserver import HubRepo, HubServer
+else:
+    from origin import Server
+
+
+class Start(Protocol):
+    """The ``start`` fixture: a running hub cache in front of ``upstream``."""
+
+    def __call__(self, upstream: str, *options: str, offline: bool = False) -> HubProcess: ...
+
+
+TOKEN_A = "hf_" + "a" * 34  # a made-up token, looked for in the store
+TOKEN_B = "hf_" + "b" * 34
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Start]:
+    """Start hub caches (``start(upstream, *options)``) with a store in ``tmp_path``; stop them."""
+    started: list[HubProcess] = []
+
+    def go(upstream: str, *options: str, offline: bool = False) -> HubProcess:
+        proc = HubProcess.start(
+            upstream=upstream, store=str(tmp_path / "store"), options=options, offline=offline
+        )
+        started.append(proc)
+        return proc
+
+    yield go
+    for proc in started:
+        proc.stop()
+
+
+def _api(repo: HubRepo, rev: str = "main") -> str:
+    return f"/api/models/{repo.repo_id}/revision/{rev}"
+
+
+def test_a_branch_answer_is_kept_for_the_ttl_and_a_commit_answer_for_good(
+    start: Start, hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    proxy = start(hub.url)
+    for _ in range(3):
+        got = requests.get(proxy.url + _api(tiny_repo), timeout=10)
+        assert got.json()["sha"] == tiny_repo.commit
+    assert hub.count_path(_api(tiny_repo)) == 1
+    assert got.headers["X-Cacheroot-Hub"] == "hit"
+    proxy.stop()
+
+    proxy = start(hub.url, "--ttl=0")
+    hub.reset()
+    for _ in range(2):
+        requests.get(proxy.url + _api(tiny_repo), timeout=10).raise_for_status()
+        requests.get(proxy.url + _api(tiny_repo, tiny_repo.commit), timeout=10).raise_for_status()
+    # The branch is asked again every time; the commit once (it was never asked before).
+    assert hub.count_path(_api(tiny_repo)) == 2
+    assert hub.count_path(_api(tiny_repo, tiny_repo.commit)) == 1
+
+
+def test_the_last_good_answer_is_served_when_the_hub_fails_and_marked_stale(
+    start: Start, hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    proxy = start(hub.url, "--ttl=0", "--cooloff=0")
+    url = proxy.url + _api(tiny_repo)
+    assert requests.get(url, timeout=10).json()["sha"] == tiny_repo.commit
+    for status in (429, 500, 502, 503, 504):
+        hub.fail_next(1, status=status, retry_after=None)
+        got = requests.get(url, timeout=10)
+        assert (got.status_code, got.json()["sha"]) == (200, tiny_repo.commit), status
+        assert got.headers["X-Cacheroot-Hub"] == "stale"
+    assert proxy.stats()["counts"]["stale"] == 5
+
+
+def test_an_unseen_request_during_an_outage_fails_at_once_with_the_upstreams_status(
+    start: Start, hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    proxy = start(hub.url)
+    hub.fail_next(1, status=503, retry_after=None)
+    got = requests.get(proxy.url + _api(tiny_repo), timeout=10)
+    assert got.status_code == 503
+    assert "no answer for this request yet" in got.json()["error"]
+    # The upstream is left alone for the cool-off: the next unseen request is not sent.
+    again = requests.get(proxy.url + _api(tiny_repo, "v1"), timeout=10)
+    assert (again.status_code, hub.total()) == (503, 1)
+
+
+def test_retry_after_is_obeyed_once_for_every_caller(
+    start: Start, hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    proxy = start(hub.url, "--ttl=0")
+    url = proxy.url + _api(tiny_repo)
+    requests.get(url, timeout=10).raise_for_status()
+    hub.reset()
+    hub.fail_next(1, status=429, retry_after="30")
+    for _ in range(5):
+        assert requests.get(url, timeout=10).headers["X-Cacheroot-Hub"] == "stale"
+    unseen = requests.get(proxy.url + "/api/models/acme/other", timeout=10)
+    assert unseen.status_code == 429
+    assert 25 <= int(unseen.headers["Retry-After"]) <= 30
+    assert hub.total() == 1  # the one that was answered 429
+    # A second hub on the same store (another process) obeys it too.
+    other = start(hub.url, "--ttl=0")
+    assert (
+        requests.get(other.url + _api(tiny_repo), timeout=10).headers["X-Cacheroot-Hub"] == "stale"
+    )
+    assert hub.total() == 1
+
+
+def test_a_hanging_hub_is_cut_off_by_the_deadline_and_the_stale_answer_served(
+    start: Start, hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    proxy = start(hub.url, "--ttl=0", "--deadline=1")
+    url = proxy.url + _api(tiny_repo)
+    requests.get(url, timeout=10).raise_for_status()
+    hub.hang_all()
+    got = requests.get(url, timeout=8)  # huggingface_hub's own deadline is 10 s
+    assert (got.status_code, got.headers["X-Cacheroot-Hub"]) == (200, "stale")
+    assert got.elapsed.total_seconds() < 5
+    # Left alone now: served at once.
+    assert requests.get(url, timeout=8).elapsed.total_seconds() < 0.5
+
+
+def test_one_upstream_request_per_key_however_many_callers(
+    start: Start, hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    proxy = start(hub.url, "--deadline=1")
+    reached = hub.hang_all(match="/revision/")
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(
+            pool.map(lambda _: requests.get(proxy.url + _api(tiny_repo), timeout=20), range(16))
+        )
+    assert reached.is_set()
+    # The one request in flight was cut off at the deadline: every caller shared it, so all
+    # got its outcome (no answer in time: 504), and the upstream was asked once.
+    assert [a.status_code for a in answers] == [504] * 16
+    assert hub.count_path(_api(tiny_repo)) == 1
+
+
+def test_answers_are_kept_per_credential_and_tokens_never_stored(
+    start: Start, hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    proxy = start(hub.url, "--cooloff=0")
+    url = proxy.url + _api(tiny_repo)
+    for token in (TOKEN_A, TOKEN_B, None):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        requests.get(url, headers=headers, timeout=10).raise_for_status()
+    sent = [r.header("Authorization") for r in hub.requests_for(_api(tiny_repo))]
+    assert sent == [f"Bearer {TOKEN_A}", f"Bearer {TOKEN_B}", None]
+    for here, _dirs, names in os.walk(tmp_path / "store"):
+        for name in names:
+            data = (tmp_path / here / name).read_bytes()
+            assert TOKEN_A.encode() not in data
+            assert TOKEN_B.encode() not in data
+    # A credential with no answer of its own gets the public one when the hub fails.
+    hub.fail_rate(1.0, status=503)
+    got = requests.get(url, headers={"Authorization": "Bearer hf_" + "c" * 34}, timeout=10)
+    assert (got.status_code, got.headers["X-Cacheroot-Hub"]) == (200, "stale")
+
+
+def test_files_are_fetched_once_verified_and_served_with_ranges(
+    start: Start, hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    proxy = start(hub.url)
+    data = tiny_repo.files["model.safetensors"]
+    url = f"{proxy.url}/{tiny_repo.repo_id}/resolve/main/model.safetensors"
+    with ThreadPoolExecutor(4) as pool:
+        bodies = list(pool.map(lambda _: requests.get(url, timeout=20).content, range(4)))
+    assert bodies == [data] * 4
+    assert hub.count_path(f"/{tiny_repo.repo_id}/resolve/main/model.safetensors", "GET") == 1
+    part = requests.get(url, headers={"Range": "bytes=100-199"}, timeout=10)
+    assert (part.status_code, part.content) == (206, data[100:200])
+    assert part.headers["ETag"] == f'"{hashlib.sha256(data).hexdigest()}"'
+    head = requests.head(url, timeout=10)
+    assert head.headers["X-Linked-Size"] == str(len(data))
+    assert head.headers["X-Repo-Commit"] == tiny_repo.commit
+
+
+def _lying_hub(good: bytes, sent: bytes) -> tuple[Server, Server]:
+    """An upstream whose file's bytes are not those its metadata names (``sent``, not ``good``),
+    and whose metadata carries Xet headers and redirects the file to another host."""
+    cdn = Server(lambda ex: ex.respond(200, sent, {"Content-Type": "application/octet-stream"}))
+    cdn.start()
+    sha = hashlib.sha256(good).hexdigest()
+
+    def answer(ex: Exchange) -> None:
+        if ex.info.path.endswith("/resolve/main/w.bin"):
+            ex.respond(
+                302,
+                b"",
+                {
+                    "Location": cdn.base + "/blob",
+                    "X-Repo-Commit": "c" * 40,
+                    "ETag": f'"{sha}"',
+                    "X-Linked-Etag": f'"{sha}"',
+                    "X-Linked-Size": str(len(good)),
+                    "X-Xet-Hash": "0" * 64,
+                    "Link": '<https://cas.example/auth>; rel="xet-auth"',
+                },
+            )
+        else:
+            ex.respond(404, b"{}")
+
+    return Server(answer).start(), cdn
+
+
+def test_bytes_that_do_not_match_the_hubs_digest_are_never_published(
+    start: Start, tmp_path: Path
+) -> None:
+    good = b"the real weights" * 100
+    origin, cdn = _lying_hub(good, b"X" + good[1:])
+    try:
+        proxy = start(origin.base)
+        url = f"{proxy.url}/acme/m/resolve/main/w.bin"
+        head = requests.head(url, timeout=10)
+        # The CDN redirect became the metadata answer; the Xet headers are gone.
+        assert head.status_code == 200
+        assert "Location" not in head.headers
+        assert "X-Xet-Hash" not in head.headers
+        assert "Link" not in head.headers
+        with pytest.raises(requests.exceptions.RequestException):
+            requests.get(url, timeout=10).content  # noqa: B018
+        assert proxy.stats()["counts"]["digest_mismatch"] == 1
+        blobs = tmp_path / "store" / "blobs"
+        assert [p.name for p in blobs.iterdir()] == []
+        assert "Traceback" not in proxy.stop()
+    finally:
+        cdn.close()
+        origin.close()
+
+
+def test_store_only_serves_what_it_has_and_fails_the_rest_at_once(
+    start: Start, hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    proxy = start(hub.url)
+    requests.get(proxy.url + _api(tiny_repo), timeout=10).raise_for_status()
+    proxy.set_offline(True)
+    hub.reset()
+    assert requests.get(proxy.url + _api(tiny_repo), timeout=10).status_code == 200
+    unseen = requests.get(proxy.url + _api(tiny_repo, "v2"), timeout=10)
+    assert unseen.status_code == 504
+    assert hub.total() == 0
+
+
+def test_a_planted_link_in_the_store_is_not_followed(
+    start: Start, hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    proxy = start(hub.url, "--ttl=0", "--cooloff=0")
+    requests.get(proxy.url + _api(tiny_repo), timeout=10).raise_for_status()
+    (kept,) = [
+        p for p in (tmp_path / "store" / "meta").rglob("*") if p.is_file() and "." not in p.name
+    ]
+    secret = tmp_path / "secret"
+    secret.write_text('{"status":200,"headers":[],"stored":1e12}\nplanted', encoding="utf-8")
+    kept.unlink()
+    kept.symlink_to(secret)
+    hub.fail_rate(1.0, status=503)
+    got = requests.get(proxy.url + _api(tiny_repo), timeout=10)
+    assert (got.status_code, got.content.endswith(b"planted")) == (503, False)
+
+
+def test_export_manifest_lists_the_files_served_by_commit_and_branch(
+    start: Start, hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    proxy = start(hub.url)
+    for name in ("config.json", "tokenizer.json"):
+        requests.get(f"{proxy.url}/{tiny_repo.repo_id}/resolve/main/{name}", timeout=10)
+    requests.head(f"{proxy.url}/{tiny_repo.repo_id}/resolve/main/config.json", timeout=10)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cacheroot.fetch._hub",
+            "export-manifest",
+            "--store",
+            str(tmp_path / "store"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.splitlines()[2:] == [
+        "",
+        "[[model]]",
+        'hub = "hf"',
+        'repo_id = "acme/tiny-model"',
+        f'revision = "{tiny_repo.commit}"',
+        'branch = "main"',
+        'allow_patterns = ["config.json", "tokenizer.json"]',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--listen", "nowhere"], "expected HOST:PORT"),
+        (["--upstream", "ftp://x"], "must be an http:// or https:// URL"),
+        (["--ttl", "soon"], "expected a number of"),
+    ],
+)
+def test_bad_flags_are_usage_errors_that_say_what_was_expected(
+    argv: list[str], message: str, tmp_path: Path
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cacheroot.fetch._hub", "serve", "--store", str(tmp_path), *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert json.dumps(proc.stdout) == '""'
