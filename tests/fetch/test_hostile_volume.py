@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cacheroot.envs import CACHEROOT_OFFLINE
-from cacheroot.fetch import CacheMissError, Fetcher, LockTimeout, _proc, _used
+from cacheroot.fetch import CacheMissError, DownloadError, Fetcher, LockTimeout, _proc, _used
 from cacheroot.fetch._lease import Lease
 from cacheroot.fetch._lock import PathLock
 from cacheroot.fetch._store import meta_path
@@ -264,3 +264,17 @@ def test_a_lock_file_planted_as_a_link_is_not_truncated(
     Path(lock_path(str(dest))).symlink_to(victim)
     assert fetcher.fetch(url).read_bytes() == body(name)
     assert victim.read_bytes() == b"precious\n"
+
+
+def test_a_namespace_planted_as_a_link_is_not_written_through(
+    origin: Origin, fetcher: Fetcher, name: str, tmp_path: Path
+) -> None:
+    url = origin.url(f"/ok/{name}")
+    dest = fetcher.path(url)
+    elsewhere = tmp_path / "cron.d"
+    elsewhere.mkdir()
+    dest.parent.parent.mkdir(parents=True, exist_ok=True)
+    dest.parent.symlink_to(elsewhere)
+    with pytest.raises(DownloadError, match=r"is a symbolic link, to .*: cacheroot does not write"):
+        fetcher.fetch(url)
+    assert sorted(os.listdir(elsewhere)) == []

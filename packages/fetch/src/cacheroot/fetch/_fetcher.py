@@ -200,6 +200,23 @@ def _planted(dest: str) -> str:
     return what
 
 
+def _refuse_links(url: str, base: str, dest: str) -> None:
+    """Raise :class:`DownloadError` if a directory between ``base`` and ``dest`` is a link."""
+    here = base
+    for part in os.path.relpath(os.path.dirname(dest), base).split(os.sep):
+        if part in ("", "."):
+            continue
+        here = os.path.join(here, part)
+        if os.path.islink(here):
+            raise DownloadError(
+                url,
+                f"{here} is a symbolic link, to {os.readlink(here)!r}: cacheroot does not write "
+                "through a link inside the cache (another job may have planted it). Remove it; "
+                f"to keep a namespace on another disk, point {VLLM_TEST_CACHE} there instead",
+                err=errno.ELOOP,
+            )
+
+
 def _in_the_way(url: str, dest: str) -> DownloadError:
     """The error for a directory where ``url``'s cached file belongs."""
     return DownloadError(
@@ -433,6 +450,7 @@ class Fetcher:
             timeout=timeout,
             progress=progress,
             fallbacks=fallbacks,
+            base=cache_dir(),
         )
         path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
         if self.reporter is not None:
@@ -714,9 +732,12 @@ class Fetcher:
         progress: bool | None,
         nonempty: bool = False,
         fallbacks: Sequence[str] = (),
+        base: str | None = None,
     ) -> tuple[str, str]:
         """Download ``url`` into ``dest`` once across processes, unless ``hit()`` finds it first.
 
+        ``base`` is the cache directory ``dest`` lies in: no directory between it and ``dest``
+        may be a symbolic link (nothing is written through one another job planted there).
         Returns ``(HIT, "")`` when another thread or process published it meanwhile, else
         ``(MISS, where)``: :data:`SHARED_TIER`, or the URL that served it.
         """
@@ -738,6 +759,8 @@ class Fetcher:
             lock = PathLock(_store.lock_path(dest), timeout=self.lock_timeout)
             try:
                 _store.makedirs(os.path.dirname(dest))
+                if base is not None:
+                    _refuse_links(url, base, dest)
                 acquired = lock.acquire(done=lambda: hit() is not None)
             except FetchError:
                 raise
