@@ -385,3 +385,17 @@ def test_the_platform_option_decides_which_branches_gate(tmp_path: Path) -> None
     windows = cli("--platform", "win32")
     assert windows.returncode == 1, windows.stdout
     assert "Not covered by the layout (1):" in windows.stdout
+
+
+def test_a_variable_whose_default_is_under_home_is_a_location(tmp_path: Path) -> None:
+    """The default, not the name, says it: ``DEMO_MODELS`` falls back to ``~/.demo/models``;
+    a configuration default under HOME is still left alone."""
+    source = """\
+    import os
+
+    MODELS = os.environ.get("DEMO_MODELS", os.path.expanduser("~/.demo/models"))
+    EDITOR = os.environ.get("DEMO_EDITOR_RC", "~/.config/demo/rc")
+    """
+    assert rows(run(tmp_path, source)) == [
+        (3, "DEMO_MODELS", "${DEMO_MODELS:-~/.demo/models}", "download", None),
+    ]

@@ -1292,7 +1292,11 @@ class _Visitor:
             if _switch(default.text) or read.name in _OTHER_XDG:
                 return None
         elif not known and not place_like(read.name, default):
-            return None
+            # The default, not the name, may say it is a place (``~/.demo/models``).
+            if default.root not in ("home", "tmp", "xdg") or _trivial(default.text):
+                return None
+            if not_a_cache(default.text) or read.name in _BASES or read.name in _OTHER_XDG:
+                return None
         elif default_node is not None and not known:
             self._helpers_in(default_node, read.scope)
         expression = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
