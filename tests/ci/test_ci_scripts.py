@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 
     Run = Callable[..., subprocess.CompletedProcess[str]]
 
+    from tests.ci import wheelhouse
+else:
+    # pytest puts tests/ci on sys.path (no package there); mypy names it tests.ci.
+    import wheelhouse
+
 CI = Path(__file__).resolve().parents[2] / "ci"
 RUNNERS = {"rocm": "run-amd-test.sh", "cuda": "run-cuda-test.sh"}
 PASS_THROUGH = ("HF_TOKEN", "BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT")
@@ -540,26 +545,25 @@ def test_bootstrap_usage_errors(
 
 
 @pytest.fixture(scope="session")
-def uv_cache() -> str:
-    """uv's cache directory as the runner names it (read before HOME moves into tmp_path)."""
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not on PATH")
-    out = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+def nox_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """nox and what it requires, as wheels packed in this session from this environment."""
+    try:
+        return wheelhouse.build(tmp_path_factory.mktemp("nox-wheels"), ["nox"])
+    except wheelhouse.MissingError as exc:
+        pytest.skip(str(exc))
 
 
 def test_bootstrap_installs_nox_with_uv_into_its_own_environment(
-    bash: str, bootstrap_env: dict[str, str], fake_bin: Path, tmp_path: Path, uv_cache: str
+    bash: str, bootstrap_env: dict[str, str], fake_bin: Path, tmp_path: Path, nox_wheels: Path
 ) -> None:
     uv = shutil.which("uv")
-    assert uv is not None
+    if uv is None:
+        pytest.skip("uv is not on PATH: the bootstrap installs nox with the uv it finds")
     (fake_bin / "uv").symlink_to(uv)
-    # Offline, from the runner's uv cache (every nox session installs nox's peers there).
-    env = {**bootstrap_env, "PYTHON": sys.executable, "UV_CACHE_DIR": uv_cache, "UV_OFFLINE": "1"}
+    # Offline: nox from the session's wheelhouse, uv with a fresh cache of its own.
+    env = wheelhouse.offline(bootstrap_env, nox_wheels, tmp_path / "uv-cache")
+    env["PYTHON"] = sys.executable
     out = bootstrap(bash, env, "--no-system-packages")
-    if out.returncode != 0 and "network" in out.stderr.lower():
-        pytest.skip(f"uv's cache ({uv_cache}) lacks nox: {out.stderr.strip()[-300:]}")
     assert out.returncode == 0, out.stderr
     tools = tmp_path / "home/.local/share/cacheroot/tools"
     bin_dir = tmp_path / "home/.local/bin"

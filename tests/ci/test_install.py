@@ -6,10 +6,9 @@ elsewhere would be) into fresh virtual environments and check that every member 
 ``cacheroot`` command with each distribution's subcommands, and the start-up hook's ``.pth``
 file, which must take effect in a new interpreter.
 
-No test here reaches the network. The build backend and the members' third-party dependencies
-come from uv's cache as the test runner sees it (``uv sync`` and every nox session fill it);
-where uv or those entries are missing, the tests are skipped and say why. uv keeps the wheels it
-builds of the copied members in that cache (about 160 KB each; ``uv cache prune`` removes them).
+No test here reaches the network, nor any cache of this machine: pip, the build backend and the
+members' third-party dependencies come from a wheelhouse that the session packs from this
+environment's own installed distributions (``wheelhouse.py``), and uv gets a fresh cache.
 """
 
 from __future__ import annotations
@@ -22,10 +21,17 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from cacheroot.envs import CACHEROOT, HF_HOME, TABLE
+
+if TYPE_CHECKING:
+    from tests.ci import wheelhouse
+else:
+    # pytest puts tests/ci on sys.path (no package there); mypy names it tests.ci.
+    import wheelhouse
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,8 +45,9 @@ MEMBERS = ("packages/envs", "packages/fetch", "packages/mediacache", "sitecustom
 #: Subcommands that cacheroot-envs registers, and those the other members add.
 ENVS_COMMANDS = {"doctor", "env"}
 OTHER_COMMANDS = {"cache", "fetch", "hook", "warm"}
-#: How uv says that an offline run needed something its cache does not hold.
-CACHE_MISS_HINTS = ("network connectivity is disabled", "network was disabled", "not in the cache")
+#: What an offline install of the tree needs besides the members: their build backend, and what
+#: it asks for to build an editable wheel (uv installs workspace members editable).
+BUILD_BACKEND = ("hatchling>=1.25", "editables~=0.3")
 
 
 @pytest.fixture(scope="session")
@@ -53,33 +60,22 @@ def uv() -> str:
 
 
 @pytest.fixture(scope="session")
-def uv_cache(uv: str) -> str:
-    """uv's cache directory as the runner's environment names it.
-
-    Session-scoped, so it is read before the per-test isolation points HOME and XDG_CACHE_HOME
-    into ``tmp_path`` (where no cache is warm).
-    """
-    out = subprocess.run(
-        [uv, "cache", "dir"], capture_output=True, text=True, check=True, timeout=60
-    )
-    return out.stdout.strip()
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pip, the build backend and the members' dependencies, as wheels packed in this session."""
+    try:
+        return wheelhouse.build(
+            tmp_path_factory.mktemp("wheelhouse"),
+            [*BUILD_BACKEND, *third_party_requirements()],
+            pip=True,
+        )
+    except wheelhouse.MissingError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture
-def offline_env(uv_cache: str) -> dict[str, str]:
-    """An environment in which pip and uv use no index, no user configuration and no network."""
-    env = dict(os.environ)
-    env.update(
-        UV_CACHE_DIR=uv_cache,
-        UV_OFFLINE="1",
-        UV_PYTHON_DOWNLOADS="never",
-        PIP_CONFIG_FILE=os.devnull,
-        PIP_NO_INDEX="1",
-        PIP_DISABLE_PIP_VERSION_CHECK="1",
-    )
-    for name in ("VIRTUAL_ENV", "PYTHONPATH", "PIP_FIND_LINKS", "PIP_CONSTRAINT"):
-        env.pop(name, None)
-    return env
+def offline_env(wheels: Path, tmp_path: Path) -> dict[str, str]:
+    """An environment in which pip and uv install from ``wheels`` only, with a fresh cache."""
+    return wheelhouse.offline(dict(os.environ), wheels, tmp_path / "uv-cache")
 
 
 @pytest.fixture
@@ -98,27 +94,31 @@ def tree(tmp_path: Path) -> Path:
 
 
 def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run ``argv``; on failure, skip when uv's cache lacked something, else fail with output."""
+    """Run ``argv``; fail with its output when it fails."""
     out = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=300)
     if out.returncode != 0:
-        text = (out.stdout + out.stderr).lower()
-        if any(hint in text for hint in CACHE_MISS_HINTS):
-            pytest.skip(
-                f"uv's cache ({env['UV_CACHE_DIR']}) lacks what an offline install needs; "
-                "run `uv sync --all-groups` once with the network. uv said: "
-                + out.stderr.strip()[-400:]
-            )
         pytest.fail(f"{argv} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
     return out
 
 
 def third_party_requirements() -> list[str]:
-    """The members' requirements on other projects (what ``--no-index`` pip must find)."""
+    """The members' requirements on other projects, with those of the extras the root asks for
+    (``cacheroot-fetch[hub]``): what ``--no-index`` pip must find."""
+    with (REPO / "pyproject.toml").open("rb") as f:
+        root = tomllib.load(f)["project"]["dependencies"]
+    extras: dict[str, list[str]] = {}
+    for line in root:
+        name, _, rest = line.partition("[")
+        if rest:
+            extras[name.strip()] = [e.strip() for e in rest.split("]")[0].split(",")]
     found: list[str] = []
     for member in MEMBERS:
         with (REPO / member / "pyproject.toml").open("rb") as f:
             project = tomllib.load(f)["project"]
-        found += [r for r in project.get("dependencies", []) if not r.startswith("cacheroot-")]
+        wanted = list(project.get("dependencies", []))
+        for extra in extras.get(project["name"], []):
+            wanted += project.get("optional-dependencies", {}).get(extra, [])
+        found += [r for r in wanted if not r.startswith("cacheroot-")]
     return sorted(set(found))
 
 
@@ -159,9 +159,9 @@ def test_pip_installs_every_distribution_from_the_root(
     venv = tmp_path / "pip-venv"
     run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], offline_env)
     python = str(venv / "bin" / "python")
-    # No index: pip, the build backend and the third-party dependencies come from uv's cache
-    # (`python -m venv` would give pip too, but ensurepip alone takes seconds).
-    setup = ["pip", "hatchling>=1.25", *third_party_requirements()]
+    # No index: pip, the build backend and the third-party dependencies come from the session's
+    # wheelhouse (`python -m venv` would give pip too, but ensurepip alone takes seconds).
+    setup = ["pip", *BUILD_BACKEND, *third_party_requirements()]
     run([uv, "pip", "install", "--quiet", "--python", python, *setup], offline_env)
     pip = [python, "-m", "pip", "install", "--quiet", "--no-build-isolation"]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 import zipfile
 from pathlib import Path
@@ -18,6 +19,12 @@ import _cacheroot_hook
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from tests.ci import wheelhouse
+else:
+    # The wheelhouse helper of tests/ci (no package there): the build backend, packed offline.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ci"))
+    import wheelhouse
 import pytest
 
 DISTRIBUTION = Path(__file__).resolve().parents[2] / "sitecustomize"
@@ -36,12 +43,20 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[zipfile.ZipFile]
         pytest.skip("needs uv on PATH to build the wheel")
     if not (DISTRIBUTION / "pyproject.toml").is_file():
         pytest.skip(f"needs the source tree ({DISTRIBUTION} not found)")
+    # The build backend from wheels packed from this environment, uv with a fresh cache: the
+    # outcome never depends on what uv's cache of this machine holds, nor on the network.
+    try:
+        wheels = wheelhouse.build(tmp_path_factory.mktemp("backend"), ["hatchling>=1.25"])
+    except wheelhouse.MissingError as exc:
+        pytest.skip(str(exc))
+    env = wheelhouse.offline(dict(os.environ), wheels, tmp_path_factory.mktemp("uv-cache"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [uv, "build", "--wheel", "--quiet", str(DISTRIBUTION), "-o", str(out)],
         check=True,
         capture_output=True,
         timeout=300,
+        env=env,
     )
     (built,) = out.glob("cacheroot_sitecustomize-*.whl")
     with zipfile.ZipFile(built) as archive:
