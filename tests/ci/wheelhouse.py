@@ -45,8 +45,8 @@ class MissingError(LookupError):
     def __str__(self) -> str:
         return (
             f"{self.name} (needed by {self.wanted_by}) is not installed in this environment, so "
-            "no offline wheel of it can be made here; `uv sync --all-groups` installs the test "
-            "group, which lists it"
+            "no offline wheel of it can be made here; install it into this environment (the "
+            "test dependency group of pyproject.toml is where it belongs)"
         )
 
 
