@@ -137,3 +137,41 @@ def test_the_line_says_so_when_the_client_was_imported_before_the_run(
         "before the run set HF_HUB_OFFLINE); 0 hits, 0 misses"
     ), line
     assert json.loads(report.read_text())["online_hub_clients"] == 1
+
+
+TESTS_NEED_THE_MODEL = """
+def test_needs_the_model(model_snapshot):
+    model_snapshot({repo_id!r}, {commit!r})
+"""
+
+
+def test_a_model_the_hub_will_not_give_costs_one_attempt_per_run(
+    tmp_path: Path, hub: Any, repo: Any
+) -> None:
+    # An outage: every API call is rate limited. The client asks 6 times (5 retries,
+    # Retry-After + 1 s apart) in its one attempt.
+    status, requests = 429, 6
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text(
+        f'[[model]]\nhub = "hf"\nrepo_id = "{repo.repo_id}"\nrevision = "{repo.commit}"\n'
+    )
+    tests = TESTS_NEED_THE_MODEL.format(repo_id=repo.repo_id, commit=repo.commit)
+    project = _project(tmp_path, "", tests)
+    hub.fail_next(10_000, status=status, retry_after="0", match="^/api/")
+    args = [*plugin_args(), "-p", "no:cacheprovider", f"--cacheroot-manifest={manifest}"]
+
+    first = run_pytest(args, env=_env(tmp_path, hub), cwd=project, timeout=120)
+    after_first = hub.total()
+    second = run_pytest(args, env=_env(tmp_path, hub), cwd=project, timeout=120)
+
+    assert (first.returncode, second.returncode) == (1, 1), first.stdout + second.stdout
+    assert after_first == requests, hub.counts()  # the manifest step's one attempt
+    assert hub.total() == requests, hub.counts()  # the second session asked nothing
+    for run in (first, second):
+        assert "cacheroot manifest: 1 entry could not be warmed; running online:" in run.stdout
+        # The test is told why, at once, without warming again.
+        assert "cacheroot: warming hf://acme/offline-truth@" in run.stdout
+        assert f"failed: DownloadError: hf://{repo.repo_id}@{repo.commit}: warming it failed" in (
+            run.stdout
+        )
+        assert str(status) in run.stdout

@@ -26,7 +26,7 @@ from .._fetcher import cache_dir, cache_only, fetch
 from .._model import Model
 from .._redact import redact_url
 from .._snapshot import offline_snapshot_path
-from .offline import manifests, warm_hint
+from .offline import FAILURE_HOLD, PLUGIN_ATTEMPTS, manifests, warm_hint
 from .state import STATE, State
 
 if TYPE_CHECKING:
@@ -150,12 +150,19 @@ class ModelSnapshot:
         return spec.hub == "hf" and truthy(os.environ.get(HF_HUB_OFFLINE))
 
 
-#: Run in a fresh interpreter by :func:`_warm_snapshot`: argv[1] is the ``[[model]]`` entry.
+#: Run in a fresh interpreter by :func:`_warm_snapshot`: argv[1] is the ``[[model]]`` entry,
+#: argv[2] the failure hold and argv[3] the attempts (see :data:`offline.PLUGIN_WARM`). A failure
+#: is one line on stderr (its type and message) and the status 1.
 _WARM_ONE = (
     "import json, sys\n"
     "from cacheroot.fetch._model import Model\n"
     "from cacheroot.fetch._snapshot import warm_snapshot\n"
-    "print(warm_snapshot(Model.from_mapping(json.loads(sys.argv[1]))))\n"
+    "spec = Model.from_mapping(json.loads(sys.argv[1]))\n"
+    "try:\n"
+    "    path = warm_snapshot(spec, failure_hold=float(sys.argv[2]), attempts=int(sys.argv[3]))\n"
+    "except Exception as error:\n"
+    "    sys.exit(f'{type(error).__name__}: {error}')\n"
+    "print(path)\n"
 )
 
 
@@ -166,10 +173,21 @@ def _warm_snapshot(spec: Model) -> Path:
     may have imported one before its layout was applied (a fixture that re-points the cache),
     and a fresh interpreter sees the environment as the test has it now. The lock inside
     ``warm_snapshot`` keeps it one download across processes.
+
+    One bounded attempt per run: the warm runs the hub's client once (it retries each request
+    itself), and a failure recorded on the volume in the last :data:`FAILURE_HOLD` seconds (by
+    the manifest step, another session, another worker) fails the test at once with its reason.
     """
     entry = {k: v for k, v in spec.as_dict().items() if v is not None}
     done = subprocess.run(
-        [sys.executable, "-c", _WARM_ONE, json.dumps(entry)],
+        [
+            sys.executable,
+            "-c",
+            _WARM_ONE,
+            json.dumps(entry),
+            str(FAILURE_HOLD),
+            str(PLUGIN_ATTEMPTS),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -177,7 +195,7 @@ def _warm_snapshot(spec: Model) -> Path:
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         tail = "\n".join(done.stderr.strip().splitlines()[-20:])
-        msg = f"cacheroot: warming {spec.uri} failed (exit status {done.returncode}):\n{tail}"
+        msg = f"cacheroot: warming {spec.uri} failed: {tail}"
         raise pytest.fail.Exception(msg, pytrace=False)
     return Path(lines[-1])
 

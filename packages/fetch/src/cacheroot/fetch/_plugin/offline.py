@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = [
+    "FAILURE_HOLD",
     "INCOMPLETE_MANIFEST",
+    "PLUGIN_ATTEMPTS",
     "WARM_HINT",
     "flush_said",
     "go_offline",
@@ -46,6 +48,12 @@ WARM_HINT = "`cacheroot warm MANIFEST`"
 INCOMPLETE_MANIFEST = pytest.ExitCode.USAGE_ERROR
 #: ``cacheroot warm`` in a fresh interpreter (see :func:`_warm_manifests`).
 _CLI = ("-m", "cacheroot.envs._cli")
+#: Seconds a failed model warm is honoured on the volume by the plugin's warms (the manifest
+#: step, ``model_snapshot``): a model the hub would not give costs one attempt per run, shared
+#: by the run's sessions and workers, and the tests that need it fail at once with the reason.
+FAILURE_HOLD = 600.0
+#: How many times the plugin's warms run a hub client (which retries each request itself).
+PLUGIN_ATTEMPTS = 1
 
 
 def go_offline() -> None:
@@ -134,7 +142,15 @@ def _warm_manifests(paths: list[str]) -> tuple[Figures, dict[tuple[str, str], st
     reasons: dict[tuple[str, str], str] = {}
     for path in paths:
         done = subprocess.run(
-            [sys.executable, *_CLI, "warm", path, "--json"],
+            [
+                sys.executable,
+                *_CLI,
+                "warm",
+                path,
+                "--json",
+                f"--failure-hold={FAILURE_HOLD:g}",
+                f"--attempts={PLUGIN_ATTEMPTS}",
+            ],
             capture_output=True,
             text=True,
             check=False,
