@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from cacheroot.fetch._budget import apply, plan
+
 from .hostile import cli, put, sentinels, snapshot
 
 if TYPE_CHECKING:
@@ -75,3 +77,19 @@ def test_nightly_evict_never_follows_a_linked_shared_cache(
     assert snapshot(outside) == before
     assert not (l2 / "torchinductor" / "fxgraph" / "old").exists()
     assert f"skipped TRITON_CACHE_DIR ({l2}/triton): {l2}/triton is a symbolic link" in done.stdout
+
+
+def test_a_cache_directory_swapped_for_a_link_after_the_survey_is_refused(
+    trees: tuple[Path, Path, Path],
+) -> None:
+    l1, _l2, outside = trees
+    put(l1, "tiktoken/old.so", b"old")
+    victims = plan(str(l1), older_than=1.0)
+    assert [v.label for v in victims] == ["old.so"]
+    (l1 / "tiktoken").rename(l1 / "moved")  # the survey saw a directory; now it is a link
+    (l1 / "tiktoken").symlink_to(outside / "keep")
+    before = snapshot(outside)
+    done = apply(victims)
+    assert snapshot(outside) == before
+    assert (done.removed_count, len(done.refused)) == (0, 1)
+    assert "is a symbolic link or not a directory: not followed (refused)" in done.refused[0][1]
