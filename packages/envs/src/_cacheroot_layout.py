@@ -935,8 +935,10 @@ def read_pin(path: str | None = None, why: "list[str] | None" = None) -> dict[st
         return {}
     try:
         fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return {}  # no pin: the common case costs one failed open
     except OSError:
-        if why is not None and os.path.islink(where):
+        if why is not None and os.path.islink(where):  # ELOOP, without importing errno
             why.append(f"{where} is a symbolic link (never followed): replace it with the file")
         return {}
     try:
