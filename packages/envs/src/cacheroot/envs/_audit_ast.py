@@ -288,10 +288,24 @@ class _Aliases(ast.NodeTransformer):
         return new
 
 
+def _statements(tree: ast.Module) -> Iterable[ast.stmt]:
+    """Every statement of ``tree``, at any depth (expressions are not entered)."""
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, field, ()) or ():
+                if isinstance(child, ast.stmt):
+                    stack.append(child)
+                else:  # an except handler or a match case: its body
+                    stack.extend(getattr(child, "body", ()))
+
+
 def canonical(tree: ast.Module) -> ast.Module:
     """``tree`` with the aliases of the modules the audit knows spelled in full."""
     names: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname and a.asname != a.name and a.name.split(".")[0] in _ALIAS_ROOTS:
@@ -330,6 +344,9 @@ class _Module:
         self.modules: set[str] = set()
         #: ``with E as NAME``: what ``NAME`` was made from, by scope and name.
         self.with_values: dict[tuple[_Scope, str], ast.expr] = {}
+        #: ``X[...] = ...`` statements, and ``.content``/``.raw`` reads (a download in memory).
+        self.item_sets: list[ast.Assign] = []
+        self.in_memory: list[ast.Attribute] = []
         self.parent: dict[ast.AST, ast.AST] = {}
         self.scope_of: dict[ast.AST, _Scope] = {}
         self.assigns: dict[_Scope, dict[str, list[ast.expr]]] = {}
@@ -359,6 +376,10 @@ class _Module:
                 inner = current
             if isinstance(current, ast.Assign | ast.AnnAssign) and current.value is not None:
                 targets = current.targets if isinstance(current, ast.Assign) else [current.target]
+                if isinstance(current, ast.Assign) and any(
+                    isinstance(t, ast.Subscript) for t in targets
+                ):
+                    self.item_sets.append(current)
                 for target in targets:
                     if isinstance(target, ast.Name):
                         self.assigns.setdefault(sc, {}).setdefault(target.id, []).append(
@@ -390,12 +411,11 @@ class _Module:
                 self.loads.setdefault(current.id, []).append(current)
                 if self._imported_read(current.id) is not None:
                     self.candidates.append(current)
-            elif (
-                isinstance(current, ast.Attribute)
-                and isinstance(current.ctx, ast.Load)
-                and (current.attr in _USER_CACHE or current.attr in _LAYOUT_NAMES)
-            ):
-                self.candidates.append(current)
+            elif isinstance(current, ast.Attribute) and isinstance(current.ctx, ast.Load):
+                if current.attr in _USER_CACHE or current.attr in _LAYOUT_NAMES:
+                    self.candidates.append(current)
+                elif current.attr in ("content", "raw"):
+                    self.in_memory.append(current)
             elif isinstance(current, ast.Call | ast.Subscript):
                 self.candidates.append(current)
                 if isinstance(current, ast.Call) and isinstance(current.func, ast.Name):
@@ -1130,7 +1150,11 @@ class _Visitor:
 
         test = is_test_file(self.file)
         sets: list[tuple[str, ast.expr, ast.AST]] = []
-        for node in ast.walk(self.m.tree):
+        nodes: list[ast.AST] = [*self.m.item_sets, *self.m.candidates] if test else []
+        if not test:  # outside test code, only monkeypatch's setenv says it is a test
+            nodes = [n for n in self.m.candidates if isinstance(n, ast.Call)]
+            nodes = [n for n in nodes if _callee(n) == "setenv"]  # type: ignore[arg-type]
+        for node in nodes:
             scope = self.m.scope_of.get(node, self.m.tree)
             if isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -1192,7 +1216,8 @@ class _Visitor:
             if isinstance(node, ast.Call) and sink_paths(node, _dotted(node.func)):
                 writing.add(id(self.m.scope_of.get(node, self.m.tree)))
         out = []
-        for each in ast.walk(self.m.tree):
+        calls = [n for n in self.m.candidates if isinstance(n, ast.Call)]
+        for each in [*self.m.in_memory, *calls]:
             url = fetched_in_memory(self.m, each)
             scope = self.m.scope_of.get(each, self.m.tree)
             if url is None or id(scope) in writing:
