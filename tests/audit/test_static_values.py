@@ -399,3 +399,25 @@ def test_a_variable_whose_default_is_under_home_is_a_location(tmp_path: Path) ->
     assert rows(run(tmp_path, source)) == [
         (3, "DEMO_MODELS", "${DEMO_MODELS:-~/.demo/models}", "download", None),
     ]
+
+
+def test_only_the_head_of_a_written_path_is_a_location(tmp_path: Path) -> None:
+    """``$TMPDIR/$USER/x`` lies in the temporary directory: ``USER`` names a part, not a
+    place; a file generated beside the source is output, reported once."""
+    source = """\
+    import os
+    import tempfile
+    from pathlib import Path
+
+    HERE = Path(__file__).parent
+
+
+    def build():
+        folder = os.path.join(tempfile.gettempdir(), os.environ.get("USER", "x"), "demo")
+        os.makedirs(folder, exist_ok=True)
+        (HERE / "_generated.py").write_text("X = 1\\n")
+    """
+    assert rows(run(tmp_path, source)) == [
+        (9, None, "$TMPDIR/${USER:-x}/demo", "cache", None),
+        (11, None, "{__file__}/../_generated.py", "output", None),
+    ]

@@ -871,6 +871,7 @@ class _Visitor:
         self.node_of: dict[int, ast.AST] = {}
         self.sink_of: dict[int, tuple[str, str]] = {}
         self.note_of: dict[int, str] = {}
+        self._beside: set[tuple[int, int]] = set()
 
     def _composing(self, child: ast.AST) -> ast.AST | None:  # noqa: PLR0911 - one per form
         """The node that builds a larger path from ``child``, or ``None``."""
@@ -1080,6 +1081,9 @@ class _Visitor:
                 by_read[id(leaf)] = found
             self.sink_of.setdefault(id(found), (sink[0], f"{sink[1]} ({line})"))
         elif isinstance(leaf, ast.Name) and leaf.id == "__file__":
+            if (id(call), id(path)) in self._beside:
+                return
+            self._beside.add((id(call), id(path)))
             scope = self.m.scope_of.get(call, self.m.tree)
             text = self.m.render(path, scope).text
             found = Finding(self.dist, self.version, self.file, call.lineno, None, text, text, ())
@@ -1266,7 +1270,8 @@ class _Visitor:
             return
         sink, how = self.sink_of.get(id(found), ("", ""))
         names = (found.variable or "", *self._targets(node))
-        found.kind, found.reason = kind_of(names, found.expression, sink)
+        beside = self.note_of.get(id(found), "").startswith("beside the source")
+        found.kind, found.reason = kind_of(names, found.expression, sink, beside_source=beside)
         found.reason += "".join(f"; {t}" for t in (note, how) if t)
 
     def _targets(self, node: ast.AST | None) -> list[str]:

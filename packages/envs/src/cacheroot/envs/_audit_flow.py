@@ -86,7 +86,9 @@ _IN_MEMORY = frozenset({"content", "raw"})
 _PER_RUN = re.compile(r"getpid|uuid|mkdtemp|TemporaryDirectory|time\(|token_hex|random")
 
 #: Words of a location that say what lies there (names split at ``_``, paths at ``/ . -``).
-_CACHE_WORDS = frozenset({"CACHE", "CACHES", "CACHEDIR", "JIT", "AOT", "COMPILE", "KERNELS"})
+_CACHE_WORDS = frozenset(
+    {"CACHE", "CACHES", "CACHEDIR", "JIT", "AOT", "COMPILE", "KERNELS", "PYCACHE"}
+)
 _IPC_WORDS = frozenset({"SOCK", "SOCKET", "SOCKETS", "IPC", "RPC", "ZMQ", "FIFO", "RUNTIME"})
 _OUTPUT_WORDS = frozenset(
     {
@@ -192,10 +194,12 @@ def origins(m: _Module, node: ast.AST | None, scope: _Scope, depth: int = 0) -> 
         return out
     if isinstance(node, ast.Call):
         return _call_origins(m, node, scope, d)
+    # Only the head of a path is where it lies: ``base / name``, ``f"{base}/{user}"``,
+    # ``join(base, user)`` lie in ``base``; a variable in a later part names a component.
     if isinstance(node, ast.BinOp):
-        return origins(m, node.left, scope, d) + origins(m, node.right, scope, d)
+        return origins(m, node.left, scope, d)
     if isinstance(node, ast.JoinedStr):
-        return [o for v in node.values for o in origins(m, v, scope, d)]
+        return origins(m, node.values[0], scope, d) if node.values else []
     if isinstance(node, ast.FormattedValue):
         return origins(m, node.value, scope, d)
     if isinstance(node, ast.IfExp):
@@ -213,13 +217,12 @@ def _call_origins(m: _Module, node: ast.Call, scope: _Scope, d: int) -> list[ast
 
     name = _dotted(node.func)
     if name in _JOINERS or name in _WRAPPERS or name.endswith("path.join"):
-        return [o for a in node.args for o in origins(m, a, scope, d)]
+        return origins(m, node.args[0], scope, d) if node.args else []
     if name in ("os.path.dirname", "os.fspath", "str"):
         return [o for a in node.args[:1] for o in origins(m, a, scope, d)]
     func = node.func
     if isinstance(func, ast.Attribute) and func.attr in (*_PATH_METHODS, "with_name", "parent"):
-        out = origins(m, func.value, scope, d)
-        return out + [o for a in node.args for o in origins(m, a, scope, d)]
+        return origins(m, func.value, scope, d)
     if isinstance(func, ast.Name) and func.id in m.functions:
         fn = m.functions[func.id]
         return [o for r in _returns(fn) for o in origins(m, r, fn, d)]
@@ -336,9 +339,12 @@ def words(*texts: str) -> frozenset[str]:
     return frozenset(w.upper() for t in texts for w in _SPLIT.split(t) if w)
 
 
-def kind_of(names: tuple[str, ...], expression: str, sink: str) -> tuple[str, str]:  # noqa: PLR0911
+def kind_of(  # noqa: PLR0911 - one per class
+    names: tuple[str, ...], expression: str, sink: str, *, beside_source: bool = False
+) -> tuple[str, str]:
     """The class of a location and why, from the words of its names and path and the kind of
-    sink its value reaches (``""``: none seen)."""
+    sink its value reaches (``""``: none seen). A file written beside the source that names
+    no cache nor download is output (generated code, build metadata)."""
 
     said = words(*names, expression)
     if _PER_RUN.search(expression):
@@ -355,6 +361,8 @@ def kind_of(names: tuple[str, ...], expression: str, sink: str) -> tuple[str, st
         return DOWNLOAD_KIND, "downloads land there" + (
             f" ({_first(said & _DOWNLOAD_WORDS)})" if said & _DOWNLOAD_WORDS else ""
         )
+    if beside_source:
+        return OUTPUT, "written beside the source, naming no cache"
     return CACHE, "kept from one run to the next"
 
 
