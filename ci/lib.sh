@@ -65,6 +65,21 @@ cr_pass_env() {
     done
 }
 
+# The hub cache (docs/hub.md), from HUB: `session` (the default) adds --cacheroot-hub to the
+# session's pytest (PYTEST_ADDOPTS), so the tests' Hugging Face calls go through a hub cache whose
+# store is on the volume; a URL (http://HOST:PORT) points HF_ENDPOINT at a running one (a sidecar,
+# a cluster's); `off` does neither. Sets CR_HUB.
+cr_hub_args() {
+    CR_HUB=()
+    local hub=${HUB:-session}
+    case "$hub" in
+        off) ;;
+        session) CR_HUB=("--env=PYTEST_ADDOPTS=${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }--cacheroot-hub") ;;
+        http://* | https://*) CR_HUB=("--env=HF_ENDPOINT=${hub%/}") ;;
+        *) cr_die "HUB=$hub: expected session, off, or the URL of a running hub cache (http://HOST:PORT)" ;;
+    esac
+}
+
 # Print ARGS as one shell-quoted line that a shell reads back as the same words.
 cr_print_command() {
     local line
@@ -185,6 +200,7 @@ cr_main() {
     read -ra extra_names <<<"${PASS_ENV:-}"
     cr_pass_env HF_TOKEN BUILDKITE_PARALLEL_JOB BUILDKITE_PARALLEL_JOB_COUNT "${extra_names[@]}"
     read -ra extra_args <<<"${CONTAINER_EXTRA_ARGS:-}"
+    cr_hub_args
 
     # A relative source would be read as a named volume: anchor it at the working directory.
     local artifacts_dir=${ARTIFACTS_DIR:-}
@@ -217,6 +233,7 @@ cr_main() {
         "${workspace[@]}"
         "${artifacts[@]}"
         "${CR_PASS[@]}"
+        "${CR_HUB[@]}"
         "${extra_args[@]}"
         "$image"
         nox -s "$session" "$@"
@@ -234,8 +251,6 @@ cr_main() {
         mkdir -p -- "$artifacts_dir" || cr_die "cannot create ARTIFACTS_DIR=$artifacts_dir"
     fi
     if cr_tier_wanted; then cr_tier_begin; fi
-    # Host-side services the run needs start here, after the volume and before the container
-    # (and stop after it, beside cr_tier_end, in cr_cancel too).
     printf -- '--- Running %s in %s (%s)\n' "$session" "$image" "$CR_RUNTIME"
     cr_run_and_wait "$name" "${cmd[@]}"
     cr_tier_end

@@ -32,6 +32,9 @@
 #   SHM_SIZE               --shm-size (default 16g)
 #   NOX_SESSION            session to run (default tests-cuda; `warm` pre-populates the volume)
 #   ARTIFACTS_DIR          host directory mounted at ARTIFACTS_CONTAINER (default /artifacts)
+#   HUB                    the hub cache (docs/hub.md): `session` (default) starts one for the
+#                          tests (PYTEST_ADDOPTS=--cacheroot-hub), its store on the volume; a
+#                          URL (http://HOST:PORT) points HF_ENDPOINT at a running one; `off`
 #   PASS_ENV               more variable names to pass through, space-separated
 #   CONTAINER_EXTRA_ARGS   more runtime arguments, split on whitespace
 #   CI_CONTAINER_NAME      the container's name (default cacheroot-cuda-$BUILDKITE_JOB_ID)

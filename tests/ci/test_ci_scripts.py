@@ -100,7 +100,12 @@ def test_dry_run_mounts_the_volume_and_sets_every_layout_variable(
     assert f"--volume={isolated_cache}:/ci/cache" in words
     expected = resolve({CACHEROOT: "/ci/cache"}, tag).applied()
     assert expected, "the layout sets nothing: this test would prove nothing"
-    assert env_assignments(words) == {CACHEROOT: "/ci/cache", CACHEROOT_TAG: tag, **expected}
+    assert env_assignments(words) == {
+        CACHEROOT: "/ci/cache",
+        CACHEROOT_TAG: tag,
+        **expected,
+        "PYTEST_ADDOPTS": "--cacheroot-hub",
+    }
     assert bare_envs(words) == []
     assert words[-3:] == ["nox", "-s", f"tests-{tag}"]
     assert words[-4] == "registry.example/ci:1"
@@ -134,6 +139,32 @@ def test_pass_through_variables_only_when_set_and_never_their_values(
     assert out.returncode == 0, out.stderr
     assert sorted(bare_envs(shlex.split(out.stdout))) == sorted(PASS_THROUGH)
     assert "hf_secret_value" not in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("hub", "given", "expected"),
+    [
+        (None, {}, {"PYTEST_ADDOPTS": "--cacheroot-hub"}),
+        ("session", {"PYTEST_ADDOPTS": "-x"}, {"PYTEST_ADDOPTS": "-x --cacheroot-hub"}),
+        ("http://hub.ci:8765/", {}, {"HF_ENDPOINT": "http://hub.ci:8765"}),
+        ("off", {}, {}),
+    ],
+)
+def test_the_hub_cache_starts_with_the_tests_or_is_named(
+    run_script: Run, hub: str | None, given: dict[str, str], expected: dict[str, str]
+) -> None:
+    env = {} if hub is None else {"HUB": hub}
+    words = dry(run_script, "cuda", **env, **given)
+    found = {
+        k: v for k, v in env_assignments(words).items() if k in ("PYTEST_ADDOPTS", "HF_ENDPOINT")
+    }
+    assert found == expected
+
+
+def test_a_hub_that_is_no_url_is_refused(run_script: Run) -> None:
+    out = run_script(RUNNERS["cuda"], DRY_RUN="1", IMAGE="registry.example/ci:1", HUB="sidecar")
+    assert out.returncode != 0
+    assert "HUB=sidecar: expected session, off, or the URL of a running hub cache" in out.stderr
 
 
 def test_pass_env_adds_names_and_refuses_non_names(run_script: Run) -> None:
