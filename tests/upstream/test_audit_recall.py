@@ -8,6 +8,7 @@ reads Python source only, and says so.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import pytest
@@ -148,11 +149,17 @@ def test_recall(scanned: Report, report: Callable[[str], None]) -> None:
     found = {(i.finding.dist, i.finding.file, i.finding.variable) for i in scanned.items}
     missed = [e for e in EXPECTED if e not in found]
     uncovered = sum(1 for i in scanned.items if i.covered_by is None)
+    failing = sum(1 for i in scanned.items if i.failing)
+    kinds = Counter(i.finding.kind for i in scanned.items)
+    unfollowed = Counter(u.what for u in scanned.stats.unfollowed)
     report(
         f"audit: {len(EXPECTED) - len(missed)}/{len(EXPECTED)} table readers found "
         f"({len(COMPILED)} more inside compiled code, not seen); {len(scanned.items)} cache "
-        f"locations in {scanned.stats.sources} wheels, {uncovered} not covered, "
-        f"{scanned.seconds:.0f} s"
+        f"locations in {scanned.stats.sources} wheels, {uncovered} not covered, {failing} "
+        f"failing the gate, {scanned.seconds:.0f} s; by class: "
+        + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        + "; not followed: "
+        + ", ".join(f"{n} {k}" for k, n in sorted(unfollowed.items()))
     )
     assert missed == []
 

@@ -427,6 +427,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps([i.as_json() for i in report.items], indent=2) + "\n")
         sys.stderr.write(f"cacheroot audit: not seen: {_blind(report.stats)}\n")
+        for line in _unfollowed_lines(report.stats)[1:]:
+            sys.stderr.write(f"cacheroot audit: {line.strip()}\n")
     else:
         sys.stdout.write(text(report))
     return report.status
