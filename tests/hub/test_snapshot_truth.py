@@ -74,7 +74,7 @@ def _download_one(env: dict[str, str], repo: HubRepo, name: str) -> None:
         # It retries a 429 five times (Retry-After + 1 s each), then falls back to the cache.
         pytest.param(
             429,
-            "the hub kept failing after 1 attempts (last: HTTP 429",
+            "the hub kept failing after 1 attempt (last: HTTP 429",
             id="429",
             marks=pytest.mark.slow,
         ),

@@ -412,7 +412,7 @@ def _no_duplicates(path: str, assets: list[Asset], models: list[Model]) -> None:
                 path,
                 f"[[model]] #{m.index}",
                 f"repeats [[model]] #{first_m.index} ({m.repo_id}@{m.revision}) with other "
-                "patterns; merge them into one entry",
+                "patterns or another branch; merge them into one entry",
             )
 
 

@@ -63,6 +63,7 @@ from ._errors import CacheMissError, ChecksumError, DownloadError
 from ._fetcher import cache_only
 from ._lock import PathLock
 from ._model import COMMIT_HASH, Model
+from ._progress import counted
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -307,7 +308,11 @@ def check_snapshot(
     rpath = record_path(spec, env)
     found = _find_record(spec, env)
     if found is None:
-        return SnapshotReport(spec, complete=False, problems=(_no_record(rpath),))
+        problem = _no_record(rpath)
+        failure = _read_record(failure_path(spec, env))
+        if failure is not None:
+            problem += f"; {_failed_ago(failure, time.time() - float(failure.get('failed_at', 0)))}"
+        return SnapshotReport(spec, complete=False, problems=(problem,))
     record = found
     where = record["snapshot"]
     snapshot = Path(where if os.path.isabs(where) else os.path.join(_hub_root(spec, env), where))
@@ -625,7 +630,9 @@ def _check_and_ref(spec: Model, environ: Mapping[str, str]) -> SnapshotReport:
 
 
 def _record_failure(spec: Model, environ: Mapping[str, str], error: BaseException) -> None:
-    reason = " ".join(f"{type(error).__name__}: {error}".split())
+    reason = " ".join(str(error).split()).removeprefix(f"{spec.uri}: ")
+    if not isinstance(error, DownloadError):
+        reason = f"{type(error).__name__}: {reason}"
     with contextlib.suppress(OSError):
         _write_record(
             failure_path(spec, environ),
@@ -643,10 +650,13 @@ def _raise_recent_failure(spec: Model, environ: Mapping[str, str], hold: float) 
         return
     raise DownloadError(
         spec.uri,
-        f"{spec.uri}: warming it failed {age:.0f} s ago ({failure.get('reason', 'no reason')}); "
-        f"not asking the hub again for {hold - age:.0f} s. Run `cacheroot warm` on its manifest "
-        "to try now",
+        f"{spec.uri}: {_failed_ago(failure, age)}; not asking the hub again for "
+        f"{hold - age:.0f} s (run `cacheroot warm` on its manifest to try now)",
     )
+
+
+def _failed_ago(failure: Mapping[str, Any], age: float) -> str:
+    return f"warming it failed {age:.0f} s ago: {failure.get('reason') or 'no reason recorded'}"
 
 
 def _snapshot_dir(record: Mapping[str, Any], hub_root: str) -> Path:
@@ -748,7 +758,7 @@ class IncompleteSnapshotError(Exception):
     """
 
     def __init__(self, uri: str, problem: str, status: int | None = None) -> None:
-        super().__init__(f"{uri}: {problem}")
+        super().__init__(problem)
         self.uri, self.problem, self.status_code = uri, problem, status
         self.retryable = status is None or status in hubs.RETRY_STATUSES
 
@@ -803,9 +813,9 @@ def _download_with_retries(
             if attempt == attempts:
                 raise DownloadError(
                     spec.uri,
-                    f"{spec.uri}: the hub kept failing after {attempts} attempts "
+                    f"{spec.uri}: the hub kept failing after {counted(attempts, 'attempt')} "
                     f"(last: {'HTTP ' + str(status) if status else type(error).__name__}: "
-                    f"{error}); try again later, or raise attempts=",
+                    f"{error}); try again later, or raise attempts (cacheroot warm --attempts)",
                     status,
                 ) from error
             if retry_after is not None:

@@ -155,9 +155,10 @@ def warm_model(
         return row
     # Missing, or complete for a branch that may have moved: the client re-resolves it.
     warmed = _snapshot_module().fill_snapshot(model, failure_hold=failure_hold, attempts=attempts)
+    # Nothing downloaded (the files were all there; a ref or the record was written): a hit.
     return _row(
         model,
-        MISS if warmed.downloaded or row["status"] != HIT else HIT,
+        MISS if warmed.downloaded else HIT,
         path=str(warmed.path),
         downloaded=warmed.downloaded,
     )
