@@ -127,7 +127,24 @@ BAD_MODELS = [
     ('repo_id = "a/b/c"', "field 'repo_id'", "found 'a/b/c'"),
     ("allow_patterns = [1, 2]", "field 'allow_patterns'", "glob string"),
     ('revison = "main"', "field 'revison'", "unknown field"),
+    ('branch = "../main"', "field 'branch'", "a branch or tag name such as 'main'"),
+    (f'branch = "{"0" * 40}"', "field 'branch'", "a branch or tag name such as 'main'"),
+    ("branch = 3", "field 'branch'", "expected a non-blank string, found 3"),
 ]
+
+
+def test_branch_names_where_a_pinned_commit_came_from() -> None:
+    base = f'[[model]]\nhub = "hf"\nrepo_id = "org/m"\nrevision = "{COMMIT}"\n'
+    [model] = parse_manifest(base + 'branch = "release/v1"\n').models
+    assert model.branch == "release/v1"
+    assert model.as_dict()["branch"] == "release/v1"
+    assert 'branch = "release/v1"' in model.to_toml()
+    # Without it, an entry's fields (and so its CI cache key) are what they were.
+    assert "branch" not in parse_manifest(base).models[0].as_dict()
+    with pytest.raises(ManifestError, match="revision 'dev' is itself a branch or tag"):
+        parse_manifest(base.replace(COMMIT, "dev") + 'branch = "main"\n')
+    with pytest.raises(ManifestError, match="branch applies to hub = 'hf' only"):
+        parse_manifest(base.replace('"hf"', '"modelscope"') + 'branch = "master"\n')
 
 
 @pytest.mark.parametrize(("line", "where", "what"), BAD_MODELS)
