@@ -121,6 +121,7 @@ def test_doctor_json_holds_what_the_table_shows(tmp_path: Path) -> None:
     assert doc["tag"] is None
     assert doc["pin"] == {"file": "", "values": {}, "used": False, "ignored": None}
     assert doc["shared"] == {"root": None, "problem": None}
+    assert doc["hub"].startswith("none (HF_ENDPOINT is unset")
     assert doc["problems"] == []
     assert doc["variables"]["HF_HOME"] == {
         "value": f"{root}/huggingface",
@@ -142,3 +143,47 @@ def test_doctor_json_holds_what_the_table_shows(tmp_path: Path) -> None:
     assert doc["problems"] == [
         "CACHEROOT='rel' is not an absolute path; set it to an absolute path"
     ]
+
+
+@pytest.mark.parametrize(
+    ("mode", "line"),
+    [
+        ("ro", "read only: CACHEROOT_SHARED_MODE=ro; never written)"),
+        (" OFF ", "(ignored: CACHEROOT_SHARED_MODE=off)"),
+    ],
+)
+def test_doctor_says_which_trust_tier_the_shared_tier_is_in(
+    tmp_path: Path, mode: str, line: str
+) -> None:
+    (tmp_path / "l2").mkdir()
+    env = {
+        CACHEROOT: str(tmp_path / "root"),
+        "CACHEROOT_SHARED": str(tmp_path / "l2"),
+        "CACHEROOT_SHARED_MODE": mode,
+        "CACHEROOT_PIN_FILE": "",
+    }
+    text, status = report(env)
+    (shared,) = [x for x in text.splitlines() if x.startswith("shared:")]
+    assert shared.startswith(f"shared: {tmp_path / 'l2'} ")
+    assert shared.endswith(line)
+    assert status == 0
+    assert list((tmp_path / "l2").iterdir()) == []  # no probe file written
+
+
+def test_doctor_reports_a_trust_tier_that_is_no_mode(tmp_path: Path) -> None:
+    (tmp_path / "l2").mkdir()
+    env = {
+        CACHEROOT: str(tmp_path / "root"),
+        "CACHEROOT_SHARED": str(tmp_path / "l2"),
+        "CACHEROOT_SHARED_MODE": "readonly",
+        "CACHEROOT_PIN_FILE": "",
+    }
+    text, status = report(env)
+    assert status == 1
+    assert "CACHEROOT_SHARED_MODE='readonly' is not a mode: expected one of rw, ro, off" in text
+
+
+def test_doctor_says_what_hf_endpoint_points_at(tmp_path: Path) -> None:
+    env = {CACHEROOT: str(tmp_path / "root"), "CACHEROOT_PIN_FILE": "", "HF_ENDPOINT": "ftp://x"}
+    text, _ = report(env)
+    assert "hub:  ftp://x (HF_ENDPOINT is not an http:// or https:// URL)" in text.splitlines()

@@ -335,3 +335,25 @@ def test_bad_flags_are_usage_errors_that_say_what_was_expected(
     assert proc.returncode == 2
     assert message in proc.stderr
     assert json.dumps(proc.stdout) == '""'
+
+
+def test_doctor_names_the_hub_cache_hf_endpoint_points_at(
+    start: Start, hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    proxy = start(hub.url)
+    requests.get(proxy.url + _api(tiny_repo), timeout=10).raise_for_status()
+    env = dict(os.environ, HF_ENDPOINT=proxy.url, CACHEROOT=str(tmp_path / "root"))
+    out = subprocess.run(
+        [sys.executable, "-m", "cacheroot.envs._cli", "doctor"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=60,
+    )
+    hub_lines = [line for line in out.stdout.splitlines() if line.startswith("hub:")]
+    expected = (
+        f"hub:  {proxy.url} (a cacheroot hub cache in front of {hub.url}: 1 request, "
+        "0 served stale, 1 sent upstream)"
+    )
+    assert hub_lines == [expected]

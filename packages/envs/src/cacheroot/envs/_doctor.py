@@ -15,7 +15,9 @@ from _cacheroot_layout import (
     CACHEROOT,
     CACHEROOT_PIN_FILE,
     CACHEROOT_SHARED,
+    CACHEROOT_SHARED_MODE,
     CACHEROOT_TAG,
+    HF_ENDPOINT,
     INVALID,
     NEVER,
     PINNED,
@@ -27,7 +29,14 @@ from _cacheroot_layout import (
     shared_root,
 )
 
-from ._shared_tier import overlap_problem, shared_root_problem
+from ._shared_tier import (
+    OFF,
+    RO,
+    overlap_problem,
+    read_only_mount,
+    shared_mode,
+    shared_root_problem,
+)
 from .units import format_size
 
 if TYPE_CHECKING:
@@ -132,27 +141,74 @@ def shared_line(
 
     try:
         l2 = shared_root(environ)
+        mode = shared_mode(environ)
     except ValueError as exc:
         return f"shared: (invalid) {exc}", str(exc)
     if l2 is None:
         return f"shared: none ({CACHEROOT_SHARED} is unset: one tier)", ""
+    if mode == OFF:
+        return f"shared: {l2} (ignored: {CACHEROOT_SHARED_MODE}=off)", ""
     overlap = overlap_problem(root, l2) if root else ""
     if overlap:
         return f"shared: {l2} (overlaps the root)", overlap
     probe = os.path.join(l2, f".cacheroot-doctor-{os.getpid()}")
-    found: list[str] = []
-    worker = threading.Thread(
-        target=lambda: found.append(shared_root_problem(l2, probe)), daemon=True
-    )
+
+    def look() -> tuple[str, str]:
+        if mode == RO or read_only_mount(l2):
+            return _read_only_line(l2, mode)
+        problem = shared_root_problem(l2, probe)
+        if problem:
+            return f"shared: {l2} (not usable)", problem
+        free = check(l2, None).free
+        return f"shared: {l2} ({fs_type(l2)}, writable, {format_size(free)} free)", ""
+
+    found: list[tuple[str, str]] = []
+    worker = threading.Thread(target=lambda: found.append(look()), daemon=True)
     worker.start()
     worker.join(timeout)
     if not found:
         problem = f"the shared tier {l2!r} did not answer within {timeout:.0f} s (a hung mount?)"
         return f"shared: {l2} (not reachable)", problem
-    if found[0]:
-        return f"shared: {l2} (not usable)", found[0]
-    free = check(l2, None).free
-    return f"shared: {l2} ({fs_type(l2)}, writable, {format_size(free)} free)", ""
+    return found[0]
+
+
+def _read_only_line(l2: str, mode: str) -> tuple[str, str]:
+    """The shared tier's line when it is only read (``ro``, or a read-only mount)."""
+    why = f"{CACHEROOT_SHARED_MODE}=ro" if mode == RO else "mounted read-only"
+    if not os.path.isdir(l2):
+        problem = f"{CACHEROOT_SHARED}={l2} is not a directory: mount the shared volume there"
+        return f"shared: {l2} (not usable)", problem
+    return f"shared: {l2} ({fs_type(l2)}, read only: {why}; never written)", ""
+
+
+def hub_line(environ: Mapping[str, str], timeout: float = 2.0) -> str:
+    """The doctor's line about ``HF_ENDPOINT``: unset, a cacheroot hub cache (with its counts,
+    asked of it within ``timeout``), or another endpoint."""
+    import json  # noqa: PLC0415 - only the doctor needs these
+    import urllib.request  # noqa: PLC0415
+
+    endpoint = environ.get(HF_ENDPOINT, "").strip().rstrip("/")
+    if not endpoint:
+        return (
+            f"hub:  none ({HF_ENDPOINT} is unset: clients ask the Hub directly; "
+            "`pytest --cacheroot-hub` or `cacheroot hub serve` puts a hub cache in front)"
+        )
+    if not endpoint.startswith(("http://", "https://")):
+        return f"hub:  {endpoint} ({HF_ENDPOINT} is not an http:// or https:// URL)"
+    try:
+        with urllib.request.urlopen(endpoint + "/.cacheroot/hub", timeout=timeout) as resp:  # noqa: S310 - scheme checked above
+            found = json.loads(resp.read(1 << 16))
+        counts = found["counts"]
+        upstream = found["upstream"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"hub:  {endpoint} (not a cacheroot hub cache, or it did not answer)"
+    mode = "store-only" if found.get("offline") else f"in front of {upstream}"
+    asked = int(counts.get("requests", 0))
+    requests = f"{asked} request{'' if asked == 1 else 's'}"
+    return (
+        f"hub:  {endpoint} (a cacheroot hub cache {mode}: {requests}, "
+        f"{counts.get('stale', 0)} served stale, {counts.get('upstream', 0)} sent upstream)"
+    )
 
 
 def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool, why: str) -> str:
@@ -170,7 +226,7 @@ def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool, why: str) ->
 class _Findings:
     """What both renderings of the doctor show: the layout, the pin, the shared tier, problems."""
 
-    __slots__ = ("layout", "pin", "pin_file", "problems", "shared", "tier", "why")
+    __slots__ = ("hub", "layout", "pin", "pin_file", "problems", "shared", "tier", "why")
 
     def __init__(
         self, environ: Mapping[str, str] | None, tag: str | None, pin_file: str | None
@@ -183,6 +239,7 @@ class _Findings:
         # As the hook: the pin stands in for an unset CACHEROOT only (its tag goes with its root).
         self.layout = resolve(env, tag, self.pin)
         self.tier = shared_line(env, root=self.layout.root)
+        self.hub = hub_line(env)
         try:
             self.shared = shared_root(env)
         except ValueError:
@@ -231,6 +288,7 @@ def report_json(
             "ignored": found.why or None,
         },
         "shared": {"root": found.shared, "problem": found.tier[1] or None},
+        "hub": found.hub.removeprefix("hub:").strip(),
         "hook_installed": find_spec(HOOK_MODULE) is not None,
         "variables": variables,
         "not_set_on_purpose": {v.name: v.purpose for v in TABLE if v.mode == NEVER},
@@ -257,6 +315,7 @@ def report(
         _pin_line(where, pin, used=layout.root_source == PINNED, why=found.why),
         f"tag:  {layout.tag or '(none: vendor JIT caches left alone)'}",
         tier[0],
+        found.hub,
         f"hook: {'installed' if find_spec(HOOK_MODULE) else 'not installed'} in this environment",
         "",
     ]
