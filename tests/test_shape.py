@@ -122,6 +122,41 @@ def _roots() -> list[Path]:
     return [*sorted(ROOT.glob("packages/*/src")), ROOT / "sitecustomize" / "src"]
 
 
+#: The hub wing (``cacheroot.fetch._hub``) builds on these modules of the download core, and on
+#: nothing else of ``cacheroot.fetch``; only these modules outside the wing import it.
+HUB_WING = "cacheroot.fetch._hub"
+HUB_USES = {
+    "cacheroot.fetch._cli",
+    "cacheroot.fetch._httpvalues",
+    "cacheroot.fetch._progress",
+    "cacheroot.fetch._store",
+}
+HUB_SEAMS = {"cacheroot.fetch._plugin.hub"}
+
+
+def _in_wing(module: str, wing: str) -> bool:
+    return module == wing or module.startswith(wing + ".")
+
+
+def test_the_hub_wing_imports_the_core_only_and_is_reached_through_its_seams() -> None:
+    graph = import_graph(_roots())
+    wing = {m for m in graph if _in_wing(m, HUB_WING)}
+    assert f"{HUB_WING}.server" in wing  # the graph is the real one
+    uses = {
+        target
+        for module in wing
+        for target in graph[module]
+        if target.startswith("cacheroot.fetch") and not _in_wing(target, HUB_WING)
+    }
+    assert uses <= HUB_USES, sorted(uses - HUB_USES)
+    callers = {
+        module
+        for module, targets in graph.items()
+        if not _in_wing(module, HUB_WING) and any(_in_wing(t, HUB_WING) for t in targets)
+    }
+    assert callers == HUB_SEAMS
+
+
 def test_no_import_circles() -> None:
     graph = import_graph(_roots())
     # The graph is the real one: these modules and edges exist.
