@@ -224,3 +224,26 @@ def test_a_damaged_shared_blob_is_not_used(
     assert fresh["files"] == _expected(tiny_repo)
     assert _gets(hub, tiny_repo).get("model.safetensors") == 1
     assert any("is not used" in line for line in fresh["log"])
+
+
+def test_a_shared_record_without_the_revisions_listing_is_not_used(
+    hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    # Older cacheroot versions recorded a snapshot without the hub's listing of its revision,
+    # and could so record a partly cached revision complete: such a record is not trusted.
+    l2 = tmp_path / "l2"
+    l2.mkdir()
+    assert Host("warm", tmp_path, l2, hub, spec=_spec(tiny_repo)).report()["error"] is None
+    [record] = l2.rglob("snapshots/*.json")
+    data = json.loads(record.read_text())
+    assert sorted(data.pop("listing")) == sorted(FILES)
+    record.chmod(0o644)
+    record.write_text(json.dumps(data))
+    hub.reset()
+
+    fresh = Host("fresh", tmp_path, l2, hub, spec=_spec(tiny_repo)).report()
+
+    assert fresh["error"] is None
+    assert fresh["files"] == _expected(tiny_repo)
+    assert _gets(hub, tiny_repo) == dict.fromkeys(FILES, 1)  # from the hub, not the old record
+    assert any("no listing of the revision in the record" in line for line in fresh["log"])

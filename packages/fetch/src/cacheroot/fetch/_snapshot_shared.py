@@ -134,6 +134,12 @@ def _revision(record: Mapping[str, Any], identity: Mapping[str, Any]) -> tuple[s
         ):
             raise _UnusableError("a malformed file entry")
         files.append(_File(_safe(entry.get("path")), size, sha256))
+    listing = record.get("listing")
+    if identity["hub"] == "hf" and not isinstance(listing, list):
+        # Written by a cacheroot that could record a partly cached revision complete.
+        raise _UnusableError("no listing of the revision in the record")
+    if isinstance(listing, list) and not set(listing) <= {f.path for f in files}:
+        raise _UnusableError("files of the revision's listing are not in the record")
     return snapshot, files
 
 
