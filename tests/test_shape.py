@@ -306,6 +306,7 @@ PUBLIC = {
         "INVALID",
         "LEGACY",
         "MODELSCOPE_CACHE",
+        "MODELSCOPE_DOMAIN",
         "MODELSCOPE_ENDPOINT",
         "OPT_IN_OFF",
         "PINNED",

@@ -12,16 +12,17 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import pytest
 import requests
 
+from cacheroot.fetch import parse_manifest
 from cacheroot.fetch._hub.service import HubProcess
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from tests.origin import Exchange, Server
 
@@ -312,6 +313,8 @@ def test_export_manifest_lists_the_files_served_by_commit_and_branch(
         'branch = "main"',
         'allow_patterns = ["config.json", "tokenizer.json"]',
     ]
+    (model,) = parse_manifest(out, path="exported.toml").models
+    assert (model.repo_id, model.revision) == (tiny_repo.repo_id, tiny_repo.commit)
 
 
 @pytest.mark.parametrize(
@@ -357,3 +360,47 @@ def test_doctor_names_the_hub_cache_hf_endpoint_points_at(
         "0 served stale, 1 sent upstream)"
     )
     assert hub_lines == [expected]
+
+
+def test_modelscope_files_are_verified_against_the_listing_and_kept_through_an_outage(
+    start: Start, hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    """The real modelscope client, pointed at the hub cache by MODELSCOPE_ENDPOINT."""
+    proxy = start(hub.url, "--modelscope-upstream", hub.url, "--ttl=0", "--cooloff=0")
+    code = (
+        "import sys\n"
+        "from modelscope.hub.snapshot_download import snapshot_download\n"
+        "print(snapshot_download(repo_id=sys.argv[1], revision='master'))\n"
+    )
+    env = dict(
+        os.environ,
+        MODELSCOPE_ENDPOINT=proxy.url,
+        MODELSCOPE_CACHE=str(tmp_path / "ms"),
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+    )
+
+    def snapshot(cache: str) -> Path:
+        out = subprocess.run(
+            [sys.executable, "-c", code, tiny_repo.repo_id],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**env, "MODELSCOPE_CACHE": str(tmp_path / cache)},
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return Path(out.stdout.strip().splitlines()[-1])
+
+    first = snapshot("ms-1")
+    for name, data in tiny_repo.files.items():
+        assert (first / name).read_bytes() == data
+    assert hub.count_path(f"/api/v1/models/{tiny_repo.repo_id}/repo", "GET") == 3
+    blobs = sorted(p.name for p in (tmp_path / "store" / "blobs").iterdir())
+    assert blobs == sorted(hashlib.sha256(d).hexdigest() for d in tiny_repo.files.values())
+
+    # ModelScope down: a second job with an empty cache of its own still gets every file.
+    hub.fail_rate(1.0, status=503)
+    second = snapshot("ms-2")
+    for name, data in tiny_repo.files.items():
+        assert (second / name).read_bytes() == data
+    assert proxy.stats()["counts"]["stale"] >= 1

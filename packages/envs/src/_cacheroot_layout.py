@@ -85,6 +85,9 @@ VLLM_MEDIA_CACHE_TTL_HOURS = "VLLM_MEDIA_CACHE_TTL_HOURS"
 HF_ENDPOINT = "HF_ENDPOINT"
 #: ModelScope's hub endpoint (modelscope_hub; the deprecated MODELSCOPE_DOMAIN is its fallback).
 MODELSCOPE_ENDPOINT = "MODELSCOPE_ENDPOINT"
+#: ModelScope's older endpoint variable: a host name (``www.modelscope.cn``), read after
+#: ``MODELSCOPE_ENDPOINT``.
+MODELSCOPE_DOMAIN = "MODELSCOPE_DOMAIN"
 
 #: Buildkite's job index and count, from which the harness takes the shard of a parallel step.
 BUILDKITE_PARALLEL_JOB = "BUILDKITE_PARALLEL_JOB"

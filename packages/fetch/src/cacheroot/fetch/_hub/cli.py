@@ -6,17 +6,19 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from cacheroot.envs import HF_ENDPOINT, resolve
+from cacheroot.envs import HF_ENDPOINT, MODELSCOPE_DOMAIN, MODELSCOPE_ENDPOINT, resolve
 
 from .._cli import age_arg, seconds_arg
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["DEFAULT_UPSTREAM", "default_store", "register"]
+__all__ = ["DEFAULT_UPSTREAM", "default_store", "modelscope_upstream", "register"]
 
 #: Where huggingface_hub goes when ``HF_ENDPOINT`` is unset.
 DEFAULT_UPSTREAM = "https://huggingface.co"
+#: Where modelscope_hub goes when neither of its variables is set.
+DEFAULT_MODELSCOPE = "https://www.modelscope.cn"
 #: The store's directory under the cache root.
 STORE_DIR = "hubcache"
 
@@ -25,7 +27,10 @@ Point the clients at it: HF_ENDPOINT=http://HOST:PORT (huggingface_hub, transfor
 vLLM and the hf command all read it). `pytest --cacheroot-hub` starts one for a session.
 
 The store is $CACHEROOT/{STORE_DIR} unless --store says otherwise; its upstream is --upstream,
-else the {HF_ENDPOINT} this command was started with, else {DEFAULT_UPSTREAM}.
+else the {HF_ENDPOINT} this command was started with, else {DEFAULT_UPSTREAM}. ModelScope's API
+(/api/v1/...) goes to --modelscope-upstream, else {MODELSCOPE_ENDPOINT}, else
+https://${MODELSCOPE_DOMAIN}, else {DEFAULT_MODELSCOPE}: point {MODELSCOPE_ENDPOINT} at the hub
+cache too.
 
 exit status:
   0  stopped by SIGTERM or SIGINT (serve); the manifest was written (export-manifest)
@@ -38,6 +43,19 @@ def default_store(environ: dict[str, str] | None = None) -> str | None:
     """``$CACHEROOT/hubcache`` as the layout resolves the root now; ``None`` without a root."""
     layout = resolve(dict(os.environ) if environ is None else environ)
     return os.path.join(layout.root, STORE_DIR) if layout.root else None
+
+
+def modelscope_upstream(environ: dict[str, str] | None = None) -> str:
+    """ModelScope's endpoint as modelscope_hub picks it: ``MODELSCOPE_ENDPOINT``, else
+    ``https://`` + ``MODELSCOPE_DOMAIN``, else the public one."""
+    env = dict(os.environ) if environ is None else environ
+    endpoint = env.get(MODELSCOPE_ENDPOINT, "").strip()
+    if endpoint:
+        return endpoint.rstrip("/")
+    domain = env.get(MODELSCOPE_DOMAIN, "").strip().rstrip("/")
+    if domain:
+        return domain if domain.startswith(("http://", "https://")) else f"https://{domain}"
+    return DEFAULT_MODELSCOPE
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -81,6 +99,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="address to listen on (default 127.0.0.1:8765; port 0: any free one)",
     )
     serve.add_argument("--upstream", default=None, metavar="URL", help="the hub to cache")
+    serve.add_argument(
+        "--modelscope-upstream",
+        default=None,
+        metavar="URL",
+        help="where ModelScope's API (/api/v1/...) goes (default: its variables, else "
+        f"{DEFAULT_MODELSCOPE})",
+    )
     serve.add_argument("--store", default=None, metavar="DIR", help="the store's directory")
     serve.add_argument(
         "--ttl",
@@ -150,12 +175,13 @@ def _run_serve(args: argparse.Namespace) -> int:
     upstream = (
         args.upstream or os.environ.get(HF_ENDPOINT, "").strip() or DEFAULT_UPSTREAM
     ).rstrip("/")
-    if not upstream.startswith(("http://", "https://")):
-        sys.stderr.write(
-            f"cacheroot hub serve: --upstream must be an http:// or https:// URL, found "
-            f"{upstream!r}\n"
-        )
-        return 2
+    ms = (args.modelscope_upstream or modelscope_upstream()).rstrip("/")
+    for flag, url in (("--upstream", upstream), ("--modelscope-upstream", ms)):
+        if not url.startswith(("http://", "https://")):
+            sys.stderr.write(
+                f"cacheroot hub serve: {flag} must be an http:// or https:// URL, found {url!r}\n"
+            )
+            return 2
     try:
         os.makedirs(store, exist_ok=True)
     except OSError as exc:
@@ -164,6 +190,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     settings = Settings(
         upstream=upstream,
         store=store,
+        modelscope_upstream=ms,
         ttl=args.ttl,
         negative_ttl=args.negative_ttl,
         deadline=args.deadline,

@@ -33,15 +33,16 @@ def literal_pattern(path: str) -> str:
 
 def manifest_text(rows: Iterable[dict[str, str]]) -> str:
     """The ``[[model]]`` entries for the served ``rows``, sorted, as TOML text."""
-    groups: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-    branches: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    groups: dict[tuple[str, str, str, str], set[str]] = defaultdict(set)
+    branches: dict[tuple[str, str, str, str], set[str]] = defaultdict(set)
     for row in rows:
+        hub = "modelscope" if row.get("hub") == "modelscope" else "hf"
         repo_type, repo_id = row.get("repo_type", "model"), row.get("repo_id", "")
         revision, path = row.get("revision", ""), row.get("path", "")
         commit = row.get("commit", "") or revision
         if not repo_id or not path or not commit:
             continue
-        group = (repo_type, repo_id, commit)
+        group = (hub, repo_type, repo_id, commit)
         groups[group].add(path)
         if revision and not is_commit(revision):
             branches[group].add(revision)
@@ -52,13 +53,13 @@ def manifest_text(rows: Iterable[dict[str, str]]) -> str:
         )
     ]
     for group in sorted(groups):
-        repo_type, repo_id, commit = group
+        hub, repo_type, repo_id, commit = group
         out.append("\n[[model]]\n")
-        out.append('hub = "hf"\n')
+        out.append(f"hub = {_toml(hub)}\n")
         out.append(f"repo_id = {_toml(repo_id)}\n")
         out.append(f"revision = {_toml(commit)}\n")
         named = sorted(branches.get(group, ()))
-        if len(named) == 1 and is_commit(commit):
+        if len(named) == 1 and is_commit(commit) and hub == "hf":
             out.append(f"branch = {_toml(named[0])}\n")
         elif named:
             out.append(f"# asked for as: {', '.join(named)}\n")

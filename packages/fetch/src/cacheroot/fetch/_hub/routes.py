@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 __all__ = ["FILE", "META", "OTHER", "Route", "classify", "is_commit"]
 
@@ -27,6 +27,9 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 _RESOLVE = re.compile(
     r"^/(?:(?P<kind>datasets|spaces)/)?(?P<repo>[^/]+(?:/[^/]+)?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$"
 )
+#: ModelScope's API: ``/api/v1/...``; a file's bytes are
+#: ``GET /api/v1/models/OWNER/NAME/repo?Revision=REV&FilePath=PATH``.
+_MS_FILE = re.compile(r"^/api/v1/models/(?P<repo>[^/]+/[^/]+)/repo$")
 #: ``/api/{models,datasets,spaces}/REPO[/OP/REV[/...]]``.
 _API_REPO = re.compile(
     r"^/api/(?P<kind>models|datasets|spaces)/(?P<repo>[^/]+(?:/[^/]+)?)"
@@ -46,14 +49,18 @@ class Route:
 
     kind: str
     immutable: bool = False
+    #: ``hf`` (the Hugging Face Hub's API) or ``ms`` (ModelScope's, under ``/api/v1/``).
+    hub: str = "hf"
     repo_type: str = ""
     repo_id: str = ""
     revision: str = ""
     path: str = ""
 
 
-def classify(method: str, path: str) -> Route:
-    """The route of a request: ``method`` and its path (without the query, still quoted)."""
+def classify(method: str, path: str, query: str = "") -> Route:
+    """The route of a request: ``method``, its path (still quoted) and its query."""
+    if path.startswith("/api/v1/"):
+        return _modelscope(method, path, query)
     if method not in ("GET", "HEAD"):
         return Route(OTHER)
     resolve = _RESOLVE.match(path)
@@ -80,3 +87,21 @@ def classify(method: str, path: str) -> Route:
             revision=revision,
         )
     return Route(OTHER)
+
+
+def _modelscope(method: str, path: str, query: str) -> Route:
+    """A route of ModelScope's API: a file's bytes, other metadata, or neither."""
+    if method not in ("GET", "HEAD"):
+        return Route(OTHER, hub="ms")
+    found = _MS_FILE.match(path)
+    params = parse_qs(query)
+    if found is not None and method == "GET" and params.get("FilePath"):
+        return Route(
+            FILE,
+            hub="ms",
+            repo_type="model",
+            repo_id=unquote(found["repo"]),
+            revision=params.get("Revision", ["master"])[-1],
+            path=params["FilePath"][-1],
+        )
+    return Route(META, hub="ms")

@@ -36,6 +36,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -72,6 +73,8 @@ class Settings:
 
     upstream: str
     store: str
+    #: ModelScope's API (``/api/v1/...``) goes here; ``""``: to ``upstream`` as well.
+    modelscope_upstream: str = ""
     ttl: float = 300.0
     negative_ttl: float = 60.0
     deadline: float = 5.0
@@ -106,6 +109,15 @@ class _Fill:
     async def changed(self) -> None:
         async with self.cond:
             self.cond.notify_all()
+
+
+def _ms_files(body: bytes) -> list[dict[str, Any]]:
+    """The file entries of a ModelScope listing (``Data.Files``); ``[]`` when it is not one."""
+    try:
+        files = json.loads(body)["Data"]["Files"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    return [f for f in files if isinstance(f, dict)] if isinstance(files, list) else []
 
 
 def _readable(fill: _Fill) -> int:
@@ -143,13 +155,15 @@ class Hub:
         self.settings = settings
         self.store = Store(settings.store)
         self.upstream = Upstream(settings.upstream, session, deadline=settings.deadline)
+        ms = settings.modelscope_upstream or settings.upstream
+        self.upstreams = {
+            "hf": self.upstream,
+            "ms": Upstream(ms, session, deadline=settings.deadline),
+        }
         self.counts: Counter[str] = Counter()
         self._flights: dict[str, asyncio.Task[Answer | UpstreamError]] = {}
         self._fills: dict[str, _Fill] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        #: Until when the upstream is left alone, and why (after a failure).
-        self._down_until = 0.0
-        self._down: UpstreamError | None = None
 
     # -- the application ------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -170,6 +184,7 @@ class Hub:
         payload = {
             "counts": dict(sorted(self.counts.items())),
             "upstream": self.upstream.base,
+            "modelscope_upstream": self.upstreams["ms"].base,
             "store": self.store.root,
             "offline": self.settings.offline,
         }
@@ -194,8 +209,8 @@ class Hub:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """Answer one client request (see the module docstring)."""
         target = request.raw_path
-        path = target.split("?", 1)[0]
-        route = routes.classify(request.method, path)
+        path, _, query = target.partition("?")
+        route = routes.classify(request.method, path, query)
         self.counts["requests"] += 1
         if route.kind == routes.OTHER:
             return await self._pass(request, target)
@@ -203,7 +218,7 @@ class Hub:
             return await self._file(request, target, route)
         answer, state = await self.meta(request.method, target, route, request.headers)
         if route.repo_id and route.path and answer.status == 200:
-            self._served(route, answer)
+            self._served(route, answer.header("X-Repo-Commit") or "")
         return self._respond(request, answer, state)
 
     # -- metadata -------------------------------------------------------------------------
@@ -216,17 +231,18 @@ class Hub:
             return True
         return age < self.settings.ttl
 
-    def _wait(self, now: float) -> float:
-        """Seconds the upstream is still left alone for (a failure, a ``Retry-After``)."""
-        until = max(self._down_until, self.store.blocked_until(self.upstream.base))
+    def _wait(self, up: Upstream, now: float) -> float:
+        """Seconds ``up`` is still left alone for (a failure, a ``Retry-After``)."""
+        until = max(up.down_until, self.store.blocked_until(up.base))
         return max(0.0, until - now)
 
     async def meta(  # noqa: PLR0911 - one return for each way an answer is served
         self, method: str, target: str, route: routes.Route, headers: Mapping[str, str]
     ) -> tuple[Answer, str]:
         """The answer to a metadata request, and how it was served (a counter's name)."""
+        up = self.upstreams[route.hub]
         cred = credential(headers.get("Authorization"))
-        key = key_of(self.upstream.base, method, target, cred)
+        key = key_of(up.base, method, target, cred)
         now = time.time()
         kept = self.store.load(key)
         if kept is not None and self.fresh(kept, route, now):
@@ -234,19 +250,19 @@ class Hub:
         fallback = kept
         if fallback is None and cred != PUBLIC:
             # What anyone may read, a credential may read too.
-            fallback = self.store.load(key_of(self.upstream.base, method, target, PUBLIC))
+            fallback = self.store.load(key_of(up.base, method, target, PUBLIC))
         if self.settings.offline:
             if fallback is not None:
                 return fallback, STALE
             return _error_body(504, self._unseen("the hub cache runs store-only")), ERROR
-        wait = self._wait(now)
+        wait = self._wait(up, now)
         if wait > 0:
             if fallback is not None:
                 return fallback, STALE
-            return self._down_answer(wait), ERROR
+            return self._down_answer(up, wait), ERROR
         flight = self._flights.get(key)
         if flight is None:
-            flight = self._spawn(self._ask(method, target, headers, key, kept))
+            flight = self._spawn(self._ask(up, method, target, headers, key=key, kept=kept))
             self._flights[key] = flight
             flight.add_done_callback(lambda _t: self._flights.pop(key, None))
         result = await asyncio.shield(flight)
@@ -269,8 +285,8 @@ class Hub:
     def _unseen(self, why: str) -> str:
         return f"{why}, and the hub cache has no answer for this request yet"
 
-    def _down_answer(self, wait: float) -> Answer:
-        err = self._down
+    def _down_answer(self, up: Upstream, wait: float) -> Answer:
+        err = up.down
         status = 429 if err is not None and err.status == 429 else 503
         reason = err.reason if err is not None else f"HTTP {status}"
         answer = _error_body(
@@ -281,9 +297,11 @@ class Hub:
 
     async def _ask(
         self,
+        up: Upstream,
         method: str,
         target: str,
         headers: Mapping[str, str],
+        *,
         key: str,
         kept: Answer | None,
     ) -> Answer | UpstreamError:
@@ -294,9 +312,9 @@ class Hub:
                 return again
             self.counts["upstream"] += 1
             try:
-                answer = await self.upstream.meta(method, target, headers)
+                answer = await up.meta(method, target, headers)
             except UpstreamError as err:
-                self._failed(err)
+                self._failed(up, err)
                 return err
             if answer.status < 400 or answer.status in _NEGATIVE:
                 with contextlib.suppress(OSError):
@@ -317,23 +335,24 @@ class Hub:
             return None  # a slow peer must not hold every caller: ask anyway
         return lock
 
-    def _failed(self, err: UpstreamError) -> None:
-        """Leave the upstream alone for a while after ``err`` (see the module docstring)."""
+    def _failed(self, up: Upstream, err: UpstreamError) -> None:
+        """Leave ``up`` alone for a while after ``err`` (see the module docstring)."""
         self.counts["upstream_errors"] += 1
         now = time.time()
         if err.status == 429:
             pause = err.wait if err.wait is not None else 1.0
-            self.store.block(self.upstream.base, now + pause)
+            self.store.block(up.base, now + pause)
         else:
             pause = self.settings.cooloff
-        self._down_until = max(self._down_until, now + pause)
-        self._down = err
+        up.down_until = max(up.down_until, now + pause)
+        up.down = err
 
     # -- responses ------------------------------------------------------------------------
     def _rewrite(self, request: web.Request, value: str) -> str:
         """A header value with the upstream's address replaced by this hub's."""
-        if self.upstream.base in value:
-            return value.replace(self.upstream.base, f"{request.scheme}://{request.host}")
+        for up in self.upstreams.values():
+            if up.base in value:
+                return value.replace(up.base, f"{request.scheme}://{request.host}")
         return value
 
     def _respond(self, request: web.Request, answer: Answer, state: str) -> web.StreamResponse:
@@ -359,13 +378,14 @@ class Hub:
             return head
         return web.Response(status=answer.status, body=answer.body, headers=headers)
 
-    def _served(self, route: routes.Route, answer: Answer) -> None:
+    def _served(self, route: routes.Route, commit: str) -> None:
         self.store.record_served(
             {
+                "hub": "modelscope" if route.hub == "ms" else "hf",
                 "repo_type": route.repo_type,
                 "repo_id": route.repo_id,
                 "revision": route.revision,
-                "commit": answer.header("X-Repo-Commit") or "",
+                "commit": commit,
                 "path": route.path,
             }
         )
@@ -374,30 +394,28 @@ class Hub:
     async def _file(
         self, request: web.Request, target: str, route: routes.Route
     ) -> web.StreamResponse:
-        head, state = await self.meta("HEAD", target, route, request.headers)
-        if head.status != 200:
-            return self._respond(request, head, state)
-        etag = normalize_etag(head.header("X-Linked-Etag") or head.header("ETag"))
-        size_text = head.header("X-Linked-Size") or head.header("Content-Length") or ""
-        size = int(size_text) if size_text.isdigit() else None
-        headers = {
-            name: value
-            for name, value in head.headers
-            if name.lower() not in ("content-length", "content-type", "accept-ranges")
-        }
+        if route.hub == "ms":
+            found = await self._ms_file(request, route)
+        else:
+            found = await self._hf_file(request, target, route)
+        if isinstance(found, web.StreamResponse):
+            return found
+        etag, size, headers, commit = found
         headers["Content-Type"] = "application/octet-stream"
-        self._served(route, head)
+        self._served(route, commit)
         path = self.store.blob_path(etag or target)
         if self.store.has_blob(path, size):
             self.counts["file_hit"] += 1
             headers[STATE_HEADER] = HIT
-            return _Blob(path, head.header("ETag"), headers)
+            tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
+            return _Blob(path, tag, headers)
         if self.settings.offline:
             why = "the hub cache runs store-only and has no copy of this file"
             return self._respond(request, _error_body(504, why), ERROR)
         fill = self._fills.get(path)
         if fill is None:
-            fill = self._start_fill(path, target, request.headers, etag, size)
+            up = self.upstreams[route.hub]
+            fill = self._start_fill(path, up, target, headers=request.headers, etag=etag, size=size)
             if fill is None:
                 why = f"the hub cache could not write its store {self.store.root}"
                 return self._respond(request, _error_body(507, why), ERROR)
@@ -408,8 +426,61 @@ class Hub:
             headers[STATE_HEADER] = "joined"
         return await self._follow(request, fill, headers)
 
+    async def _hf_file(
+        self, request: web.Request, target: str, route: routes.Route
+    ) -> tuple[str, int | None, dict[str, str], str] | web.StreamResponse:
+        """A Hub file's digest, size, headers and commit, from its ``HEAD`` (kept like any
+        metadata); or the answer to send when there is none."""
+        head, state = await self.meta("HEAD", target, route, request.headers)
+        if head.status != 200:
+            return self._respond(request, head, state)
+        etag = normalize_etag(head.header("X-Linked-Etag") or head.header("ETag"))
+        size_text = head.header("X-Linked-Size") or head.header("Content-Length") or ""
+        headers = {
+            name: value
+            for name, value in head.headers
+            if name.lower() not in ("content-length", "content-type", "accept-ranges")
+        }
+        size = int(size_text) if size_text.isdigit() else None
+        return etag, size, headers, head.header("X-Repo-Commit") or ""
+
+    async def _ms_file(
+        self, request: web.Request, route: routes.Route
+    ) -> tuple[str, int | None, dict[str, str], str] | web.StreamResponse:
+        """A ModelScope file's sha256, size and revision, from the repository's listing (its
+        file answers carry no digest; the listing, kept like any metadata, does)."""
+        listing = (
+            f"/api/v1/models/{quote(route.repo_id, safe='/')}/repo/files"
+            f"?Revision={quote(route.revision, safe='')}&Recursive=True"
+        )
+        answer, state = await self.meta(
+            "GET",
+            listing,
+            routes.Route(routes.META, hub="ms"),
+            {k: v for k, v in request.headers.items() if k.lower() == "authorization"},
+        )
+        if answer.status != 200:
+            return self._respond(request, answer, state)
+        for entry in _ms_files(answer.body):
+            if entry.get("Path") == route.path and isinstance(entry.get("Sha256"), str):
+                size = entry.get("Size")
+                commit = str(entry.get("Revision") or route.revision)
+                return str(entry["Sha256"]), size if isinstance(size, int) else None, {}, commit
+        missing = json.dumps(
+            {"Code": 404, "Message": f"{route.path} is not in {route.repo_id}@{route.revision}"}
+        ).encode()
+        answer = Answer(404, (("Content-Type", "application/json"),), missing)
+        return self._respond(request, answer, ERROR)
+
     def _start_fill(
-        self, path: str, target: str, headers: Mapping[str, str], etag: str, size: int | None
+        self,
+        path: str,
+        up: Upstream,
+        target: str,
+        *,
+        headers: Mapping[str, str],
+        etag: str,
+        size: int | None,
     ) -> _Fill | None:
         try:
             partial, fd = self.store.new_partial(path)
@@ -417,10 +488,12 @@ class Hub:
             return None
         fill = _Fill(path, partial, fd, size)
         self._fills[path] = fill
-        self._spawn(self._run_fill(fill, target, dict(headers), etag))
+        self._spawn(self._run_fill(fill, up, target, dict(headers), etag))
         return fill
 
-    async def _run_fill(self, fill: _Fill, target: str, headers: dict[str, str], etag: str) -> None:
+    async def _run_fill(
+        self, fill: _Fill, up: Upstream, target: str, headers: dict[str, str], etag: str
+    ) -> None:
         lock = await self._lock(os.path.basename(fill.path))
         hasher: Any = None
         if len(etag) == 64:
@@ -450,7 +523,7 @@ class Hub:
                 fill.written = os.fstat(fill.fd).st_size
             else:
                 self.counts["upstream"] += 1
-                await self.upstream.download(target, headers, started, sink)
+                await up.download(target, headers, started, sink)
                 self._check(fill, hasher, etag)
                 await asyncio.to_thread(os.fsync, fill.fd)
                 os.replace(fill.partial, fill.path)
@@ -458,7 +531,7 @@ class Hub:
         except (UpstreamError, OSError) as exc:
             fill.error = str(exc)
             if isinstance(exc, UpstreamError) and exc.status != 502:
-                self._failed(exc)
+                self._failed(up, exc)
             with contextlib.suppress(OSError):
                 os.unlink(fill.partial)
         except asyncio.CancelledError:
@@ -539,6 +612,7 @@ class Hub:
             return self._respond(request, _error_body(504, "the hub cache runs store-only"), ERROR)
         import aiohttp  # noqa: PLC0415
 
+        up = self.upstreams[routes.classify(request.method, target.split("?", 1)[0]).hub]
         headers = {
             k: v
             for k, v in request.headers.items()
@@ -547,15 +621,15 @@ class Hub:
         }
         data = request.content if request.body_exists else None
         try:
-            async with self.upstream.session.request(
+            async with up.session.request(
                 request.method,
-                self.upstream.url(target),
+                up.url(target),
                 headers=headers,
                 data=data,
                 allow_redirects=False,
-            ) as up:
-                resp = web.StreamResponse(status=up.status)
-                for name, value in up.headers.items():
+            ) as answer:
+                resp = web.StreamResponse(status=answer.status)
+                for name, value in answer.headers.items():
                     lower = name.lower()
                     if lower in (
                         "transfer-encoding",
@@ -565,10 +639,10 @@ class Hub:
                     ):
                         continue
                     resp.headers.add(name, self._rewrite(request, value))
-                if up.content_length is not None and request.method != "HEAD":
-                    resp.content_length = up.content_length
+                if answer.content_length is not None and request.method != "HEAD":
+                    resp.content_length = answer.content_length
                 await resp.prepare(request)
-                async for chunk in up.content.iter_chunked(CHUNK):
+                async for chunk in answer.content.iter_chunked(CHUNK):
                     await resp.write(chunk)
                 await resp.write_eof()
                 return resp

@@ -42,6 +42,7 @@ class HubProcess:
         *,
         upstream: str,
         store: str,
+        modelscope: str | None = None,
         offline: bool = False,
         options: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
@@ -49,6 +50,8 @@ class HubProcess:
         """Start a hub on a free loopback port; raise :class:`HubStartError` if it fails."""
         argv = [sys.executable, "-m", "cacheroot.fetch._hub", "serve", "--listen", "127.0.0.1:0"]
         argv += ["--upstream", upstream, "--store", store, *options]
+        if modelscope is not None:
+            argv += ["--modelscope-upstream", modelscope]
         if offline:
             argv.append("--offline")
         proc = subprocess.Popen(

@@ -93,6 +93,9 @@ class Upstream:
         self.session = session
         self.deadline = deadline
         self._origin = _origin(self.base)
+        #: Until when (``time.time()``) it is left alone after a failure, and that failure.
+        self.down_until = 0.0
+        self.down: UpstreamError | None = None
 
     def url(self, target: str) -> str:
         """The upstream URL of a request target (path and query, as the client sent them)."""

@@ -1,11 +1,11 @@
 """``--cacheroot-hub``: a hub cache for the session, in front of the Hugging Face Hub.
 
 The controller starts ``cacheroot hub serve`` (:mod:`cacheroot.fetch._hub`) before any conftest
-is imported, and points ``HF_ENDPOINT`` at it, so every client of every process of the session
-(xdist workers, the processes tests start) goes through it: huggingface_hub reads
-``HF_ENDPOINT`` once, when it is imported, which is why this happens in
-``pytest_load_initial_conftests`` and not later. The hub's upstream is the ``HF_ENDPOINT`` the
-session started with (default: the public Hub); its store is under the cache root. It stops
+is imported, and points ``HF_ENDPOINT`` and ``MODELSCOPE_ENDPOINT`` at it, so every client of
+every process of the session (xdist workers, the processes tests start) goes through it:
+huggingface_hub reads ``HF_ENDPOINT`` once, when it is imported, which is why this happens in
+``pytest_load_initial_conftests`` and not later. The hub's upstreams are the endpoints the
+session started with (default: the public hubs); its store is under the cache root. It stops
 when the session ends. xdist workers inherit the environment and start nothing.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.envs import HF_ENDPOINT
+from cacheroot.envs import HF_ENDPOINT, MODELSCOPE_ENDPOINT
 
 if TYPE_CHECKING:
     from .._hub.service import HubProcess
@@ -68,7 +68,7 @@ def _inherited() -> bool:
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     if not getattr(early_config.known_args_namespace, "cacheroot_hub", False) or _inherited():
         return
-    from .._hub.cli import DEFAULT_UPSTREAM, default_store  # noqa: PLC0415
+    from .._hub.cli import DEFAULT_UPSTREAM, default_store, modelscope_upstream  # noqa: PLC0415
     from .._hub.service import HubProcess, HubStartError  # noqa: PLC0415
 
     store = default_store()
@@ -80,12 +80,15 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     upstream = os.environ.get(HF_ENDPOINT, "").strip() or DEFAULT_UPSTREAM
     try:
         options = getattr(early_config.known_args_namespace, "cacheroot_hub_option", None) or []
-        hub = HubProcess.start(upstream=upstream, store=store, options=options)
+        hub = HubProcess.start(
+            upstream=upstream, store=store, modelscope=modelscope_upstream(), options=options
+        )
     except (HubStartError, OSError) as exc:
         raise pytest.UsageError(f"--cacheroot-hub: {exc}") from exc
     early_config.stash[HUB] = hub
     early_config.add_cleanup(lambda: _stop(hub))
     os.environ[HF_ENDPOINT] = hub.url
+    os.environ[MODELSCOPE_ENDPOINT] = hub.url
     os.environ[OWNER] = f"{os.getpid()} {hub.url}"
     if "huggingface_hub.constants" in sys.modules:
         sys.stderr.write(
