@@ -65,6 +65,8 @@ class Pin:
     #: Installed by the session: into its venv, or into the JIT test's directory.
     install: bool
     why: str
+    #: Part of the audit's measured corpus (``test_audit_corpus.py``): downloaded, not installed.
+    corpus: bool = False
 
     @property
     def spec(self) -> str:
@@ -86,6 +88,7 @@ class Pins:
                 size=w["size"],
                 install=w.get("install", False) is not False,
                 why=w["why"],
+                corpus=w.get("corpus", False) is True,
             )
             for w in data["wheel"]
         )

@@ -1,0 +1,520 @@
+"""Where the corpus packages keep things on disk, found by reading their source.
+
+The packages are the ``corpus = true`` wheels of ``wheels.toml``: what a vLLM-like CI pulls in
+that no layout row comes from. Each entry below was found by reading the wheel's source (its
+``os.environ``/``getenv`` reads, ``expanduser``/``Path.home()``, ``tempfile``, platformdirs and
+appdirs calls, ``urlopen``/``urlretrieve``, ``__file__``, literal default directories), never by
+running the audit. ``test_audit_corpus.py`` matches the audit's findings against them.
+
+What counts as one place: the line where a location is decided, that is where an environment
+variable naming a place is read, or where a fixed base (HOME, the temporary directory, a
+platform directory, the source file's directory, the working directory) enters a path the
+package writes to, downloads into, reads its configuration from, or hands out as a place. A
+second variable read on the same line is a second place. Not places: a path the caller passes
+in, a subdirectory joined onto a place already listed, a temporary file made inside a place
+already listed (``dir=``), read-only data beside the source, tool search paths (``PATH``,
+``CLASSPATH``, ``WEKAHOME``), directories used only when they already exist (nltk's
+``/usr/share/nltk_data``, imageio's ``sys.prefix/settings``), and locations that another
+distribution decides (``hf_hub_download(cache_dir=None)``, ``torch.utils.cpp_extension.load``
+with no ``build_directory``). Test, benchmark and example files inside the wheels are left out,
+as the audit leaves them out.
+
+Classes: ``cache`` kept from one run to the next; ``download`` files fetched from the network and
+kept; ``uncached-download`` a URL read on every call and kept by nothing; ``output`` what a run
+produces (logs, checkpoints, results); ``ipc`` files processes meet at; ``config``
+configuration and credentials; ``throwaway`` a new temporary name on every run.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Place(NamedTuple):
+    """One place a careful reader finds: the file inside the wheel, the line, the class, why."""
+
+    file: str
+    line: int
+    kind: str
+    why: str
+
+
+#: Per distribution (named as the audit names it), every place found in its source.
+TRUTH: dict[str, tuple[Place, ...]] = {
+    "accelerate": (
+        Place(
+            "accelerate/commands/config/config_args.py",
+            30,
+            "config",
+            "HF_HOME: `accelerate config` writes default_config.yaml under $HF_HOME/accelerate",
+        ),
+        Place(
+            "accelerate/commands/config/config_args.py",
+            30,
+            "config",
+            "XDG_CACHE_HOME: the same config file's fallback, ~/.cache/huggingface/accelerate",
+        ),
+        Place(
+            "accelerate/launchers.py",
+            308,
+            "ipc",
+            "NamedTemporaryFile: the rendezvous file the debug launcher's processes meet at",
+        ),
+        Place(
+            "accelerate/utils/launch.py",
+            805,
+            "ipc",
+            "ACCELERATE_DEBUG_RDV_FILE: the same rendezvous file, a torch FileStore",
+        ),
+        Place(
+            "accelerate/utils/modeling.py",
+            1950,
+            "throwaway",
+            "mkdtemp(): a state dict offloaded to a fresh temporary directory",
+        ),
+        Place(
+            "accelerate/utils/dataclasses.py",
+            1247,
+            "throwaway",
+            "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_NVME_PATH: DeepSpeed's optimizer swap space",
+        ),
+        Place(
+            "accelerate/utils/dataclasses.py",
+            1252,
+            "throwaway",
+            "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_NVME_PATH: DeepSpeed's parameter swap space",
+        ),
+    ),
+    "evaluate": (
+        Place("evaluate/config.py", 117, "cache", "XDG_CACHE_HOME: base of the HF cache home"),
+        Place("evaluate/config.py", 119, "cache", "HF_HOME: evaluate's caches live under it"),
+        Place(
+            "evaluate/config.py",
+            122,
+            "download",
+            "HF_EVALUATE_CACHE: cached_path() downloads into it (utils/file_utils.py:421)",
+        ),
+        Place(
+            "evaluate/config.py",
+            125,
+            "cache",
+            "HF_METRICS_CACHE: a metric's arrow cache files and locks (module.py:215)",
+        ),
+        Place(
+            "evaluate/config.py",
+            128,
+            "cache",
+            "HF_MODULES_CACHE: the metric scripts fetched and imported as modules",
+        ),
+        Place(
+            "evaluate/config.py",
+            132,
+            "download",
+            "HF_DATASETS_DOWNLOADED_EVALUATE_PATH: where downloads are kept",
+        ),
+        Place(
+            "evaluate/config.py",
+            136,
+            "download",
+            "HF_DATASETS_EXTRACTED_EVALUATE_PATH: downloaded archives, extracted",
+        ),
+    ),
+    "gdown": (
+        Place(
+            "gdown/cached_download.py",
+            39,
+            "download",
+            "~/.cache/gdown: cached_download() keeps downloaded files there",
+        ),
+        Place(
+            "gdown/download.py",
+            44,
+            "cache",
+            "~/.cache/gdown/cookies.txt: Google Drive cookies saved and reused across runs",
+        ),
+        Place(
+            "gdown/_vendor/_ytdlp_cookies.py",
+            124,
+            "throwaway",
+            "TemporaryDirectory(): a copy of a browser's cookie database",
+        ),
+        Place(
+            "gdown/_vendor/_ytdlp_cookies.py",
+            282,
+            "throwaway",
+            "TemporaryDirectory(): a copy of a browser's cookie database",
+        ),
+    ),
+    "imageio": (
+        Place(
+            "imageio/core/util.py",
+            420,
+            "download",
+            "IMAGEIO_USERDIR: appdata_dir(), where get_remote_file() keeps fetched resources",
+        ),
+        Place("imageio/core/util.py", 422, "download", "appdata_dir()'s default: HOME"),
+        Place("imageio/core/util.py", 424, "download", "/var/tmp when HOME is not a directory"),
+        Place("imageio/core/util.py", 429, "download", "LOCALAPPDATA on Windows"),
+        Place("imageio/core/util.py", 429, "download", "APPDATA on Windows"),
+        Place(
+            "imageio/core/util.py",
+            432,
+            "download",
+            "~/Library/Application Support on macOS",
+        ),
+        Place(
+            "imageio/core/fetching.py",
+            66,
+            "download",
+            "appdata_dir('imageio'): the resources directory files are fetched into",
+        ),
+        Place(
+            "imageio/core/request.py",
+            520,
+            "uncached-download",
+            "urlopen(): an http/ftp URI is read every time it is opened",
+        ),
+        Place(
+            "imageio/core/request.py",
+            540,
+            "throwaway",
+            "mkstemp(): a local copy of a remote file",
+        ),
+        Place(
+            "imageio/plugins/pillow_info.py",
+            52,
+            "uncached-download",
+            "urlopen(url).read(): Pillow's docs page, read on every run of the script",
+        ),
+        Place(
+            "imageio/plugins/pillow_info.py",
+            103,
+            "output",
+            "open(__file__, 'wb'): the script writes the generated module over its own source",
+        ),
+        Place(
+            "imageio/plugins/_tifffile.py",
+            9263,
+            "throwaway",
+            "NamedTemporaryFile(dir=None): a memory-mapped output array in the temp directory",
+        ),
+    ),
+    "joblib": (
+        Place(
+            "joblib/_memmapping_reducer.py",
+            209,
+            "throwaway",
+            "JOBLIB_TEMP_FOLDER: the per-pool memmapping folder (named after pid and a uuid)",
+        ),
+        Place(
+            "joblib/_memmapping_reducer.py",
+            219,
+            "throwaway",
+            "/dev/shm: the same per-pool folder on the shared-memory file system",
+        ),
+        Place(
+            "joblib/_memmapping_reducer.py",
+            230,
+            "throwaway",
+            "tempfile.gettempdir(): the same per-pool folder's last fallback",
+        ),
+    ),
+    "kagglehub": (
+        Place(
+            "kagglehub/config.py",
+            17,
+            "download",
+            "~/.cache/kagglehub: models and datasets downloaded",
+        ),
+        Place(
+            "kagglehub/config.py",
+            19,
+            "config",
+            "~/.kaggle: the credentials folder (kaggle.json)",
+        ),
+        Place("kagglehub/config.py", 62, "download", "KAGGLEHUB_CACHE: moves the download cache"),
+        Place("kagglehub/config.py", 133, "config", "KAGGLE_CONFIG_DIR: moves the credentials"),
+        Place(
+            "kagglehub/logger.py",
+            44,
+            "output",
+            "KAGGLE_LOGGING_ROOT_DIR (default HOME): .kaggle/logs/kagglehub.log",
+        ),
+        Place(
+            "kagglehub/gcs_upload.py",
+            224,
+            "throwaway",
+            "TemporaryDirectory(): an upload's staging",
+        ),
+        Place(
+            "kagglehub/packages.py",
+            238,
+            "throwaway",
+            "NamedTemporaryFile(delete=False): the log of a package's dependency install",
+        ),
+    ),
+    "librosa": (
+        Place(
+            "librosa/_cache.py",
+            86,
+            "cache",
+            "LIBROSA_CACHE_DIR: joblib Memory cache of computed features",
+        ),
+        Place(
+            "librosa/util/files.py",
+            31,
+            "download",
+            "LIBROSA_DATA_DIR, default pooch.os_cache('librosa'): example audio fetched",
+        ),
+    ),
+    "nltk": (
+        Place(
+            "nltk/data.py",
+            276,
+            "download",
+            "APPDATA/nltk_data: a data path on Windows (downloads go to the first writable)",
+        ),
+        Place("nltk/data.py", 295, "download", "NLTK_DATA: the data paths, first writable one"),
+        Place("nltk/data.py", 298, "download", "~/nltk_data: the user's data path"),
+        Place(
+            "nltk/data.py",
+            425,
+            "throwaway",
+            "make_staging_dir(): fresh scratch directories created under the first data path",
+        ),
+        Place(
+            "nltk/downloader.py",
+            1962,
+            "download",
+            "APPDATA: default_download_dir() on Windows",
+        ),
+        Place(
+            "nltk/downloader.py",
+            1966,
+            "download",
+            "~/ + nltk_data: default_download_dir() elsewhere",
+        ),
+        Place(
+            "nltk/twitter/util.py",
+            40,
+            "config",
+            "TWITTER: the directory the Twitter credentials file is read from",
+        ),
+        Place(
+            "nltk/twitter/util.py",
+            130,
+            "config",
+            "credentials2.txt beside the source: an OAuth2 token is appended to it",
+        ),
+        Place(
+            "nltk/twitter/util.py",
+            155,
+            "output",
+            "guess_path(): a relative directory for tweets is put under HOME",
+        ),
+        Place(
+            "nltk/data.py",
+            2050,
+            "uncached-download",
+            "an http(s)/ftp resource URL is opened on every load",
+        ),
+        Place(
+            "nltk/downloader.py",
+            1813,
+            "uncached-download",
+            "the data index is fetched into memory, not kept on disk",
+        ),
+    ),
+    "open-clip-torch": (
+        Place(
+            "open_clip/pretrained.py",
+            795,
+            "download",
+            "~/.cache/clip: pretrained weights downloaded from a URL",
+        ),
+        Place(
+            "open_clip_train/params.py",
+            113,
+            "output",
+            "--logs default ./logs/: training logs and checkpoints in the working directory",
+        ),
+        Place(
+            "open_clip/tokenizer.py",
+            590,
+            "throwaway",
+            "NamedTemporaryFile(): a vocabulary file copied for the tokenizer",
+        ),
+        Place(
+            "open_clip/push_to_hf_hub.py",
+            128,
+            "throwaway",
+            "TemporaryDirectory(): files staged for an upload",
+        ),
+    ),
+    # peft decides no location of its own: it downloads through huggingface_hub with the
+    # caller's cache_dir, and boft/layer.py's cpp_extension.load() builds where torch decides.
+    "peft": (),
+    "pooch": (
+        Place(
+            "pooch/utils.py",
+            103,
+            "download",
+            "os_cache(): platformdirs.user_cache_dir(project), the default home of fetched data",
+        ),
+        Place(
+            "pooch/core.py",
+            218,
+            "download",
+            "retrieve() with no path: os_cache('pooch')",
+        ),
+    ),
+    "sacrebleu": (
+        Place(
+            "sacrebleu/utils.py",
+            26,
+            "download",
+            "SACREBLEU, default ~/.sacrebleu: test sets and SentencePiece models downloaded",
+        ),
+        Place(
+            "sacrebleu/dataset/__main__.py",
+            29,
+            "uncached-download",
+            "every test set URL read into memory to check its md5",
+        ),
+    ),
+    "seaborn": (
+        Place(
+            "seaborn/utils.py",
+            517,
+            "download",
+            "SEABORN_DATA, default user_cache_dir('seaborn'): example datasets downloaded",
+        ),
+        Place(
+            "seaborn/external/appdirs.py",
+            109,
+            "download",
+            "user_cache_dir() on Windows: CSIDL_LOCAL_APPDATA (its one caller keeps datasets)",
+        ),
+        Place(
+            "seaborn/external/appdirs.py",
+            118,
+            "download",
+            "user_cache_dir() on macOS: ~/Library/Caches",
+        ),
+        Place(
+            "seaborn/external/appdirs.py",
+            122,
+            "download",
+            "user_cache_dir() elsewhere: XDG_CACHE_HOME, default ~/.cache",
+        ),
+        Place(
+            "seaborn/utils.py",
+            499,
+            "uncached-download",
+            "get_dataset_names(): the list of datasets fetched on every call",
+        ),
+        Place(
+            "seaborn/utils.py",
+            579,
+            "uncached-download",
+            "load_dataset(cache=False): the CSV read from its URL on every call",
+        ),
+        Place(
+            "seaborn/miscplot.py",
+            40,
+            "uncached-download",
+            "dogplot(): an image fetched into memory on every call",
+        ),
+    ),
+    "sentence-transformers": (
+        Place(
+            "sentence_transformers/base/model.py",
+            205,
+            "download",
+            "SENTENCE_TRANSFORMERS_HOME: the cache_folder models are downloaded into",
+        ),
+        Place(
+            "sentence_transformers/sentence_transformer/modules/word_embeddings.py",
+            166,
+            "download",
+            "http_get(url, name): word embeddings downloaded into the working directory",
+        ),
+        Place(
+            "sentence_transformers/backend/utils.py",
+            220,
+            "throwaway",
+            "TemporaryDirectory(): an exported model staged",
+        ),
+        Place(
+            "sentence_transformers/base/model.py",
+            1126,
+            "throwaway",
+            "TemporaryDirectory(): a model staged for an upload",
+        ),
+        Place(
+            "sentence_transformers/cross_encoder/fit_mixin.py",
+            289,
+            "output",
+            "checkpoints/model in the working directory: fit()'s default checkpoints",
+        ),
+        Place(
+            "sentence_transformers/cross_encoder/fit_mixin.py",
+            292,
+            "output",
+            "checkpoints/model_{idx}: the same, when the first is taken",
+        ),
+        Place(
+            "sentence_transformers/sentence_transformer/fit_mixin.py",
+            297,
+            "output",
+            "checkpoints/model in the working directory: fit()'s default checkpoints",
+        ),
+        Place(
+            "sentence_transformers/sentence_transformer/fit_mixin.py",
+            300,
+            "output",
+            "checkpoints/model_{idx}: the same, when the first is taken",
+        ),
+        Place(
+            "sentence_transformers/base/trainer.py",
+            195,
+            "output",
+            "tmp_trainer in the working directory: the trainer's output without args",
+        ),
+    ),
+    "timm": (
+        Place(
+            "timm/models/_hub.py",
+            64,
+            "download",
+            "torch.hub.get_dir()/checkpoints: pretrained weights downloaded",
+        ),
+        Place(
+            "timm/models/_hub.py",
+            516,
+            "throwaway",
+            "TemporaryDirectory(): files staged for a push to the Hub",
+        ),
+    ),
+    "tldextract": (
+        Place(
+            "tldextract/cache.py",
+            61,
+            "cache",
+            "TLDEXTRACT_CACHE: the JSON disk cache (the fetched suffix list among it)",
+        ),
+        Place(
+            "tldextract/cache.py",
+            65,
+            "cache",
+            "XDG_CACHE_HOME/python-tldextract: the cache's default",
+        ),
+        Place("tldextract/cache.py", 67, "cache", "HOME/.cache: when XDG_CACHE_HOME is unset"),
+        Place(
+            "tldextract/cache.py",
+            77,
+            "cache",
+            ".suffix_cache beside the source: the last fallback",
+        ),
+    ),
+}

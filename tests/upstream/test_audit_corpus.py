@@ -1,0 +1,195 @@
+"""``cacheroot audit`` measured on code nobody here wrote: recall and precision per class.
+
+The corpus is the ``corpus = true`` wheels of ``wheels.toml``; the ground truth is
+``corpus_truth.py``, written by hand from their sources. A finding matches a place of the truth
+in the same file within :data:`TOLERANCE` lines (one finding per place, the closest of the same
+class first). Per class, recall is the share of the truth's places found with that class, and
+precision the share of the audit's findings of that class that are such places; "located"
+ignores the class, "gating" counts ``cache``, ``download`` and ``layout-override`` as one (what
+the CI gate decides on). The figures are printed in the "upstream checks" section; the gating
+classes fail the test below :data:`THRESHOLD`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cacheroot.envs import TABLE
+from cacheroot.envs._audit import Report, audit
+from cacheroot.envs._audit_names import GATING, KINDS
+from tests.upstream.conftest import normalize
+from tests.upstream.corpus_truth import TRUTH, Place
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from cacheroot.envs._audit_ast import Finding
+    from tests.upstream.conftest import Pins
+
+#: How far a finding's line may be from the truth's (a value built over a few lines).
+TOLERANCE = 2
+#: The least recall and precision the gating classes must reach.
+THRESHOLD = 0.9
+#: The gating classes as one.
+GATING_ALL = "gating"
+LOCATED = "located"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A place of the truth matched with a finding."""
+
+    dist: str
+    place: Place
+    finding: Finding
+
+
+@dataclass
+class Measured:
+    """Matched pairs, places not found, findings matching no place."""
+
+    pairs: list[Pair]
+    missed: list[tuple[str, Place]]
+    extra: list[Finding]
+
+
+def match(truth: dict[str, tuple[Place, ...]], findings: list[Finding]) -> Measured:
+    """One finding per place, same file and within :data:`TOLERANCE` lines: the candidates of
+    the same class first, then the closest."""
+    candidates = []
+    for dist, places in truth.items():
+        for p_index, place in enumerate(places):
+            for f_index, f in enumerate(findings):
+                distance = abs(f.line - place.line)
+                if f.dist == dist and f.file == place.file and distance <= TOLERANCE:
+                    candidates.append((f.kind != place.kind, distance, dist, p_index, f_index))
+    used_places: set[tuple[str, int]] = set()
+    used_findings: set[int] = set()
+    pairs = []
+    for _, _, dist, p_index, f_index in sorted(candidates):
+        if (dist, p_index) in used_places or f_index in used_findings:
+            continue
+        used_places.add((dist, p_index))
+        used_findings.add(f_index)
+        pairs.append(Pair(dist, truth[dist][p_index], findings[f_index]))
+    missed = [
+        (dist, place)
+        for dist, places in truth.items()
+        for i, place in enumerate(places)
+        if (dist, i) not in used_places
+    ]
+    extra = [f for i, f in enumerate(findings) if i not in used_findings]
+    return Measured(pairs, missed, extra)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """Recall and precision of one class."""
+
+    found: int
+    truth: int
+    right: int
+    reported: int
+
+    @property
+    def recall(self) -> float | None:
+        return self.found / self.truth if self.truth else None
+
+    @property
+    def precision(self) -> float | None:
+        return self.right / self.reported if self.reported else None
+
+
+def _in(kind: str, group: str) -> bool:
+    if group == LOCATED:
+        return True
+    if group == GATING_ALL:
+        return kind in GATING
+    return kind == group
+
+
+def figure(measured: Measured, group: str) -> Figure:
+    """Recall and precision for a class, for :data:`GATING_ALL` or for :data:`LOCATED`."""
+    hits = [p for p in measured.pairs if _in(p.place.kind, group) and _in(p.finding.kind, group)]
+    truth = sum(1 for p in measured.pairs if _in(p.place.kind, group))
+    truth += sum(1 for _, place in measured.missed if _in(place.kind, group))
+    reported = sum(1 for p in measured.pairs if _in(p.finding.kind, group))
+    reported += sum(1 for f in measured.extra if _in(f.kind, group))
+    return Figure(len(hits), truth, len(hits), reported)
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+@pytest.fixture(scope="module")
+def corpus(pins: Pins) -> Report:
+    """One audit of every corpus wheel."""
+    return audit([str(pins.path(p)) for p in pins.wheels if p.corpus], platform="linux")
+
+
+@pytest.fixture(scope="module")
+def measured(corpus: Report) -> Measured:
+    return match(TRUTH, [i.finding for i in corpus.items])
+
+
+def test_the_truth_names_the_corpus(pins: Pins) -> None:
+    """Every corpus wheel has its truth (maybe empty), and the truth no other package; at
+    least 15 packages, none of them one the layout's rows come from."""
+    corpus = {normalize(p.name) for p in pins.wheels if p.corpus}
+    assert corpus == set(TRUTH)
+    assert len(corpus) >= 15
+    rows = {
+        normalize(entry.partition("==")[0])
+        for v in TABLE
+        for entry in v.upstream
+        if "==" in entry and not entry.startswith("doc:")
+    }
+    layout_sources = rows | {normalize(p.name) for p in pins.wheels if not p.corpus}
+    assert corpus & layout_sources == set()
+
+
+def test_the_truth_uses_the_audit_classes() -> None:
+    kinds = {place.kind for places in TRUTH.values() for place in places}
+    assert kinds <= set(KINDS)
+
+
+def test_recall_and_precision(
+    corpus: Report, measured: Measured, report: Callable[[str], None]
+) -> None:
+    """Per class, recall and precision on the corpus; the gating classes reach THRESHOLD."""
+    groups = [*KINDS, GATING_ALL, LOCATED]
+    figures = {group: figure(measured, group) for group in groups}
+    report(
+        f"audit corpus: {len(TRUTH)} packages, {sum(map(len, TRUTH.values()))} places in the "
+        f"truth, {len(corpus.items)} findings, {corpus.seconds:.1f} s"
+    )
+    for group in groups:
+        fig = figures[group]
+        report(
+            f"  {group:<18} recall {_percent(fig.recall):>4} ({fig.found}/{fig.truth})"
+            f"  precision {_percent(fig.precision):>4} ({fig.right}/{fig.reported})"
+        )
+    for dist, place in measured.missed:
+        report(f"  missed {place.kind}: {dist} {place.file}:{place.line} {place.why}")
+    for p in measured.pairs:
+        if p.place.kind != p.finding.kind:
+            report(
+                f"  class {p.finding.kind}, truth {p.place.kind}: "
+                f"{p.dist} {p.place.file}:{p.place.line} {p.place.why}"
+            )
+    for extra in measured.extra:
+        report(
+            f"  not in the truth, {extra.kind}: {extra.dist} {extra.file}:{extra.line} "
+            f"{extra.expression}"
+        )
+    low = {
+        group: (_percent(fig.recall), _percent(fig.precision))
+        for group in (*sorted(GATING), GATING_ALL)
+        for fig in [figures[group]]
+        if any(v is not None and v < THRESHOLD for v in (fig.recall, fig.precision))
+    }
+    assert low == {}, f"below {THRESHOLD:.0%} (recall, precision): {low}"
