@@ -14,7 +14,7 @@ import nox
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
-nox.options.sessions = ["lint", "typecheck", "tests-cuda", "tests-rocm"]
+nox.options.sessions = ["lint", "typecheck", "tests-cuda", "tests-rocm", "docs"]
 # A session whose Python is missing fails instead of passing as skipped (only `upstream` names one).
 nox.options.error_on_missing_interpreters = True
 
@@ -273,15 +273,17 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy", *targets)
 
 
-@nox.session(python=False, default=False)
-def readme(session: nox.Session) -> None:
-    """Regenerate the README's variable table from the layout table."""
-    from cacheroot.envs._export import table_markdown
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with MkDocs, strictly: a broken link or reference fails."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "docs"))
+    site = Path(session.create_tmp()).resolve() / "site"
+    session.run("mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site))
+    session.log(f"documentation site built in {site}")
 
-    path = ROOT / "README.md"
-    text = path.read_text(encoding="utf-8")
-    start, end = "<!-- variables:start -->\n", "<!-- variables:end -->"
-    head, rest = text.split(start, 1)
-    tail = rest.split(end, 1)[1]
-    path.write_text(head + start + table_markdown() + end + tail, encoding="utf-8")
-    session.log("README.md variable table regenerated")
+
+@nox.session(default=False)
+def readme(session: nox.Session) -> None:
+    """Regenerate the docs' generated reference: the variable table, the commands, the API."""
+    session.install("-e", "packages/envs", "-e", "packages/fetch", "-e", "packages/mediacache")
+    session.run("python", "tests/docs/reference.py")
