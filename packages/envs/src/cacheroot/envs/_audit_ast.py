@@ -536,12 +536,15 @@ class _Module:
         return None
 
     def values_of(self, name: str, scope: _Scope) -> list[ast.expr] | None:
-        """Every value ``name`` is given in ``scope`` (else at module level), in every branch;
-        ``None`` where one of them cannot be followed (a parameter, a loop variable)."""
+        """Every value ``name`` is given in ``scope`` (else at module level), in every branch,
+        less those that cannot be followed (a parameter's, a loop variable's): a parameter given
+        its default in the body (``if root is None: root = os.getenv(...)``) has that default
+        followed, the caller's value being no place decided here. ``None`` when no value is
+        left."""
         for sc in (scope, self.tree):
             values = self.assigns.get(sc, {}).get(name)
             if values is not None:
-                return None if any(v is UNFOLLOWED for v in values) else values
+                return [v for v in values if v is not UNFOLLOWED] or None
         return None
 
     def string(self, node: ast.expr | None, scope: _Scope) -> str | None:
@@ -716,7 +719,11 @@ class _Module:
             return self._render_user_cache(node, scope, depth)
         known = FUNCTIONS.get(name)
         if known is not None:
-            return Rendered(known.location, known.variables, frozenset({KNOWN_READER}))
+            location = known.location
+            if "{0}" in location:  # the place depends on the first argument (a project name)
+                first = self.render(args[0], scope, depth).text if args else "{project}"
+                location = location.replace("{0}", first)
+            return Rendered(location, known.variables, frozenset({KNOWN_READER}))
         if name in _JOINERS or (name.endswith(".join") and "path" in name):
             if not args:
                 return Rendered(".")

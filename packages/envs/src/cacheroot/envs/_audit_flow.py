@@ -122,6 +122,9 @@ _DOWNLOAD_WORDS = frozenset(
     {"DOWNLOAD", "DOWNLOADS", "DATA", "DATASET", "DATASETS", "HUB", "ASSETS", "WEIGHTS", "MODELS"}
 )
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
+#: The user's cache base in a rendered place: it says where every library keeps its things,
+#: not what this one keeps (``${XDG_CACHE_HOME:-~/.cache}/demo/models`` is a download).
+_USER_CACHE_BASE = re.compile(r"XDG_CACHE_HOME|~/\.cache\b")
 
 
 def _mode_writes(mode: ast.expr | None) -> bool:
@@ -343,12 +346,17 @@ def kind_of(  # noqa: PLR0911 - one per class
     names: tuple[str, ...], expression: str, sink: str, *, beside_source: bool = False
 ) -> tuple[str, str]:
     """The class of a location and why, from the words of its names and path and the kind of
-    sink its value reaches (``""``: none seen). A file written beside the source that names
-    no cache nor download is output (generated code, build metadata)."""
+    sink its value reaches (``""``: none seen). A value that reaches a download is a download
+    whatever it is called; the user's cache base (``$XDG_CACHE_HOME``, ``~/.cache``) says
+    nothing of what is kept under it. A file written beside the source that names no cache nor
+    download is output (generated code, build metadata)."""
 
-    said = words(*names, expression)
+    said = words(*names, _USER_CACHE_BASE.sub("", expression))
     if _PER_RUN.search(expression):
         return THROWAWAY, "a new name on every run (made per process or at random)"
+    if sink == DOWNLOAD:
+        # What is written there says more than what it is called (a download cache).
+        return DOWNLOAD_KIND, "downloads land there"
     if said & _CACHE_WORDS or "CACHE" in "".join(said):
         return CACHE, f"its name says cache ({_first(said & _CACHE_WORDS) or 'cache'})"
     if said & _IPC_WORDS or expression.endswith((".sock", ".ipc", ".socket")):

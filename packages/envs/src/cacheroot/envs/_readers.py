@@ -31,7 +31,8 @@ class Function:
 
     #: The dotted name as it is called once aliases are resolved (``torch.hub.get_dir``).
     name: str
-    #: The location it returns, ``${NAME:-default}`` where a variable moves it.
+    #: The location it returns, ``${NAME:-default}`` where a variable moves it; ``{0}`` stands
+    #: for the call's first argument (``pooch.os_cache("librosa")``).
     location: str
     #: The variables that move it, first the one that decides.
     variables: tuple[str, ...]
@@ -86,6 +87,14 @@ FUNCTIONS: dict[str, Function] = {
             ("TORCH_HOME", "XDG_CACHE_HOME"),
             "download",
             "torch torch/hub.py _get_torch_home",
+        ),
+        Function(
+            "pooch.os_cache",
+            "${XDG_CACHE_HOME:-~/.cache}/{0}",
+            ("XDG_CACHE_HOME",),
+            "download",
+            "pooch pooch/utils.py os_cache (platformdirs.user_cache_dir(project), where "
+            "pooch.create and pooch.retrieve keep what they fetch)",
         ),
     )
 }
