@@ -131,7 +131,7 @@ HUB_USES = {
     "cacheroot.fetch._progress",
     "cacheroot.fetch._store",
 }
-HUB_SEAMS = {"cacheroot.fetch._plugin.hub"}
+HUB_SEAMS = {"cacheroot.fetch._plugin.hub", "cacheroot.fetch._plugin.offline"}
 
 
 def _in_wing(module: str, wing: str) -> bool:
@@ -282,6 +282,7 @@ PUBLIC = {
         "CACHEROOT_AUDIT_REPORT",
         "CACHEROOT_AUTH_TOKENS",
         "CACHEROOT_DISABLE",
+        "CACHEROOT_HUB_OWNER",
         "CACHEROOT_MEDIA_CACHE",
         "CACHEROOT_MIRRORS",
         "CACHEROOT_OFFLINE",
@@ -312,6 +313,7 @@ PUBLIC = {
         "PINNED",
         "PIN_FILE",
         "PYTEST_CURRENT_TEST",
+        "PYTEST_XDIST_WORKER",
         "TABLE",
         "TAGS",
         "VLLM_CACHE_ROOT",

@@ -89,6 +89,11 @@ MODELSCOPE_ENDPOINT = "MODELSCOPE_ENDPOINT"
 #: ``MODELSCOPE_ENDPOINT``.
 MODELSCOPE_DOMAIN = "MODELSCOPE_DOMAIN"
 
+#: ``PID URL`` of the pytest process that started the session's hub cache (``--cacheroot-hub``),
+#: in its environment: its xdist workers (its children) use that hub instead of starting one.
+CACHEROOT_HUB_OWNER = "CACHEROOT_HUB_OWNER"
+#: xdist's name for a worker (``gw0``), set in each worker's environment before pytest starts.
+PYTEST_XDIST_WORKER = "PYTEST_XDIST_WORKER"
 #: Buildkite's job index and count, from which the harness takes the shard of a parallel step.
 BUILDKITE_PARALLEL_JOB = "BUILDKITE_PARALLEL_JOB"
 BUILDKITE_PARALLEL_JOB_COUNT = "BUILDKITE_PARALLEL_JOB_COUNT"

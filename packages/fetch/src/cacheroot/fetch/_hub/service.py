@@ -17,12 +17,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["HubProcess", "HubStartError"]
+__all__ = ["HubProcess", "HubStartError", "store_only"]
 
 #: How long a hub may take to listen.
 START_TIMEOUT = 30.0
 #: How long a stopping hub may take before it is killed.
 STOP_TIMEOUT = 10.0
+
+
+def store_only(url: str, *, on: bool = True) -> None:
+    """Switch the hub cache at ``url`` to store-only (``on``) or back; :class:`OSError` if it
+    does not answer."""
+    req = urllib.request.Request(  # noqa: S310 - a hub cache's own control path
+        url + "/.cacheroot/hub/offline", data=b"1" if on else b"0", method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=10):  # noqa: S310
+        pass
 
 
 class HubStartError(RuntimeError):
@@ -89,11 +99,7 @@ class HubProcess:
 
     def set_offline(self, offline: bool) -> None:  # noqa: FBT001 - one switch
         """Switch store-only on or off."""
-        req = urllib.request.Request(  # noqa: S310 - our own loopback URL
-            self.url + "/.cacheroot/hub/offline", data=b"1" if offline else b"0", method="POST"
-        )
-        with urllib.request.urlopen(req, timeout=10):  # noqa: S310
-            pass
+        store_only(self.url, on=offline)
 
     def stop(self) -> str:
         """Stop the hub (SIGTERM, then SIGKILL); return what it wrote on stderr."""

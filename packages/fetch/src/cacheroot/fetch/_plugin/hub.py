@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.envs import HF_ENDPOINT, MODELSCOPE_ENDPOINT
+from cacheroot.envs import (
+    CACHEROOT_HUB_OWNER,
+    HF_ENDPOINT,
+    MODELSCOPE_ENDPOINT,
+    PYTEST_XDIST_WORKER,
+)
 
 if TYPE_CHECKING:
     from .._hub.service import HubProcess
@@ -32,10 +37,6 @@ __all__ = [
 
 #: The session's hub cache (controller only).
 HUB = pytest.StashKey["HubProcess"]()
-#: Set in the controller's environment: ``PID URL`` of the process that owns the session's hub,
-#: so that its xdist workers (its children) use that hub instead of starting their own, while a
-#: pytest that a test starts (a grandchild) may start one of its own.
-OWNER = "CACHEROOT_HUB_OWNER"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,7 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _inherited() -> bool:
     """Whether this process is a worker of a session that already runs a hub."""
-    owner, _, url = os.environ.get(OWNER, "").partition(" ")
+    owner, _, url = os.environ.get(CACHEROOT_HUB_OWNER, "").partition(" ")
+    if not os.environ.get(PYTEST_XDIST_WORKER, "").strip():
+        return False  # a pytest a test started may run a hub of its own
     return owner.isdigit() and int(owner) == os.getppid() and os.environ.get(HF_ENDPOINT) == url
 
 
@@ -89,7 +92,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     early_config.add_cleanup(lambda: _stop(hub))
     os.environ[HF_ENDPOINT] = hub.url
     os.environ[MODELSCOPE_ENDPOINT] = hub.url
-    os.environ[OWNER] = f"{os.getpid()} {hub.url}"
+    # Its xdist workers (its children) use this hub; a pytest that a test starts may run one.
+    os.environ[CACHEROOT_HUB_OWNER] = f"{os.getpid()} {hub.url}"
     if "huggingface_hub.constants" in sys.modules:
         sys.stderr.write(
             "cacheroot: --cacheroot-hub: huggingface_hub was imported before the session's hub "

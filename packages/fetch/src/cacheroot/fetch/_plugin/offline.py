@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cacheroot.envs import CACHEROOT_OFFLINE, HF_HUB_OFFLINE, VLLM_TEST_CACHE_ONLY
+from cacheroot.envs import (
+    CACHEROOT_HUB_OWNER,
+    CACHEROOT_OFFLINE,
+    HF_HUB_OFFLINE,
+    VLLM_TEST_CACHE_ONLY,
+)
 
 from .._errors import FetchError
 from .._progress import counted
@@ -180,6 +185,22 @@ def _listing(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _hub_store_only() -> bool:
+    """Switch the hub cache this process started (``--cacheroot-hub``) to store-only; whether
+    there is one. With it, the clients stay online against the hub, which answers metadata
+    calls from its store where ``HF_HUB_OFFLINE`` would fail them."""
+    owner, _, url = os.environ.get(CACHEROOT_HUB_OWNER, "").partition(" ")
+    if owner != str(os.getpid()) or not url:
+        return False
+    from .._hub.service import store_only  # noqa: PLC0415 - only with a session hub
+
+    try:
+        store_only(url)
+    except OSError:
+        return False
+    return True
+
+
 def offline_first(
     config: pytest.Config, paths: list[str], *, forced: bool
 ) -> tuple[dict[str, Any], Figures]:
@@ -223,7 +244,8 @@ def offline_first(
                 _say(config, line)
             return account | {"offline": False, "failed": [r["entry"] for r in still]}, warmed
     go_offline()
-    os.environ[HF_HUB_OFFLINE] = "1"
+    if not _hub_store_only():
+        os.environ[HF_HUB_OFFLINE] = "1"
     if missing:
         _say(config, "cacheroot manifest: complete; running offline")
     return account | {"offline": True, "failed": []}, warmed

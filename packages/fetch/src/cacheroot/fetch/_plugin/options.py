@@ -12,6 +12,7 @@ from cacheroot.envs import (
     BUILDKITE_PARALLEL_JOB,
     BUILDKITE_PARALLEL_JOB_COUNT,
     CACHEROOT_OFFLINE,
+    PYTEST_XDIST_WORKER,
     VLLM_TEST_CACHE_ONLY,
 )
 
@@ -80,7 +81,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 #: the report, what it warmed, and whether the run is offline.
 _SETTLED = pytest.StashKey[tuple["dict[str, Any] | None", Figures, bool]]()
 #: pytest-xdist's own variable, set in a worker before its configuration is parsed.
-_XDIST_WORKER = "PYTEST_XDIST_WORKER"
 
 
 def _settle(config: pytest.Config) -> tuple[dict[str, Any] | None, Figures, bool]:
@@ -113,7 +113,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     ``HF_HUB_OFFLINE`` there, once: the variable must be in place by then. xdist workers
     inherit the environment the controller settled here.
     """
-    if os.environ.get(_XDIST_WORKER, "").strip():
+    if os.environ.get(PYTEST_XDIST_WORKER, "").strip():
         return
     early_config.stash[_SETTLED] = _settle(early_config)
 
