@@ -15,7 +15,9 @@ min-max are printed, with the Python, nproc and the load before and after.
    /api/models/REPO/revision/main`` and ``HEAD /REPO/resolve/main/config.json``, from the hub
    directly and through a warm hub cache.
 2. File throughput: ``GET`` of the LFS file, streamed to nowhere in 1 MiB reads, from the hub
-   directly and through a hub cache that has it (``sendfile`` from the store).
+   directly, from a static origin that sends the same file with ``sendfile`` (the fairest
+   comparator: a CDN's speed on loopback), and through a hub cache that has it (``sendfile``
+   from the store).
 3. Upstream requests when ``--procs`` processes run ``snapshot_download`` of one model at once
    through one cold hub cache, against the same processes asking the hub directly: the most
    requests any one URL received, and the total.
@@ -47,6 +49,7 @@ from benchmarks._rounds import MIN_ROUNDS, Conditions, Rounds, run_rounds, table
 from cacheroot.fetch._hub.service import HubProcess  # noqa: E402
 from tests.hub.hubserver import HubRepo, HubServer  # noqa: E402
 from tests.hub.suite import write_suite  # noqa: E402
+from tests.origin import Server, files  # noqa: E402
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -93,7 +96,9 @@ def _throughput(session: requests.Session, url: str) -> float:
     return total / (1 << 20) / (time.perf_counter() - start)
 
 
-def metadata_and_files(hub: HubServer, proxy: HubProcess, rounds: int, calls: int) -> None:
+def metadata_and_files(
+    hub: HubServer, proxy: HubProcess, *, rounds: int, calls: int, data: bytes, tmp: Path
+) -> None:
     direct, cached = requests.Session(), requests.Session()
     api = f"/api/models/{REPO}/revision/main"
     head = f"/{REPO}/resolve/main/config.json"
@@ -116,15 +121,22 @@ def metadata_and_files(hub: HubServer, proxy: HubProcess, rounds: int, calls: in
     r = run_rounds(arms, rounds, warmup=1)
     print(f"\n1b. HEAD {head}: milliseconds per call ({calls} calls a round)")
     _print(r, arms, scale=1e3)
-    arms = {
-        "hub directly": lambda: _throughput(direct, hub.url + blob),
-        "hub cache (stored)": lambda: _throughput(cached, proxy.url + blob),
-    }
-    r = run_rounds(arms, rounds, warmup=1)
+    static = tmp / "static"
+    static.mkdir()
+    (static / "model.safetensors").write_bytes(data)
+    with Server(files(str(static))) as origin:
+        plain = requests.Session()
+        arms = {
+            "sendfile origin": lambda: _throughput(plain, origin.base + "/model.safetensors"),
+            "hub directly": lambda: _throughput(direct, hub.url + blob),
+            "hub cache (stored)": lambda: _throughput(cached, proxy.url + blob),
+        }
+        r = run_rounds(arms, rounds, warmup=1)
     print("\n2. GET of the LFS file: MiB/s")
     _print(r, arms, scale=1.0)
-    ratios = r.ratios("hub cache (stored)", "hub directly")
-    print("   hub cache / direct, per round: " + ", ".join(f"{x:.2f}" for x in ratios))
+    for other in ("sendfile origin", "hub directly"):
+        ratios = r.ratios("hub cache (stored)", other)
+        print(f"   hub cache / {other}, per round: " + ", ".join(f"{x:.2f}" for x in ratios))
 
 
 def _print(r: Rounds, arms: dict[str, Any], scale: float) -> None:
@@ -245,7 +257,8 @@ def main() -> None:
         proxy = HubProcess.start(upstream=hub.url, store=str(tmp / "store"))
         try:
             print(f"file: {args.size} MiB; upstream: the local test hub at {hub.url}")
-            metadata_and_files(hub, proxy, args.rounds, args.calls)
+            data = repo.files["model.safetensors"]
+            metadata_and_files(hub, proxy, rounds=args.rounds, calls=args.calls, data=data, tmp=tmp)
         finally:
             proxy.stop()
         crowd(hub, args.procs, tmp)

@@ -289,7 +289,7 @@ def _not_the_source(st: os.stat_result, expect: os.stat_result | None) -> str:
     return ""
 
 
-def _top_of(l2: str) -> tuple[str, str]:
+def top_of(l2: str) -> tuple[str, str]:
     """``(shared root, relative directory)`` of the shared path ``l2`` (its root is one that
     :func:`counterpart` handed out)."""
     for _root, top, _mode in _VERDICTS:
@@ -373,7 +373,7 @@ def pull_file(dest: str, l2: str, key: str, digest: str | None) -> bool:
     expected = _wanted(meta, key, digest)
     if expected is None or meta is None:
         return False
-    top, rel = _top_of(l2)
+    top, rel = top_of(l2)
     try:
         dfd = open_below(top, rel)
     except FileNotFoundError:
@@ -529,7 +529,7 @@ def push_file(dest: str, l2: str) -> bool:
     recorded = meta.get("sha256") if meta is not None else None
     if meta is None or not isinstance(recorded, str):
         return False
-    top, rel = _top_of(l2)
+    top, rel = top_of(l2)
     dfd = open_below(top, rel, create=True)
     try:
         name = os.path.basename(l2)
@@ -594,7 +594,7 @@ def fill_entry(
         try:
             if pull():
                 return SHARED
-            top, rel = _top_of(l2)
+            top, rel = top_of(l2)
             dfd = open_below(top, rel, create=True)  # held while the lease is: its directory
             lease = Lease(lease_path(fd_path(dfd, os.path.basename(l2))))
             outcome = lease.acquire(done=ready, timeout=timeout)
@@ -676,7 +676,7 @@ def pull_dir(dest: str, l2: str) -> bool:
     recorded = meta.get("tree_sha256") if meta is not None else None
     if meta is None or not isinstance(recorded, str):
         return False
-    top, rel = _top_of(l2)
+    top, rel = top_of(l2)
     try:
         dfd = open_below(top, os.path.join(rel, os.path.basename(l2)))
     except FileNotFoundError:
@@ -708,7 +708,7 @@ def push_dir(dest: str, l2: str) -> bool:
     meta = _store.read_meta(dest)
     if meta is None:
         return False
-    top, rel = _top_of(l2)
+    top, rel = top_of(l2)
     dfd = open_below(top, rel, create=True)
     try:
         there = fd_path(dfd, os.path.basename(l2))

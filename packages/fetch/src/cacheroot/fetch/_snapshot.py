@@ -602,6 +602,7 @@ def fill_snapshot(
                     download,
                     partial(_write_record, rpath),
                     timeout=lock_timeout,
+                    environ=env,
                 )
                 record = _read_record(rpath) or {}
                 _write_ref(spec, _snapshot_dir(record, hub_root))

@@ -43,11 +43,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from . import _shared, _store
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
 __all__ = ["IDENTITY", "Tiers", "fill", "pull", "tiers"]
 
 log = logging.getLogger("cacheroot.fetch")
+#: Files on the shared tier are created without following a planted link.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 #: The record fields that name one revision (and its file selection): they must all match.
 IDENTITY = (
@@ -206,6 +208,19 @@ def _copy_checked(src: str, dst: str, want: _File, git_sha1: str | None) -> None
         raise _UnusableError(f"{src} does not match its record (sha256 {sha.hexdigest()})")
 
 
+@contextlib.contextmanager
+def _held(l2_dir: str) -> Iterator[str]:
+    """The shared tier's directory ``l2_dir``, reached and made without following a link (a
+    planted one is refused: :class:`OSError`), as a path that no rename or link above it can
+    redirect while the block runs (:func:`._shared.fd_path`)."""
+    top, rel = _shared.top_of(os.path.join(l2_dir, "-"))
+    fd = _shared.open_below(top, rel, create=True)
+    try:
+        yield _shared.fd_path(fd)
+    finally:
+        os.close(fd)
+
+
 def _publish_copy(src: str, final: str, want: _File, git_sha1: str | None) -> None:
     """Publish a verified copy of ``src`` at ``final`` unless something is there already."""
     tmp = _store.partial_path(final)
@@ -299,7 +314,9 @@ def _hf_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
         links[want.path] = _link_maker(os.path.relpath(blob, os.path.dirname(here)))
     _store.fsync_dir(os.path.join(repo_dir, "blobs"))
     _place(snapshot_dir, links, mine=True)
-    _copy_tree_listing(shared_repo, repo_dir, snapshot)
+    _copy_tree_listing(
+        os.path.join(shared_repo, "trees"), os.path.join(repo_dir, "trees"), snapshot
+    )
 
 
 def _hf_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
@@ -310,26 +327,32 @@ def _hf_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
         os.path.join(tier.hub, snapshot),
     )
     links: dict[str, Callable[[str], None]] = {}
-    for want in files:
-        name = _blob_name(os.path.join(snapshot_dir, *want.path.split("/")), repo_dir)
-        shared_blob = os.path.join(shared_repo, "blobs", name)
-        if not os.path.exists(shared_blob):
-            _store.makedirs(os.path.dirname(shared_blob))
-            _publish_copy(os.path.join(repo_dir, "blobs", name), shared_blob, want, None)
-        there = os.path.join(shared_dir, *want.path.split("/"))
-        if not os.path.lexists(there):
-            links[want.path] = _link_maker(os.path.relpath(shared_blob, os.path.dirname(there)))
-    _store.fsync_dir(os.path.join(shared_repo, "blobs"))
+    # Written through held directories: a directory of the shared tier swapped for a link
+    # is refused, never followed (the shared tier is written by other jobs).
+    with _held(os.path.join(shared_repo, "blobs")) as blobs:
+        for want in files:
+            name = _blob_name(os.path.join(snapshot_dir, *want.path.split("/")), repo_dir)
+            shared_blob = os.path.join(shared_repo, "blobs", name)
+            if not os.path.lexists(os.path.join(blobs, name)):
+                src = os.path.join(repo_dir, "blobs", name)
+                _publish_copy(src, os.path.join(blobs, name), want, None)
+            there = os.path.join(shared_dir, *want.path.split("/"))
+            if not os.path.lexists(there):
+                target = os.path.relpath(shared_blob, os.path.dirname(there))
+                links[want.path] = _link_maker(target)
+        _store.fsync_dir(blobs)
     if links:
-        _place(shared_dir, links, mine=False)
-    _copy_tree_listing(repo_dir, shared_repo, snapshot)
+        with _held(os.path.dirname(shared_dir)) as parent:
+            _place(os.path.join(parent, os.path.basename(shared_dir)), links, mine=False)
+    with _held(os.path.join(shared_repo, "trees")) as trees:
+        _copy_tree_listing(os.path.join(repo_dir, "trees"), trees, snapshot)
 
 
-def _copy_tree_listing(src_repo: str, dst_repo: str, snapshot: str) -> None:
+def _copy_tree_listing(src_trees: str, dst_trees: str, snapshot: str) -> None:
     """Carry huggingface_hub's cached listing of the commit (``trees/<commit>.json``) along:
     immutable, so never replaced; one that does not parse is left behind."""
     name = f"{snapshot.rsplit('/', 1)[-1]}.json"
-    src, dst = os.path.join(src_repo, "trees", name), os.path.join(dst_repo, "trees", name)
+    src, dst = os.path.join(src_trees, name), os.path.join(dst_trees, name)
     if os.path.exists(dst) or _load(src) is None:
         return
     with contextlib.suppress(OSError):
@@ -364,7 +387,8 @@ def _ms_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
         if not os.path.lexists(os.path.join(shared_dir, *want.path.split("/"))):
             copies[want.path] = _copy_maker(os.path.join(snapshot_dir, *want.path.split("/")), want)
     if copies:
-        _place(shared_dir, copies, mine=False)
+        with _held(os.path.dirname(shared_dir)) as parent:
+            _place(os.path.join(parent, os.path.basename(shared_dir)), copies, mine=False)
 
 
 # -- the two directions -----------------------------------------------------------------------
@@ -407,7 +431,7 @@ def push(tier: Tiers, record: Mapping[str, Any], identity: Mapping[str, Any]) ->
     Blobs and links first, the record last and never replacing one that is there. Returns
     whether this host's record is now the shared one.
     """
-    if os.path.exists(tier.shared_record):
+    if os.path.lexists(tier.shared_record):
         return False
     try:
         snapshot, files = _revision(record, identity)
@@ -415,19 +439,25 @@ def push(tier: Tiers, record: Mapping[str, Any], identity: Mapping[str, Any]) ->
             _hf_push(tier, snapshot, files)
         else:
             _ms_push(tier, snapshot, files)
-    except _UnusableError as why:
+    except (_UnusableError, OSError) as why:
         log.warning("snapshot %s not written to the shared tier: %s", tier.record, why)
         return False
     shared = {k: v for k, v in record.items() if k != "files"}
     shared["files"] = [{k: v for k, v in f.items() if k not in _LOCAL} for f in record["files"]]
-    _store.makedirs(os.path.dirname(tier.shared_record))
-    tmp = _store.partial_path(tier.shared_record)
-    with open(tmp, "w", encoding="utf-8") as f:
-        _store.share(f.fileno(), os.path.dirname(tmp))
-        json.dump(shared, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    return _shared.publish_new(tmp, tier.shared_record)
+    try:
+        with _held(os.path.dirname(tier.shared_record)) as parent:
+            final = os.path.join(parent, os.path.basename(tier.shared_record))
+            tmp = _store.partial_path(final)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+            with open(fd, "w", encoding="utf-8") as f:
+                _store.share(f.fileno(), parent)
+                json.dump(shared, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            return _shared.publish_new(tmp, final)
+    except OSError as why:
+        log.warning("snapshot %s not written to the shared tier: %s", tier.record, why)
+        return False
 
 
 def fill(
@@ -437,6 +467,7 @@ def fill(
     write: Callable[[dict[str, Any]], None],
     *,
     timeout: float | None,
+    environ: Mapping[str, str] | None = None,
 ) -> str:
     """Make the revision complete on this host: from the shared tier, or by ``download()``
     (which returns the record it wrote) under the revision's lease, then written through.
@@ -460,6 +491,7 @@ def fill(
         produce=lambda: downloaded.append(download()),
         push=lambda: push(tier, downloaded[-1], identity),
         timeout=timeout,
+        environ=environ,
     )
     if served == _shared.SHARED:
         log.info("%s@%s: copied from the shared tier", identity["repo_id"], identity["revision"])
