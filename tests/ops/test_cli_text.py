@@ -38,7 +38,7 @@ def _options(p: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argpa
 
 def test_every_option_says_what_it_takes_with_an_example() -> None:
     top = parser()
-    commands = {"fetch", "cache", "warm"}
+    commands = {"fetch", "cache", "warm", "hub"}
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     seen = []
     for command in sorted(commands):
@@ -52,6 +52,7 @@ def test_every_option_says_what_it_takes_with_an_example() -> None:
     assert "cache prune --max-size" in seen
     assert "fetch --deadline" in seen
     assert "warm --jobs" in seen
+    assert "hub serve --ttl" in seen
 
 
 @pytest.mark.parametrize(

@@ -334,7 +334,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="a model whose warm failed less than SECONDS ago fails again at once with that "
         "failure's reason instead of asking the hub (the pytest plugin's warms use 600, so "
-        "that a run's sessions try a missing model once); default: always ask",
+        "that a run's sessions try a missing model once), e.g. --failure-hold 600; "
+        "default: always ask",
     )
     p.add_argument(
         "--attempts",
@@ -343,7 +344,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=6,
         help="run a model's hub client up to N times, 1 to 20, on transient failures (429, "
         "5xx, no listing), with backoff and Retry-After between (default 6); the client "
-        "retries each request itself too",
+        "retries each request itself too; e.g. --attempts 3",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(

@@ -96,37 +96,49 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=_listen,
         default=("127.0.0.1", 8765),
         metavar="HOST:PORT",
-        help="address to listen on (default 127.0.0.1:8765; port 0: any free one)",
+        help="address to listen on, e.g. 0.0.0.0:8765 (default 127.0.0.1:8765; port 0: any "
+        "free one)",
     )
-    serve.add_argument("--upstream", default=None, metavar="URL", help="the hub to cache")
+    serve.add_argument(
+        "--upstream",
+        default=None,
+        metavar="URL",
+        help="the hub to cache, e.g. https://hf-mirror.example (default: $HF_ENDPOINT, else "
+        f"{DEFAULT_UPSTREAM})",
+    )
     serve.add_argument(
         "--modelscope-upstream",
         default=None,
         metavar="URL",
-        help="where ModelScope's API (/api/v1/...) goes (default: its variables, else "
-        f"{DEFAULT_MODELSCOPE})",
+        help="where ModelScope's API (/api/v1/...) goes, e.g. https://modelscope.example "
+        f"(default: its variables, else {DEFAULT_MODELSCOPE})",
     )
-    serve.add_argument("--store", default=None, metavar="DIR", help="the store's directory")
+    serve.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help=f"the store's directory, e.g. /cache/{STORE_DIR} (default: $CACHEROOT/{STORE_DIR})",
+    )
     serve.add_argument(
         "--ttl",
         type=age_arg,
         default=300.0,
         metavar="AGE",
-        help="how long an answer for a branch or tag is fresh (default 5m)",
+        help="how long an answer for a branch or tag is fresh, e.g. 10m or 1h (default 5m)",
     )
     serve.add_argument(
         "--negative-ttl",
         type=age_arg,
         default=60.0,
         metavar="AGE",
-        help="how long a 'not found' answer is fresh (default 1m)",
+        help="how long a 'not found' answer is fresh, e.g. 30s (default 1m)",
     )
     serve.add_argument(
         "--deadline",
         type=seconds_arg,
         default=5.0,
         metavar="SECONDS",
-        help="give up on an upstream metadata request after this long (default 5; "
+        help="give up on an upstream metadata request after this long, e.g. 3 (default 5; "
         "huggingface_hub's own is 10)",
     )
     serve.add_argument(
@@ -135,7 +147,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=30.0,
         metavar="SECONDS",
         help="after a timeout, refusal or 5xx, serve from the store without asking the "
-        "upstream for this long (default 30)",
+        "upstream for this long, e.g. 60 (default 30)",
     )
     serve.add_argument(
         "--offline",
@@ -147,8 +159,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "export-manifest",
         help="print (or write) the [[model]] entries of everything the store served",
     )
-    export.add_argument("--store", default=None, metavar="DIR", help="the store's directory")
-    export.add_argument("-o", "--output", default=None, metavar="FILE", help="write it here")
+    export.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help=f"the store's directory, e.g. /cache/{STORE_DIR} (default: $CACHEROOT/{STORE_DIR})",
+    )
+    export.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="write it to FILE in one step, e.g. -o tests/hub-manifest.toml (default: print it)",
+    )
     export.set_defaults(func=_run_export)
 
 
