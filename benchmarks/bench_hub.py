@@ -21,9 +21,10 @@ min-max are printed, with the Python, nproc and the load before and after.
 3. Upstream requests when ``--procs`` processes run ``snapshot_download`` of one model at once
    through one cold hub cache, against the same processes asking the hub directly: the most
    requests any one URL received, and the total.
-4. (Without ``--quick``.) The fault table: the 30-test suite of ``tests/hub/suite.py`` with
-   xdist on a warm volume, under each fault, with a plain warm cache and with ``--cacheroot-hub``
-   (``--ttl=0``, so every branch answer is asked of the failing hub again): failures and time.
+4. (Without ``--quick``; alone with ``--only-faults``.) The fault table: the 30-test suite of
+   ``tests/hub/suite.py`` with xdist on a warm volume, under each fault, with a plain warm cache
+   and with ``--cacheroot-hub`` (``--ttl=0``, so every branch answer is asked of the failing
+   hub again): failures and time; a run past ``--limit`` seconds is stopped and said so.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ def crowd(hub: HubServer, procs: int, tmp: Path) -> None:
         print(f"   {name:<24} {sum(counts.values()):>4} requests, at most {most} for one URL")
 
 
-def faults(hub: HubServer, repo: HubRepo, tmp: Path) -> None:
+def faults(hub: HubServer, repo: HubRepo, tmp: Path, limit: float) -> None:
     project = tmp / "suite"
     write_suite(project, repo=REPO, commit=repo.commit, files=sorted(repo.files), kind="llama")
     root = tmp / "fault-root"
@@ -203,15 +204,18 @@ def faults(hub: HubServer, repo: HubRepo, tmp: Path) -> None:
 
     def run(*extra: str) -> tuple[str, int]:
         start = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:randomly", *extra],
-            cwd=project,
-            env=base,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:randomly", *extra],
+                cwd=project,
+                env=base,
+                capture_output=True,
+                text=True,
+                timeout=limit,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return f"not done in {limit:.0f} s (stopped)", hub.total()
         took = time.monotonic() - start
         last = [
             line for line in proc.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)
@@ -235,6 +239,11 @@ def faults(hub: HubServer, repo: HubRepo, tmp: Path) -> None:
     hub.reset()
     text, asked = run("--cacheroot-hub")
     print(f"   healthy re-run, default TTL, through the hub cache: {text}, {asked} requests")
+    hub.close()  # nothing listens on its port any more: connections are refused
+    cells = [
+        run(*extra)[0] for extra in ((), ("--cacheroot-hub", "--cacheroot-hub-option=--ttl=0"))
+    ]
+    print(f"   {'refused connection':<26}{cells[0]:<34}{cells[1]:<34}")
 
 
 def main() -> None:
@@ -244,6 +253,10 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--procs", type=int, default=8)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--only-faults", action="store_true", help="the fault table alone (section 4)")
+    p.add_argument(
+        "--limit", type=float, default=600.0, help="seconds a suite run may take (default 600)"
+    )
     args = p.parse_args()
     if args.quick:
         args.size, args.rounds, args.calls = 16, MIN_ROUNDS, 50
@@ -254,6 +267,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_text, HubServer() as hub:
         tmp = Path(tmp_text)
         hub.add_hf(repo)
+        if args.only_faults:
+            faults(hub, repo, tmp, args.limit)
+            print(conditions.footer())
+            return
         proxy = HubProcess.start(upstream=hub.url, store=str(tmp / "store"))
         try:
             print(f"file: {args.size} MiB; upstream: the local test hub at {hub.url}")
@@ -263,7 +280,7 @@ def main() -> None:
             proxy.stop()
         crowd(hub, args.procs, tmp)
         if not args.quick:
-            faults(hub, repo, tmp)
+            faults(hub, repo, tmp, args.limit)
     print(conditions.footer())
 
 
