@@ -78,3 +78,20 @@ def test_pooch_os_cache_is_a_known_location_function(tmp_path: Path) -> None:
         ),
         (6, "XDG_CACHE_HOME", "${XDG_CACHE_HOME:-~/.cache}/spare", "download", "XDG_CACHE_HOME"),
     ]
+
+
+#: Places under the user's cache directory whose own words say no cache.
+UNDER_USER_CACHE = """\
+import os
+
+TRACES = os.path.expanduser("~/.cache/demo/trace/solutions")
+WEIGHTS = os.path.expanduser("~/.cache/demo/hub/checkpoints")
+"""
+
+
+def test_under_the_user_cache_a_place_is_a_cache_or_a_download(tmp_path: Path) -> None:
+    """The cache base is no word of the place's own, but its author kept the place there."""
+    assert rows(run(tmp_path, UNDER_USER_CACHE)) == [
+        (3, None, "~/.cache/demo/trace/solutions", "cache", None),
+        (4, None, "~/.cache/demo/hub/checkpoints", "download", None),
+    ]

@@ -122,8 +122,8 @@ _DOWNLOAD_WORDS = frozenset(
     {"DOWNLOAD", "DOWNLOADS", "DATA", "DATASET", "DATASETS", "HUB", "ASSETS", "WEIGHTS", "MODELS"}
 )
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
-#: The user's cache base in a rendered place: it says where every library keeps its things,
-#: not what this one keeps (``${XDG_CACHE_HOME:-~/.cache}/demo/models`` is a download).
+#: The user's cache base in a rendered place: it says that a library keeps something there,
+#: not what (``${XDG_CACHE_HOME:-~/.cache}/demo/models`` is a download).
 _USER_CACHE_BASE = re.compile(r"XDG_CACHE_HOME|~/\.cache\b")
 
 
@@ -347,11 +347,12 @@ def kind_of(  # noqa: PLR0911 - one per class
 ) -> tuple[str, str]:
     """The class of a location and why, from the words of its names and path and the kind of
     sink its value reaches (``""``: none seen). A value that reaches a download is a download
-    whatever it is called; the user's cache base (``$XDG_CACHE_HOME``, ``~/.cache``) says
-    nothing of what is kept under it. A file written beside the source that names no cache nor
-    download is output (generated code, build metadata)."""
+    whatever it is called. The user's cache base (``$XDG_CACHE_HOME``, ``~/.cache``) is no word
+    of the place's own, but what lies under it is a download when the place says so, else a
+    cache. A file written beside the source that names no cache nor download is output
+    (generated code, build metadata)."""
 
-    said = words(*names, _USER_CACHE_BASE.sub("", expression))
+    said = words(*(_USER_CACHE_BASE.sub("", t) for t in (*names, expression)))
     if _PER_RUN.search(expression):
         return THROWAWAY, "a new name on every run (made per process or at random)"
     if sink == DOWNLOAD:
@@ -359,6 +360,11 @@ def kind_of(  # noqa: PLR0911 - one per class
         return DOWNLOAD_KIND, "downloads land there"
     if said & _CACHE_WORDS or "CACHE" in "".join(said):
         return CACHE, f"its name says cache ({_first(said & _CACHE_WORDS) or 'cache'})"
+    if _USER_CACHE_BASE.search(" ".join((*names, expression))):
+        # Kept in the user's cache directory by its author's choice: a cache, or a download.
+        if said & _DOWNLOAD_WORDS:
+            return DOWNLOAD_KIND, f"downloads land there ({_first(said & _DOWNLOAD_WORDS)})"
+        return CACHE, "kept in the user's cache directory"
     if said & _IPC_WORDS or expression.endswith((".sock", ".ipc", ".socket")):
         return IPC, f"a socket or IPC place ({_first(said & _IPC_WORDS) or 'socket file'})"
     if said & _OUTPUT_WORDS:
