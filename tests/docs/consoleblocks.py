@@ -1,0 +1,267 @@
+"""The ``console`` blocks of the README and the docs: collected, run in a sandbox, compared.
+
+A block is a transcript: ``$ COMMAND`` lines (a line ending in ``\\`` continues on the next),
+each followed by the output it shows (standard output and standard error together, as a
+terminal shows them). A last output line ``[exit N]`` says the command's exit status. The line
+before the block's fence may hold a marker:
+
+- ``<!-- console: not run: REASON -->``: the block is not run, and the reason says why (it needs
+  a GPU, a container runtime, a fleet, the real Hub, ...);
+- ``<!-- console: origin -->``: a local HTTP origin serves the files of :data:`ORIGIN_FILES`,
+  standing in for a remote host; ``127.0.0.1:8000`` in the commands is its real address;
+- ``<!-- console: checkout -->``: the commands run in the repository's root, not in an empty
+  working directory. Several words are separated by commas.
+
+Every block runs in one fresh ``bash`` with a fresh ``HOME`` and temporary directory, no
+cacheroot variable set, and its own pin file. The paths the docs use by convention
+(:data:`DOC_PATHS`) lie inside a sandbox directory: the commands' ``/var/cache/cacheroot`` is
+``SANDBOX/var/cache/cacheroot``, and the sandbox prefix is taken out of the output again; the
+checkout is shown as ``/srv/cacheroot``. Output is compared line by line after placeholders
+replace what changes from run to run (durations, sizes, ports); ``...`` in an expected line
+matches any text, and a line that is only ``...`` matches any number of lines.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Absolute paths the docs use by convention; each lies inside the sandbox when a block runs.
+DOC_PATHS = (
+    "/var/cache/cacheroot",
+    "/var/tmp/ci",
+    "/mnt/fleet-cache",
+    "/home/user",
+    "/opt/ci-venv",
+)
+#: Where the docs say a checkout of this repository is.
+CHECKOUT = "/srv/cacheroot"
+#: The address the docs give the local origin; replaced by the real one.
+ORIGIN_ADDRESS = "127.0.0.1:8000"
+#: What the local origin serves: path -> body (deterministic, so digests in the docs hold).
+ORIGIN_FILES = {
+    "/gsm8k/test.jsonl": b"".join(
+        b'{"question": "What is %d + %d?", "answer": "%d"}\n' % (i, i, 2 * i) for i in range(48_000)
+    ),
+    "/tok/tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE"}}\n',
+}
+
+MARKER = re.compile(r"^<!--\s*console:\s*(?P<options>.*?)\s*-->$")
+EXIT = re.compile(r"^\[exit (?P<status>\d+)\]$")
+
+
+@dataclass
+class Command:
+    """One ``$`` line (joined with its continuations) and the output shown for it."""
+
+    text: str
+    expected: list[str] = field(default_factory=list)
+    status: int | None = None
+
+
+@dataclass
+class Block:
+    """A ``console`` block: where it is, its marker's options, its commands."""
+
+    page: Path
+    line: int
+    options: str
+    commands: list[Command]
+
+    @property
+    def where(self) -> str:
+        """``docs/x.md:12``: the page (from the repository root) and the fence's line."""
+        return f"{self.page.relative_to(REPO)}:{self.line}"
+
+    @property
+    def not_run(self) -> str | None:
+        """The reason the block is not run, or ``None`` when it runs."""
+        if self.options.startswith("not run"):
+            return self.options.partition(":")[2].strip()
+        return None
+
+    @property
+    def words(self) -> set[str]:
+        """The marker's options (``origin``, ``checkout``)."""
+        return {w.strip() for w in self.options.split(",") if w.strip()}
+
+
+def pages() -> list[Path]:
+    """The README and every page under docs/, in a stable order."""
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def parse(page: Path) -> list[Block]:
+    """Every ``console`` block of ``page`` (one without a ``$`` line has no commands)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() != "```console":
+            i += 1
+            continue
+        before = next((s.strip() for s in reversed(lines[:i]) if s.strip()), "")
+        found = MARKER.match(before)
+        start = i + 1
+        i += 1
+        body: list[str] = []
+        while i < len(lines) and lines[i].strip() != "```":
+            body.append(lines[i])
+            i += 1
+        i += 1
+        blocks.append(Block(page, start, found["options"] if found else "", _commands(body)))
+    return blocks
+
+
+def _commands(body: list[str]) -> list[Command]:
+    """The commands of a block's body, each with its expected output and exit status."""
+    commands: list[Command] = []
+    continued = False
+    for line in body:
+        if continued:
+            commands[-1].text += "\n" + line
+            continued = line.endswith("\\")
+        elif line.startswith("$ "):
+            commands.append(Command(line[2:]))
+            continued = line.endswith("\\")
+        elif commands:
+            commands[-1].expected.append(line)
+    for command in commands:
+        while command.expected and not command.expected[-1].strip():
+            command.expected.pop()
+        if command.expected and (found := EXIT.match(command.expected[-1].strip())):
+            command.status = int(found["status"])
+            command.expected.pop()
+            while command.expected and not command.expected[-1].strip():
+                command.expected.pop()
+    return commands
+
+
+def collect() -> list[Block]:
+    """Every console block of the README and the docs."""
+    return [block for page in pages() for block in parse(page)]
+
+
+# -- running --------------------------------------------------------------------------------
+
+_PATH_CHARS = r"[\w./-]"
+
+
+def to_sandbox(text: str, sandbox: Path, origin: str | None) -> str:
+    """A command with the docs' paths moved into the sandbox (and the origin's address)."""
+    for path in DOC_PATHS:
+        text = re.sub(rf"(?<!{_PATH_CHARS}){re.escape(path)}", str(sandbox) + path, text)
+    text = re.sub(rf"(?<!{_PATH_CHARS}){re.escape(CHECKOUT)}", str(REPO), text)
+    if origin is not None:
+        text = text.replace(ORIGIN_ADDRESS, origin)
+    return text
+
+
+def from_sandbox(text: str, sandbox: Path) -> str:
+    """Output with the sandbox's prefix taken out and the checkout shown as the docs show it."""
+    return text.replace(str(sandbox), "").replace(str(REPO), CHECKOUT)
+
+
+_PLACEHOLDERS = (
+    (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:PORT"),
+    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:B|KiB|MiB|GiB|TiB)\b"), "SIZE"),
+    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:s|ms|µs|us)\b"), "TIME"),
+    (re.compile(r"\b\d+\.\d+s\b"), "TIME"),
+)
+
+
+def normal(line: str) -> str:
+    """``line`` with what changes from run to run replaced by placeholders."""
+    line = line.rstrip()
+    for pattern, placeholder in _PLACEHOLDERS:
+        line = pattern.sub(placeholder, line)
+    return line
+
+
+def matches(expected: list[str], actual: list[str]) -> bool:
+    """Whether ``actual`` fits ``expected`` (normalised; ``...`` as described above)."""
+    want = [normal(x) for x in expected]
+    got = [normal(x) for x in actual]
+    patterns = [
+        None if w.strip() == "..." else re.compile(".*".join(map(re.escape, w.split("..."))))
+        for w in want
+    ]
+    memo: dict[tuple[int, int], bool] = {}
+
+    def fit(i: int, j: int) -> bool:
+        if (i, j) in memo:
+            return memo[i, j]
+        if i == len(patterns):
+            ok = j == len(got)
+        elif patterns[i] is None:
+            ok = fit(i + 1, j) or (j < len(got) and fit(i, j + 1))
+        else:
+            pattern = patterns[i]
+            ok = (
+                j < len(got)
+                and pattern is not None
+                and pattern.fullmatch(got[j]) is not None
+                and fit(i + 1, j + 1)
+            )
+        memo[i, j] = ok
+        return ok
+
+    return fit(0, 0)
+
+
+_SEPARATOR = "@@console-block@@"
+
+
+def run(block: Block, sandbox: Path, origin: str | None) -> list[tuple[list[str], int]]:
+    """Run the block's commands in one fresh bash; each command's output lines and status."""
+    for path in DOC_PATHS:
+        (sandbox / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+    home = sandbox / "home" / "user"
+    work = sandbox / "work"
+    tmp = sandbox / "tmp"
+    for directory in (home, work, tmp):
+        directory.mkdir(parents=True, exist_ok=True)
+    lines = ["exec 2>&1", f"cd {REPO if 'checkout' in block.words else work}"]
+    for n, command in enumerate(block.commands):
+        lines.append(f"printf '%s\\n' '{_SEPARATOR} {n}'")
+        lines.append(to_sandbox(command.text, sandbox, origin))
+        lines.append(f"printf '\\n{_SEPARATOR} exit %d\\n' \"$?\"")
+    script = sandbox / "block.sh"
+    script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bindir = Path(sys.executable).parent
+    env = {
+        "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "COLUMNS": "100",
+        "TERM": "dumb",
+        "CACHEROOT_PIN_FILE": str(sandbox / "opt" / "ci-venv" / "etc" / "cacheroot" / "pin"),
+    }
+    ran = subprocess.run(
+        ["bash", str(script)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    out = from_sandbox(ran.stdout, sandbox)
+    results: list[tuple[list[str], int]] = []
+    for chunk in out.split(f"{_SEPARATOR} ")[1:]:
+        head, _, rest = chunk.partition("\n")
+        if head.startswith("exit "):
+            output = results[-1][0]
+            while output and not output[-1].strip():
+                output.pop()
+            results[-1] = (output, int(head.split()[1]))
+        else:
+            results.append((rest.splitlines(), -1))
+    return results

@@ -1,0 +1,79 @@
+"""Every ``console`` block of the README and the docs runs, and shows what it prints.
+
+How blocks are written, run and compared: ``consoleblocks.py``. A block that cannot run here
+says why in its marker; those are counted and listed at the end of the session.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.docs import consoleblocks
+    from tests.docs.consoleblocks import Block
+    from tests.origin import Server, static
+else:
+    # pytest puts tests/ and tests/docs on sys.path (no packages there); mypy names them tests.*.
+    import consoleblocks
+    from consoleblocks import Block
+    from origin import Server, static
+
+BLOCKS = consoleblocks.collect()
+RUN = [b for b in BLOCKS if b.not_run is None]
+
+
+@pytest.fixture
+def origin() -> Iterator[str]:
+    """The local origin standing in for remote hosts: ``127.0.0.1:PORT``."""
+    with Server() as server:
+        for path, body in consoleblocks.ORIGIN_FILES.items():
+            server.route(path, static(body))
+        yield f"127.0.0.1:{server.port}"
+
+
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.where) for b in RUN])
+def test_the_block_prints_what_it_shows(
+    block: Block, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    assert block.commands, f"{block.where}: a console block without a `$ ` command"
+    unknown = block.words - {"origin", "checkout"}
+    assert not unknown, f"{block.where}: unknown marker options {sorted(unknown)}"
+    address = request.getfixturevalue("origin") if "origin" in block.words else None
+    results = consoleblocks.run(block, tmp_path / "s", address)
+    assert len(results) == len(block.commands), f"{block.where}: the block stopped early"
+    for command, (actual, status) in zip(block.commands, results, strict=True):
+        if not consoleblocks.matches(command.expected, actual):
+            diff = "\n".join(
+                difflib.unified_diff(command.expected, actual, "shown", "printed", lineterm="")
+            )
+            pytest.fail(f"{block.where}: $ {command.text}\n{diff}")
+        if command.status is not None:
+            assert status == command.status, f"{block.where}: $ {command.text}: exit {status}"
+
+
+def test_every_block_that_is_not_run_says_why() -> None:
+    for block in BLOCKS:
+        if block.options.startswith("not run"):
+            assert block.not_run, f"{block.where}: `not run` without a reason after it"
+    assert RUN, "no console block runs"
+
+
+def test_blocks_are_found_in_the_readme_and_the_docs() -> None:
+    pages = {b.page.name for b in BLOCKS}
+    assert "README.md" in pages
+    assert "install.md" in pages
+
+
+def test_placeholders_match_what_changes_and_nothing_else() -> None:
+    shown = ["miss https://example.org/x (2.3 MiB) in 0.83 s, 2.7 MiB/s from 127.0.0.1:8000", "..."]
+    printed = ["miss https://example.org/x (12 B) in 0.01 s, 1.2 KiB/s from 127.0.0.1:40123", "a"]
+    assert consoleblocks.matches(shown, printed)
+    assert not consoleblocks.matches(["miss https://example.org/y ..."], ["miss https://x/"])
+    assert consoleblocks.matches(["a", "...", "z"], ["a", "z"])
+    assert not consoleblocks.matches(["a"], ["a", "b"])
