@@ -287,8 +287,10 @@ class Hub:
 
     def _down_answer(self, up: Upstream, wait: float) -> Answer:
         err = up.down
-        status = 429 if err is not None and err.status == 429 else 503
-        reason = err.reason if err is not None else f"HTTP {status}"
+        # A wait recorded in the store came from a 429 (this process's, or another's).
+        asked_to_wait = self.store.blocked_until(up.base) > time.time()
+        status = 429 if asked_to_wait or (err is not None and err.status == 429) else 503
+        reason = err.reason if err is not None else "HTTP 429 with Retry-After"
         answer = _error_body(
             status,
             self._unseen(f"the upstream is left alone for {wait:.0f} s more after {reason}"),
