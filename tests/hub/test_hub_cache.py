@@ -129,6 +129,7 @@ def test_retry_after_is_obeyed_once_for_every_caller(
     assert (
         requests.get(other.url + _api(tiny_repo), timeout=10).headers["X-Cacheroot-Hub"] == "stale"
     )
+    assert requests.get(other.url + "/api/models/acme/third", timeout=10).status_code == 429
     assert hub.total() == 1
 
 
