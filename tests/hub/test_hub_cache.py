@@ -405,3 +405,67 @@ def test_modelscope_files_are_verified_against_the_listing_and_kept_through_an_o
     for name, data in tiny_repo.files.items():
         assert (second / name).read_bytes() == data
     assert proxy.stats()["counts"]["stale"] >= 1
+
+
+def _store_with(tmp_path: Path, files: dict[str, tuple[int, int]]) -> Path:
+    """A store whose ``rel -> (size, days since last use)`` files exist, stamped accordingly."""
+    store = tmp_path / "pruned"
+    now = 1_800_000_000
+    for rel, (size, days) in files.items():
+        path = store / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * size)
+        os.utime(path, (now - days * 86400, now - days * 86400))
+    return store
+
+
+def test_prune_removes_what_was_not_used_then_the_least_recently_used(tmp_path: Path) -> None:
+    from cacheroot.fetch._hub.prune import prune
+
+    store = _store_with(
+        tmp_path,
+        {
+            "blobs/" + "a" * 64: (1000, 30),
+            "blobs/" + "b" * 64: (1000, 3),
+            "blobs/" + "c" * 64: (1000, 1),
+            "blobs/." + "d" * 64 + ".1.ab.partial": (500, 40),
+            "meta/ab/" + "e" * 64: (100, 20),
+        },
+    )
+    done = prune(str(store), older_than=14 * 86400, max_size=1500, now=1_800_000_000)
+    left = sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
+    assert left == ["blobs/." + "d" * 64 + ".1.ab.partial", "blobs/" + "c" * 64]
+    assert (done.removed, done.removed_bytes, done.kept, done.kept_bytes) == (3, 2100, 1, 1000)
+
+
+def test_prune_never_follows_a_planted_link(tmp_path: Path) -> None:
+    from cacheroot.fetch._hub.prune import prune
+
+    outside = tmp_path / "outside"
+    (outside / "ab").mkdir(parents=True)
+    (outside / "ab" / "keep").write_bytes(b"k" * 10)
+    (outside / "keep").write_bytes(b"k" * 10)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "blobs").symlink_to(outside)
+    (store / "meta").mkdir()
+    (store / "meta" / "ab").symlink_to(outside / "ab")
+    done = prune(str(store), older_than=0, now=4_000_000_000)
+    assert (done.removed, done.kept) == (0, 0)
+    assert sorted(str(p.relative_to(outside)) for p in outside.rglob("*")) == [
+        "ab",
+        "ab/keep",
+        "keep",
+    ]
+
+
+def test_hub_prune_asks_for_a_criterion(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "cacheroot.fetch._hub", "prune", "--store", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "--older-than AGE (e.g. 14d), --max-size SIZE (e.g. 200G), or both" in out.stderr

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from cacheroot.envs import HF_ENDPOINT, MODELSCOPE_DOMAIN, MODELSCOPE_ENDPOINT, resolve
 
-from .._cli import age_arg, seconds_arg
+from .._cli import age_arg, seconds_arg, size_arg
 
 if TYPE_CHECKING:
     import argparse
@@ -173,6 +173,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="write it to FILE in one step, e.g. -o tests/hub-manifest.toml (default: print it)",
     )
     export.set_defaults(func=_run_export)
+    prune = hub_sub.add_parser(
+        "prune",
+        help="remove what the store has not served for a while, or past a size",
+        description=(
+            "Remove the answers and files the hub cache has not used for --older-than, then "
+            "the least recently used until the store holds at most --max-size."
+        ),
+    )
+    prune.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help=f"the store's directory, e.g. /cache/{STORE_DIR} (default: $CACHEROOT/{STORE_DIR})",
+    )
+    prune.add_argument(
+        "--older-than",
+        type=age_arg,
+        default=None,
+        metavar="AGE",
+        help="remove what was not used for AGE, e.g. 14d or 36h",
+    )
+    prune.add_argument(
+        "--max-size",
+        type=size_arg,
+        default=None,
+        metavar="SIZE",
+        help="then the least recently used until the store holds at most SIZE, e.g. 200G",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+    prune.set_defaults(func=_run_prune)
 
 
 def _store(args: argparse.Namespace, command: str) -> str | None:
@@ -259,4 +289,32 @@ def _run_export(args: argparse.Namespace) -> int:
     from .._store import atomic_write  # noqa: PLC0415
 
     atomic_write(args.output, text.encode())
+    return 0
+
+
+def _run_prune(args: argparse.Namespace) -> int:
+    from cacheroot.envs.units import format_size  # noqa: PLC0415
+
+    from .._progress import counted  # noqa: PLC0415
+    from .prune import prune  # noqa: PLC0415
+
+    if args.older_than is None and args.max_size is None:
+        sys.stderr.write(
+            "cacheroot hub prune: say what to remove: --older-than AGE (e.g. 14d), "
+            "--max-size SIZE (e.g. 200G), or both\n"
+        )
+        return 2
+    store = _store(args, "prune")
+    if store is None:
+        return 1
+    if not os.path.isdir(store):
+        sys.stderr.write(f"cacheroot hub prune: no store at {store}: nothing to remove\n")
+        return 0
+    done = prune(store, older_than=args.older_than, max_size=args.max_size, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    sys.stdout.write(
+        f"cacheroot hub prune: {verb} {counted(done.removed, 'file')} "
+        f"({format_size(done.removed_bytes)}), kept {counted(done.kept, 'file')} "
+        f"({format_size(done.kept_bytes)}) in {store}\n"
+    )
     return 0

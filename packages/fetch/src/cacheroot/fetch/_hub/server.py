@@ -407,6 +407,8 @@ class Hub:
         self._served(route, commit)
         path = self.store.blob_path(etag or target)
         if self.store.has_blob(path, size):
+            with contextlib.suppress(OSError):
+                os.utime(path, follow_symlinks=False)  # last used: what `hub prune` goes by
             self.counts["file_hit"] += 1
             headers[STATE_HEADER] = HIT
             tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
