@@ -17,8 +17,9 @@ cacheroot variable set, and its own pin file. The paths the docs use by conventi
 (:data:`DOC_PATHS`) lie inside a sandbox directory: the commands' ``/var/cache/cacheroot`` is
 ``SANDBOX/var/cache/cacheroot``, and the sandbox prefix is taken out of the output again; the
 checkout is shown as ``/srv/cacheroot``. Output is compared line by line after placeholders
-replace what changes from run to run (durations, sizes, ports); ``...`` in an expected line
-matches any text, and a line that is only ``...`` matches any number of lines.
+replace what changes from run to run (durations, sizes, ports, dates; a run of white space is
+one space); ``...`` in an expected line matches any text, and a line that is only ``...``
+matches any number of lines.
 """
 
 from __future__ import annotations
@@ -168,6 +169,8 @@ def from_sandbox(text: str, sandbox: Path) -> str:
 
 
 _PLACEHOLDERS = (
+    (re.compile(r"\s+"), " "),
+    (re.compile(r"\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d)?\b"), "DATE"),
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:PORT"),
     (re.compile(r"\b\d+(?:\.\d+)?\s?(?:B|KiB|MiB|GiB|TiB)\b"), "SIZE"),
     (re.compile(r"\b\d+(?:\.\d+)?\s?(?:s|ms|µs|us)\b"), "TIME"),
