@@ -45,3 +45,14 @@ def test_the_command_reference_names_every_subcommand_and_flag() -> None:
         "`--key`",
     ):
         assert literal in text
+
+
+def test_every_relative_link_of_the_readme_names_a_file() -> None:
+    import re
+
+    readme = reference.REPO / "README.md"
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme.read_text(encoding="utf-8"))
+    local = [link for link in links if "://" not in link]
+    assert local, "the README links to no page"
+    missing = [link for link in local if not (reference.REPO / link).is_file()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
