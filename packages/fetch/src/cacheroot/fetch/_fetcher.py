@@ -459,6 +459,21 @@ class Fetcher:
             self._done(kind, url, path, size=size, started=started, served=served)
         return path
 
+    def cached(
+        self,
+        url: str,
+        *,
+        sha256: str | None = None,
+        namespace: str = "downloads",
+        filename: str | None = None,
+    ) -> Path | None:
+        """The entry of ``url`` when this host's cache holds it (as a hit of :meth:`fetch`
+        checks it), else ``None``: no network, no shared tier, nothing written."""
+        dest = entry_path(cache_dir(), namespace, url, filename)
+        if self._hit(dest, record_key(url), _check_sha256(sha256)) is None:
+            return None
+        return Path(dest)
+
     def _done(
         self, kind: str, url: str, path: Path, *, size: int | None, started: float, served: str = ""
     ) -> None:

@@ -35,8 +35,9 @@ from ._archive import MAX_SIZE, extract_entry, extracted_path
 from ._cachekey import cache_key, environ_tag
 from ._errors import CacheMissError, FetchError
 from ._manifest import Asset, Manifest, load_manifest
+from ._naming import entry_path
 from ._progress import FAILED as FAILED_EVENT
-from ._progress import FetchEvent, LineReporter, counted
+from ._progress import SHARED_TIER, FetchEvent, LineReporter, counted
 from ._redact import redact_url
 from ._used import touch_used
 
@@ -78,9 +79,15 @@ def _row(entry: Asset | Model, status: str, **extra: Any) -> dict[str, Any]:
         "path": None,
         "bytes": 0,
         "downloaded": 0,
+        "copied": 0,
         "reason": "",
         **extra,
     }
+
+
+def kwargs_cached(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of :meth:`Fetcher.fetch` that :meth:`Fetcher.cached` takes too."""
+    return {k: v for k, v in kwargs.items() if k in ("sha256", "namespace", "filename")}
 
 
 def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[str, Any]:
@@ -92,13 +99,21 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
     }
     if asset.urls:
         kwargs["fallbacks"] = asset.urls
-    status = HIT
+    status, source = HIT, ""
+    cached = fetcher.cached(asset.url, **kwargs_cached(kwargs))
+    if check and cached is None:
+        # --check never downloads, nor copies from the shared tier: it says what this host has.
+        from ._fetcher import cache_dir  # noqa: PLC0415 - requests only when warming
+
+        where = entry_path(cache_dir(), asset.namespace, asset.url, asset.filename)
+        return _row(asset, MISSING, path=where, reason="not cached")
     try:
+        # A hit, or (not on this host) a copy from the shared tier, reported as a miss from it.
         path = fetcher.fetch(asset.url, offline=True, **kwargs)
+        if cached is None:
+            status, source = MISS, SHARED_TIER
         touch_used(path)
     except CacheMissError as exc:
-        if check:
-            return _row(asset, MISSING, path=exc.path, reason="not cached")
         if asset.url.startswith("file://") and not fetcher.allow_file:
             return _row(
                 asset,
@@ -108,11 +123,19 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
                 "(warm_manifest(..., allow_file=True)); a manifest never turns them on itself",
             )
         path = fetcher.fetch(asset.url, **kwargs)
-        status = MISS
+        status, source = MISS, "origin"
     size = os.stat(path).st_size
     # ``bytes`` is the entry's size, as `cacheroot fetch --json` reports it for a hit too;
-    # ``downloaded`` is what this run fetched, which the summary adds up.
-    row = _row(asset, status, path=str(path), bytes=size, downloaded=size if status == MISS else 0)
+    # ``downloaded`` is what this run fetched from the origin, ``copied`` what it took from the
+    # shared tier; the summary adds both up.
+    row = _row(
+        asset,
+        status,
+        path=str(path),
+        bytes=size,
+        downloaded=size if source == "origin" else 0,
+        copied=size if source == SHARED_TIER else 0,
+    )
     if asset.extract:
         out = extracted_path(path)
         if os.path.isdir(out):
@@ -256,6 +279,7 @@ def warm_manifest(
         "missing": count[MISSING],
         "failures": count[FAILURE],
         "bytes": sum(r["downloaded"] for r in rows),
+        "copied": sum(r.get("copied", 0) for r in rows),
         "seconds": round(time.monotonic() - started, 3),
         "warnings": notes,
     }
@@ -406,7 +430,10 @@ def run(args: argparse.Namespace) -> int:
                 counted(summary["hits"], "hit"),
                 counted(summary["misses"], "miss", "misses"),
             )
-            head = f"{hits}, {misses} ({format_size(summary['bytes'])} downloaded)"
+            head = f"{hits}, {misses} ({format_size(summary['bytes'])} downloaded"
+            if summary["copied"]:
+                head += f", {format_size(summary['copied'])} from the shared tier"
+            head += ")"
         lines.append(
             f"warm {summary['manifest']}: {counted(total, 'entry', 'entries')}: {head}, "
             f"{counted(summary['failures'], 'failure')} in {summary['seconds']:.1f} s\n"
