@@ -277,6 +277,7 @@ def typecheck(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the documentation site with MkDocs, strictly: a broken link or reference fails."""
     session.install(*nox.project.dependency_groups(PYPROJECT, "docs"))
+    session.env["NO_MKDOCS_2_WARNING"] = "1"  # Material's notice about its successor, every build
     site = Path(session.create_tmp()).resolve() / "site"
     session.run("mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site))
     session.log(f"documentation site built in {site}")
