@@ -190,7 +190,7 @@ def test_first_run_warms_then_runs_offline_second_run_asks_nothing(
     assert (figures["hits"], figures["model_hits"]) == (1, 1)
     lines = report_lines(second.stdout)
     assert lines == [figures["line"]]
-    assert "models: 1 hits, 0 misses" in lines[0]
+    assert "models: 1 hit, 0 misses" in lines[0]
 
 
 def test_forced_offline_with_a_missing_entry_stops_with_the_list(

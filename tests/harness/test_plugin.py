@@ -330,8 +330,8 @@ def test_figures_add_up_and_survive_the_trip_to_the_controller() -> None:
     assert Summary.from_dict(data).as_dict() == data
     assert total.line() == (
         "cacheroot: offline run; 3 hits, 3 misses, 9.0 MiB downloaded, 0 B served from cache, "
-        "0.00 s waiting on locks; media: 4 hits, 1 misses, 0 revalidated, 0 B saved; "
-        "tests' own roots: 1 hits, 2 misses, 6.0 MiB downloaded (2 processes)"
+        "0.00 s waiting on locks; media: 4 hits, 1 miss, 0 revalidated, 0 B saved; "
+        "tests' own roots: 1 hit, 2 misses, 6.0 MiB downloaded (2 processes)"
     )
     assert Summary().line() == (
         "cacheroot: 0 hits, 0 misses, 0 B downloaded, 0 B served from cache, "

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from cacheroot.envs.units import format_size
 
 from .. import _stats
+from .._progress import counted
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -70,6 +71,14 @@ def _growth(now: dict[str, float] | None, then: dict[str, float] | None) -> dict
         return dict(now)
     return {k: v - then.get(k, 0) for k, v in now.items()}
 
+
+
+def _hits(n: int) -> str:
+    return counted(n, "hit")
+
+
+def _misses(n: int) -> str:
+    return counted(n, "miss", "misses")
 
 class Figures:
     """Summed counters of one or more processes, in one cache or a group of caches.
@@ -189,11 +198,11 @@ class Figures:
     def text(self) -> str:
         """The figures as the summary line words them (without its head and process count)."""
         f = self.fetch
-        misses = f"{self.misses} misses"
+        misses = _misses(self.misses)
         if self.offline_misses:
             misses += f" ({self.offline_misses} offline)"
         text = (
-            f"{int(f['hits'])} hits, {misses}, "
+            f"{_hits(int(f['hits']))}, {misses}, "
             f"{format_size(f['bytes_downloaded'])} downloaded, "
             f"{format_size(f['bytes_from_cache'])} served from cache, "
             f"{f['lock_wait_seconds']:.2f} s waiting on locks"
@@ -201,11 +210,11 @@ class Figures:
         if self.builds or self.build_hits:
             text += f"; built: {self.builds} new, {self.build_hits} reused"
         if self.model_hits or self.model_misses:
-            text += f"; models: {self.model_hits} hits, {self.model_misses} misses"
+            text += f"; models: {_hits(self.model_hits)}, {_misses(self.model_misses)}"
         if self.media is not None:
             m = self.media
             text += (
-                f"; media: {int(m.get('hits', 0))} hits, {int(m.get('misses', 0))} misses, "
+                f"; media: {_hits(int(m.get('hits', 0)))}, {_misses(int(m.get('misses', 0)))}, "
                 f"{int(m.get('revalidations', 0))} revalidated, "
                 f"{format_size(m.get('bytes_saved', 0))} saved"
             )
@@ -277,7 +286,7 @@ class Summary:
         own = self.own_roots
         if own.fetch["hits"] or own.misses or own.fetch["bytes_downloaded"]:
             text += (
-                f"; tests' own roots: {int(own.fetch['hits'])} hits, {own.misses} misses, "
+                f"; tests' own roots: {_hits(int(own.fetch['hits']))}, {_misses(own.misses)}, "
                 f"{format_size(own.fetch['bytes_downloaded'])} downloaded"
             )
         n = self.volume.processes
