@@ -634,6 +634,27 @@ def _stray_lock(directory: str, name: str, present: set[str], old_enough: float)
     return "lock of a missing entry"
 
 
+def _empty_levels(cache: str, grace: float, now: float, *, dry_run: bool) -> list[dict[str, Any]]:
+    """Remove (or with ``dry_run`` list) namespace directories left empty (by a failed fetch,
+    or once their entries went) and untouched for ``grace``, deepest first. ``rmdir`` removes
+    only an empty directory, never a link, so a level that filled up meanwhile stays."""
+    rows: list[dict[str, Any]] = []
+    found = [level.directory for level in levels(cache)]
+    for directory in sorted(found, key=lambda d: d.count(os.sep), reverse=True):
+        try:
+            st = os.lstat(directory)
+            if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < grace:
+                continue
+            if os.listdir(directory):
+                continue
+            if not dry_run:
+                os.rmdir(directory)
+        except OSError:
+            continue
+        rows.append({"path": directory, "size": 0, "reason": "empty namespace"})
+    return rows
+
+
 def _stray_locks(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, Any]]:
     """Remove (or with ``dry_run`` list) lock files nobody needs; the rows of what went.
 
@@ -705,6 +726,7 @@ def prune(
                 continue
         strays.append({"path": path, "size": size, "reason": why})
     strays += _stray_locks(cache, grace, dry_run=dry_run)
+    strays += _empty_levels(cache, grace, now, dry_run=dry_run)
     return {
         "cache": cache,
         "dry_run": dry_run,
