@@ -1,6 +1,6 @@
 """Benchmark of cacheroot.fetch against curl, pooch and tiktoken on a local static server.
 
-Not a test: it prints figures for the README. Run from the repository root::
+Not a test: it prints figures for docs/explanation/benchmarks.md. Run from the repository root::
 
     .venv/bin/python benchmarks/bench_fetch.py              # 1 GiB, 6 rounds
     .venv/bin/python benchmarks/bench_fetch.py --size 256   # 256 MiB

@@ -1,6 +1,6 @@
 """vLLM 0.33's own media cache and cacheroot.mediacache, side by side, on vLLM's real connector.
 
-Not a test: it prints the figures of the README's comparison. It needs vLLM and what importing
+Not a test: it prints the figures of the docs' comparison. It needs vLLM and what importing
 its connector needs (torch, a CPU build is enough: see ``tests/upstream``), so it runs in a
 separate venv, with the workspace's sources on the path::
 

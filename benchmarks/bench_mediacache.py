@@ -1,6 +1,6 @@
 """Time per ``get`` on a cache hit of a 1 MiB body: cacheroot.mediacache vs requests-cache, hishel.
 
-Not a test: it prints figures for the README. Run from the repository root::
+Not a test: it prints figures for docs/explanation/benchmarks.md. Run from the repository root::
 
     .venv/bin/python benchmarks/bench_mediacache.py          # 7 rounds of 150 calls per arm
     .venv/bin/python benchmarks/bench_mediacache.py --quick  # smoke test: 5 rounds of 20

@@ -1,7 +1,7 @@
 """What verifying cache hits costs: a plain hit, a hit under ``CACHEROOT_VERIFY=first-use``, and
 the first use itself (one sha256 of the entry per process).
 
-Not a test: it prints figures for the README. Run from the repository root::
+Not a test: it prints figures for docs/explanation/benchmarks.md. Run from the repository root::
 
     .venv/bin/python benchmarks/bench_verify.py              # 1 GiB entry, 7 rounds
     .venv/bin/python benchmarks/bench_verify.py --size 256   # 256 MiB entry

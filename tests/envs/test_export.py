@@ -12,7 +12,8 @@ from cacheroot.envs import CACHEROOT, CACHEROOT_TAG, TABLE, docker_args, export,
 from cacheroot.envs._export import table_markdown
 
 ENV = {"HOME": "/home/u", CACHEROOT: "/r"}
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: The docs page that carries the generated variable table.
+VARIABLES = Path(__file__).resolve().parents[2] / "docs" / "reference" / "variables.md"
 
 
 def test_sh_round_trips_through_a_real_shell() -> None:
@@ -62,15 +63,15 @@ def test_unknown_format() -> None:
         export("yaml", ENV)
 
 
-def test_readme_table_is_generated_from_the_table() -> None:
+def test_the_variable_table_is_generated_from_the_table() -> None:
     table = table_markdown()
     for var in TABLE:
         assert f"`{var.name}`" in table
-    text = README.read_text(encoding="utf-8")
+    text = VARIABLES.read_text(encoding="utf-8")
     start, end = "<!-- variables:start -->\n", "<!-- variables:end -->"
-    assert start in text, "README.md lacks the generated variable table markers"
+    assert start in text, "docs/reference/variables.md lacks the generated table's markers"
     block = text.split(start, 1)[1].split(end, 1)[0]
-    assert block == table, "README's table is stale: run `nox -s readme`"
+    assert block == table, "docs/reference/variables.md's table is stale: run `nox -s readme`"
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ def _run(root: Path, origin: ServedOrigin, work: Path, name: str) -> tuple[dict[
     assert len(lines) == 1, out.stdout  # one line for the whole run, not one per worker
     figures: dict[str, Any] = json.loads(report.read_text())
     assert figures["line"] == lines[0]
-    print(f"{name}: {lines[0]}")  # noqa: T201 - the README quotes these lines
+    print(f"{name}: {lines[0]}")  # noqa: T201 - the docs quote these lines
     return figures, lines[0]
 
 

@@ -161,7 +161,7 @@ def test_first_run_warms_then_runs_offline_second_run_asks_nothing(
     assert f"[[model]] #1 hf:{REPO_ID}@{repo.commit}" in text  # one line per entry
     assert f"[[asset]] #1 {origin.url}{GSM8K}" in text
     assert "cacheroot manifest: complete; running offline" in text
-    # The README's figure: 1 listing, then a HEAD and a GET for each of the 3 files.
+    # The docs' figure: 1 listing, then a HEAD and a GET for each of the 3 files.
     assert hub.total() == 7, hub.counts()
     assert origin.stats()["total"] - served == 1
     assert hub.unhandled == []

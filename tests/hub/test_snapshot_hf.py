@@ -54,7 +54,7 @@ def test_cold_warm_fetches_each_file_once(
     assert _file_requests(hub, tiny_repo, "GET") == dict.fromkeys(FILES, 1)
     assert _file_requests(hub, tiny_repo, "HEAD") == dict.fromkeys(FILES, 1)
     assert _tree_requests(hub, tiny_repo) == 1
-    assert hub.total() == 7, hub.counts()  # the README's figure: 1 listing, a HEAD and a GET each
+    assert hub.total() == 7, hub.counts()  # the docs' figure: 1 listing, a HEAD and a GET each
     assert hub.unhandled == []
     report = check_snapshot(Model(**_spec(tiny_repo)))
     assert report.complete, report.problems
@@ -91,7 +91,7 @@ def test_eight_processes_make_one_download(
     assert _file_requests(hub, tiny_repo, "GET") == dict.fromkeys(FILES, 1)
     assert _file_requests(hub, tiny_repo, "HEAD") == dict.fromkeys(FILES, 1)
     assert _tree_requests(hub, tiny_repo) == 1
-    assert hub.total() == 7, hub.counts()  # the same as one process (the README's table)
+    assert hub.total() == 7, hub.counts()  # the same as one process (the docs' table)
     assert check_snapshot(Model(**_spec(tiny_repo))).complete
 
 

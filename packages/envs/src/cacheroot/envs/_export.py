@@ -229,7 +229,8 @@ def _readers(var: Variable) -> str:
 
 
 def table_markdown() -> str:
-    """The README's variable table, generated from :data:`_cacheroot_layout.TABLE`."""
+    """The variable table of ``docs/reference/variables.md``, generated from
+    :data:`_cacheroot_layout.TABLE`."""
     lines = [
         "| variable | cacheroot sets | tags | purpose | replaces (upstream default) | read by |",
         "| --- | --- | --- | --- | --- | --- |",

@@ -72,13 +72,13 @@ def _growth(now: dict[str, float] | None, then: dict[str, float] | None) -> dict
     return {k: v - then.get(k, 0) for k, v in now.items()}
 
 
-
 def _hits(n: int) -> str:
     return counted(n, "hit")
 
 
 def _misses(n: int) -> str:
     return counted(n, "miss", "misses")
+
 
 class Figures:
     """Summed counters of one or more processes, in one cache or a group of caches.
