@@ -1,7 +1,7 @@
 """The shared tier in figures: a fleet against one origin, a fresh host, sync, overlay reads.
 
-Not a test: it prints figures for docs/explanation/benchmarks.md. Needs root (namespaces, tmpfs and overlay mounts)
-and ``rsync``. Run from the repository root::
+Not a test: it prints figures for docs/explanation/benchmarks.md. Needs root (namespaces,
+tmpfs and overlay mounts) and ``rsync``. Run from the repository root::
 
     .venv/bin/python benchmarks/bench_tier.py            # 5 rounds
     .venv/bin/python benchmarks/bench_tier.py --quick    # smoke test: smaller, 3 rounds
