@@ -33,6 +33,7 @@ from cacheroot.envs.units import format_size
 
 from ._archive import MAX_SIZE, extract_entry, extracted_path
 from ._cachekey import cache_key, environ_tag
+from ._cli import seconds_arg
 from ._errors import CacheMissError, FetchError
 from ._manifest import Asset, Manifest, load_manifest
 from ._naming import entry_path
@@ -222,6 +223,7 @@ def warm_manifest(
     reporter: Reporter | None = None,
     failure_hold: float | None = None,
     attempts: int = 6,
+    deadline: float | None = 1800.0,
 ) -> dict[str, Any]:
     """Warm (or with ``check``, only inspect) every entry of ``manifest``; the summary.
 
@@ -233,13 +235,15 @@ def warm_manifest(
     ``bytes`` is its size, hit or miss; an entry's ``downloaded``, what this run fetched of it).
     ``failure_hold`` (seconds): a model whose warm failed less than that long ago fails again
     at once with that failure's reason; ``attempts``: how many times a model's hub client is
-    run on transient failures (:func:`~cacheroot.fetch.warm_snapshot`).
+    run on transient failures (:func:`~cacheroot.fetch.warm_snapshot`); ``deadline``
+    (seconds, ``None``: none) bounds each asset's download, retries and waits included, as
+    :class:`~cacheroot.fetch.Fetcher`'s does.
     """
     from ._fetcher import Fetcher  # noqa: PLC0415 - requests only when warming
 
     m = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     started = time.monotonic()
-    fetcher = Fetcher(allow_file=allow_file, reporter=reporter)
+    fetcher = Fetcher(allow_file=allow_file, reporter=reporter, deadline=deadline)
     notes = [
         f"{model.label}: revision {model.revision!r} is a branch or tag, which can move; pin a "
         "commit hash so every job gets the same files"
@@ -346,6 +350,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--check", action="store_true", help="only report what is missing; never download"
     )
     p.add_argument(
+        "--deadline",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="give each asset's download at most this long, retries included, e.g. 600 "
+        "(default 1800; 0: none)",
+    )
+    p.add_argument(
         "--allow-file",
         action="store_true",
         help="read file:// assets (local mirrors, e.g. file:///srv/mirror/data.tar); without it "
@@ -408,6 +420,7 @@ def run(args: argparse.Namespace) -> int:
             reporter=None if args.quiet or args.check else LineReporter("cacheroot warm"),
             failure_hold=args.failure_hold,
             attempts=args.attempts,
+            **({} if args.deadline is None else {"deadline": args.deadline or None}),
         )
     except FetchError as exc:
         sys.stderr.write(f"cacheroot warm: {exc}\n")
