@@ -227,7 +227,7 @@ def faults(hub: HubServer, repo: HubRepo, tmp: Path, limit: float) -> None:
     run("--cacheroot-hub")
     print("\n4. The 30-test suite on a warm volume (xdist, 2 workers): failed tests, wall time,")
     print("   requests that reached the hub")
-    print(f"   {'hub':<26}{'plain warm cache':<34}{'--cacheroot-hub (--ttl=0)':<34}")
+    print(f"   {'hub':<26}{'plain warm cache':<44}{'--cacheroot-hub (--ttl=0)':<44}")
     for name, inject in scenarios.items():
         cells = []
         for extra in ((), ("--cacheroot-hub", "--cacheroot-hub-option=--ttl=0")):
@@ -235,7 +235,7 @@ def faults(hub: HubServer, repo: HubRepo, tmp: Path, limit: float) -> None:
             inject()
             text, asked = run(*extra)
             cells.append(f"{text}, {asked} requests")
-        print(f"   {name:<26}{cells[0]:<34}{cells[1]:<34}")
+        print(f"   {name:<26}{cells[0]:<44}{cells[1]:<44}")
     hub.reset()
     text, asked = run("--cacheroot-hub")
     print(f"   healthy re-run, default TTL, through the hub cache: {text}, {asked} requests")
@@ -243,7 +243,7 @@ def faults(hub: HubServer, repo: HubRepo, tmp: Path, limit: float) -> None:
     cells = [
         run(*extra)[0] for extra in ((), ("--cacheroot-hub", "--cacheroot-hub-option=--ttl=0"))
     ]
-    print(f"   {'refused connection':<26}{cells[0]:<34}{cells[1]:<34}")
+    print(f"   {'refused connection':<26}{cells[0]:<44}{cells[1]:<44}")
 
 
 def main() -> None:
