@@ -279,7 +279,7 @@ def main() -> None:
         finally:
             proxy.stop()
         crowd(hub, args.procs, tmp)
-        if not args.quick:
+        if not (args.quick or args.no_faults):
             faults(hub, repo, tmp, args.limit)
     print(conditions.footer())
 
