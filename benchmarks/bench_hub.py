@@ -254,6 +254,7 @@ def main() -> None:
     p.add_argument("--procs", type=int, default=8)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only-faults", action="store_true", help="the fault table alone (section 4)")
+    p.add_argument("--no-faults", action="store_true", help="sections 1 to 3 only")
     p.add_argument(
         "--limit", type=float, default=600.0, help="seconds a suite run may take (default 600)"
     )
