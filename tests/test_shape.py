@@ -129,6 +129,7 @@ HUB_USES = {
     "cacheroot.fetch._cli",
     "cacheroot.fetch._httpvalues",
     "cacheroot.fetch._progress",
+    "cacheroot.fetch._shared",
     "cacheroot.fetch._store",
 }
 HUB_SEAMS = {"cacheroot.fetch._plugin.hub", "cacheroot.fetch._plugin.offline"}

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -469,3 +470,38 @@ def test_hub_prune_asks_for_a_criterion(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert "--older-than AGE (e.g. 14d), --max-size SIZE (e.g. 200G), or both" in out.stderr
+
+
+def test_hub_caches_on_two_nodes_fetch_a_file_once_through_the_shared_tier(
+    hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    l2 = tmp_path / "l2"
+    l2.mkdir()
+    nodes = []
+    try:
+        for name in ("node-a", "node-b"):
+            env = {
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith(("CACHEROOT", "HF_", "_VLLM", "XDG_"))
+            }
+            env.update(CACHEROOT=str(tmp_path / name), CACHEROOT_SHARED=str(l2))
+            store = str(tmp_path / name / "hubcache")
+            nodes.append(HubProcess.start(upstream=hub.url, store=store, env=env))
+        data = tiny_repo.files["model.safetensors"]
+        path = f"/{tiny_repo.repo_id}/resolve/{tiny_repo.commit}/model.safetensors"
+        first = requests.get(nodes[0].url + path, timeout=20)
+        assert (first.status_code, first.content) == (200, data)
+        shared = l2 / "hubcache" / "blobs" / hashlib.sha256(data).hexdigest()
+        for _ in range(100):  # written through in the background
+            if shared.exists():
+                break
+            time.sleep(0.05)
+        assert shared.read_bytes() == data
+        second = requests.get(nodes[1].url + path, timeout=20)
+        assert (second.status_code, second.content) == (200, data)
+        assert second.headers["X-Cacheroot-Hub"] == "shared"
+        assert hub.count_path(path, "GET") == 1  # node b asked the hub for its metadata only
+    finally:
+        for node in nodes:
+            node.stop()

@@ -40,7 +40,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from . import routes
+from . import fleet, routes
 from .store import PUBLIC, Answer, Store, credential, key_of
 from .upstream import CHUNK, Upstream, UpstreamError
 
@@ -413,6 +413,11 @@ class Hub:
             headers[STATE_HEADER] = HIT
             tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
             return _Blob(path, tag, headers)
+        if path not in self._fills and await asyncio.to_thread(fleet.pull_blob, path):
+            self.counts["file_from_shared_tier"] += 1
+            headers[STATE_HEADER] = "shared"
+            tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
+            return _Blob(path, tag, headers)
         if self.settings.offline:
             why = "the hub cache runs store-only and has no copy of this file"
             return self._respond(request, _error_body(504, why), ERROR)
@@ -531,6 +536,7 @@ class Hub:
                 self._check(fill, hasher, etag)
                 await asyncio.to_thread(os.fsync, fill.fd)
                 os.replace(fill.partial, fill.path)
+                self._spawn(asyncio.to_thread(fleet.push_blob, fill.path))
             fill.done = True
         except (UpstreamError, OSError) as exc:
             fill.error = str(exc)

@@ -1,0 +1,81 @@
+"""The hub cache's files on a fleet's shared tier (``CACHEROOT_SHARED``).
+
+A hub cache per node (a CI sidecar) keeps its store under the node's root; with a shared tier,
+a file another node's hub already fetched is copied from the shared tier instead of asked of
+the Hub, and a file this node fetched is written through for the others. Only files named by
+their sha256 (the Hub's LFS files, ModelScope's files: the large ones) travel, verified while
+copied in both directions; answers stay per node, which costs a few small requests.
+
+As everything on the shared tier, the copies are reached without following a link and never
+replace what another node published; a job whose trust tier is ``ro`` reads but never writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+from .. import _shared
+
+__all__ = ["pull_blob", "push_blob"]
+
+log = logging.getLogger("cacheroot.fetch")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _sha256_name(path: str) -> str | None:
+    name = os.path.basename(path)
+    return name if len(name) == 64 and set(name) <= _HEX else None
+
+
+def pull_blob(path: str) -> bool:
+    """Copy the blob ``path`` (in this node's store) from the shared tier, verified against its
+    name; whether it is now here. Blocking: run it off the event loop."""
+    digest = _sha256_name(path)
+    l2 = _shared.counterpart(path) if digest else None
+    if l2 is None or digest is None:
+        return False
+    top, rel = _shared.top_of(l2)
+    try:
+        src_dir = _shared.open_below(top, rel)
+    except OSError:
+        return False
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        dst_dir = os.open(os.path.dirname(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            published = _shared.copy_new(
+                os.path.basename(l2),
+                os.path.basename(path),
+                sha256=digest,
+                src_dir_fd=src_dir,
+                dst_dir_fd=dst_dir,
+            )
+        finally:
+            os.close(dst_dir)
+    except OSError as exc:
+        log.info("hub blob %s not copied from the shared tier: %s", digest, exc)
+        return False
+    finally:
+        os.close(src_dir)
+    return published is not None and os.path.isfile(path)
+
+
+def push_blob(path: str) -> bool:
+    """Write the blob ``path`` through to the shared tier (never replacing one there);
+    whether this copy was published. Blocking: run it off the event loop."""
+    digest = _sha256_name(path)
+    l2 = _shared.counterpart(path) if digest else None
+    if l2 is None or digest is None or not _shared.may_write():
+        return False
+    top, rel = _shared.top_of(l2)
+    with contextlib.suppress(OSError):
+        dst_dir = _shared.open_below(top, rel, create=True)
+        try:
+            return bool(
+                _shared.copy_new(path, os.path.basename(l2), sha256=digest, dst_dir_fd=dst_dir)
+            )
+        finally:
+            os.close(dst_dir)
+    return False
