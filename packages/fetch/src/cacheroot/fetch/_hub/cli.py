@@ -113,12 +113,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="where ModelScope's API (/api/v1/...) goes, e.g. https://modelscope.example "
         f"(default: its variables, else {DEFAULT_MODELSCOPE})",
     )
-    serve.add_argument(
-        "--store",
-        default=None,
-        metavar="DIR",
-        help=f"the store's directory, e.g. /cache/{STORE_DIR} (default: $CACHEROOT/{STORE_DIR})",
-    )
+    _store_option(serve)
     serve.add_argument(
         "--ttl",
         type=age_arg,
@@ -159,12 +154,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "export-manifest",
         help="print (or write) the [[model]] entries of everything the store served",
     )
-    export.add_argument(
-        "--store",
-        default=None,
-        metavar="DIR",
-        help=f"the store's directory, e.g. /cache/{STORE_DIR} (default: $CACHEROOT/{STORE_DIR})",
-    )
+    _store_option(export)
     export.add_argument(
         "-o",
         "--output",
@@ -181,12 +171,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "the least recently used until the store holds at most --max-size."
         ),
     )
-    prune.add_argument(
-        "--store",
-        default=None,
-        metavar="DIR",
-        help=f"the store's directory, e.g. /cache/{STORE_DIR} (default: $CACHEROOT/{STORE_DIR})",
-    )
+    _store_option(prune)
     prune.add_argument(
         "--older-than",
         type=age_arg,
@@ -203,6 +188,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
     prune.set_defaults(func=_run_prune)
+
+
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help=f"the store's directory, e.g. /cache/{STORE_DIR} (default: $CACHEROOT/{STORE_DIR})",
+    )
 
 
 def _store(args: argparse.Namespace, command: str) -> str | None:

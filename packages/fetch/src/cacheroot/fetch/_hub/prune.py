@@ -16,9 +16,9 @@ import stat
 import time
 from dataclasses import dataclass
 
-__all__ = ["Pruned", "prune"]
+from .. import _shared
 
-_NOFOLLOW_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+__all__ = ["Pruned", "prune"]
 
 
 @dataclass
@@ -31,18 +31,9 @@ class Pruned:
     kept_bytes: int = 0
 
 
-def _open_dir(parts: list[str], root: str) -> int:
+def _open_dir(parts: list[str] | tuple[str, ...], root: str) -> int:
     """A descriptor of ``root/parts...``, each part opened without following a link."""
-    fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        for part in parts:
-            nfd = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _shared.open_below(root, os.path.join(*parts) if parts else "")
 
 
 def _files(root: str, parts: list[str]) -> list[tuple[int, tuple[str, ...], str, int]]:
@@ -71,7 +62,7 @@ def _files(root: str, parts: list[str]) -> list[tuple[int, tuple[str, ...], str,
 def _remove(root: str, parts: tuple[str, ...], name: str) -> bool:
     """Unlink ``name`` in ``root/parts...``, reached without following a link."""
     try:
-        fd = _open_dir(list(parts), root)
+        fd = _open_dir(parts, root)
     except OSError:
         return False
     try:
