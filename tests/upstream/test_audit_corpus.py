@@ -160,7 +160,7 @@ def test_the_truth_uses_the_audit_classes() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured below 90 % for cache and download (docs/audit.md, 'Measured figures'): "
+    reason="measured below 90 % for cache and download (docs/explanation/audit.md, 'Measured figures'): "
     "the figures are printed; once they reach 90 % this test passes, and strict xfail fails "
     "the run until this mark is removed",
 )
