@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING
 import _cacheroot_layout as _layout
 from _cacheroot_layout import TABLE
 
-from ._audit_flow import fetched_in_memory, is_test_file, kind_of, origins, runs_on, sink_paths
+from ._audit_flow import (
+    fetched_in_memory,
+    is_test_file,
+    kind_of,
+    origins,
+    returns,
+    runs_on,
+    sink_paths,
+)
 from ._audit_names import (
     _JOINERS,
     _PATH_METHODS,
@@ -761,14 +769,7 @@ class _Module:
 
 def _single_return(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
     """The returned expression of a function with exactly one ``return`` (not in a nested one)."""
-    found: list[ast.expr] = []
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Return) and node.value is not None:
-            found.append(node.value)
-        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            stack.extend(ast.iter_child_nodes(node))
+    found = returns(fn)
     return found[0] if len(found) == 1 else None
 
 

@@ -228,13 +228,14 @@ def _call_origins(m: _Module, node: ast.Call, scope: _Scope, d: int) -> list[ast
         return origins(m, func.value, scope, d)
     if isinstance(func, ast.Name) and func.id in m.functions:
         fn = m.functions[func.id]
-        return [o for r in _returns(fn) for o in origins(m, r, fn, d)]
+        return [o for r in returns(fn) for o in origins(m, r, fn, d)]
     if m.helper(node):
         return [node]
     return []
 
 
-def _returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
+def returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
+    """Every expression ``fn`` returns (not those of a nested function)."""
     found: list[ast.expr] = []
     stack: list[ast.AST] = list(fn.body)
     while stack:
