@@ -4,15 +4,21 @@ directory is skipped with a line saying so (these run as root in nightly steps).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 from typing import TYPE_CHECKING
 
 import pytest
 
 from cacheroot.fetch._budget import apply, plan
+from cacheroot.fetch._cache import prune
+from cacheroot.fetch._in_use import lock_held
 
 from .hostile import cli, put, sentinels, snapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -93,3 +99,36 @@ def test_a_cache_directory_swapped_for_a_link_after_the_survey_is_refused(
     assert snapshot(outside) == before
     assert (done.removed_count, len(done.refused)) == (0, 1)
     assert "is a symbolic link or not a directory: not followed (refused)" in done.refused[0][1]
+
+
+def _returns_within(seconds: float, fifo: Path, call: Callable[[], object]) -> bool:
+    """Whether ``call()`` returns within ``seconds``; a reader blocked on ``fifo`` is then
+    released (a writer opens it) so that no thread is left hanging."""
+    done = threading.Event()
+
+    def run() -> None:
+        call()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    finished = done.wait(seconds)
+    if not finished:
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    return finished
+
+
+def test_prune_never_blocks_on_a_fifo_planted_as_a_lock_file(tmp_path: Path) -> None:
+    (tmp_path / "ns").mkdir()
+    fifo = tmp_path / "ns" / ".gone.bin.lock"
+    os.mkfifo(fifo)
+    assert _returns_within(5.0, fifo, lambda: prune(str(tmp_path), grace=0.0))
+    assert fifo.is_fifo()  # refused, not opened
+
+
+def test_lock_held_never_blocks_on_a_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / ".x.lock"
+    os.mkfifo(fifo)
+    held: list[bool] = []
+    assert _returns_within(5.0, fifo, lambda: held.append(lock_held(str(fifo))))
+    assert held == [False]

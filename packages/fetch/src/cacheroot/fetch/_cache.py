@@ -604,7 +604,7 @@ def _take_free_lock(path: str) -> int | None:
     except ImportError:  # pragma: no cover - no such lock files to judge
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = _store.open_regular(path)  # a FIFO planted as a lock file would block a plain open
     except OSError:
         return None
     try:

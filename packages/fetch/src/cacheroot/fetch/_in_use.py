@@ -20,6 +20,8 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
+from ._store import open_regular
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -135,7 +137,7 @@ def lock_held(path: str) -> bool:
     except ImportError:  # pragma: no cover - no locks to judge
         return False
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_regular(path)  # a FIFO planted as a lock file would block a plain open
     except OSError:
         return False
     try:
