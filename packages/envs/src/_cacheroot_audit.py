@@ -86,8 +86,14 @@ _WRITES = {
     "sqlite3.connect": 0,
 }
 #: Audit event -> index of the directory descriptor its written path is relative to.
-_DIR_FD = {"os.mkdir": 2, "os.mkfifo": 2, "os.mknod": 3, "os.rename": 3, "os.link": 3}
-_DIR_FD["os.symlink"] = 2
+_DIR_FD = {
+    "os.mkdir": 2,
+    "os.mkfifo": 2,
+    "os.mknod": 3,
+    "os.rename": 3,
+    "os.link": 3,
+    "os.symlink": 2,
+}
 #: The ``dir_fd`` of the ``os.open`` running now (its audit event does not carry it).
 _PENDING = _thread._local()  # noqa: SLF001 - threading.local, without importing threading
 #: Why places were left out of the allowed ones (said in the report).
