@@ -269,24 +269,16 @@ def fd_path(fd: int, name: str = "") -> str:
 def open_source(
     path: str, *, dir_fd: int | None = None, expect: os.stat_result | None = None
 ) -> tuple[int, os.stat_result]:
-    """Open the file ``path`` to read without following a link or blocking on a FIFO:
-    ``(descriptor, its stat)``. Refused (:class:`OSError`) unless it is a regular file and, with
-    ``expect`` (what a walk saw), that very file."""
-    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=dir_fd)
+    """Open the file ``path`` to read without following a link or blocking on a FIFO
+    (:func:`cacheroot.fetch._store.open_regular`): ``(descriptor, its stat)``. Refused
+    (:class:`OSError`) unless it is a regular file and, with ``expect`` (what a walk saw), that
+    very file."""
+    fd = _store.open_regular(path, dir_fd=dir_fd)
     st = os.fstat(fd)
-    why = _not_the_source(st, expect)
-    if why:
-        os.close(fd)
-        raise OSError(errno.EINVAL if why.startswith("is not") else errno.ESTALE, why, path)
-    return fd, st
-
-
-def _not_the_source(st: os.stat_result, expect: os.stat_result | None) -> str:
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file: refused"
     if expect is not None and (st.st_dev, st.st_ino) != (expect.st_dev, expect.st_ino):
-        return "was replaced after it was listed: refused"
-    return ""
+        os.close(fd)
+        raise OSError(errno.ESTALE, "was replaced after it was listed: refused", path)
+    return fd, st
 
 
 def top_of(l2: str) -> tuple[str, str]:
