@@ -505,3 +505,34 @@ def test_hub_caches_on_two_nodes_fetch_a_file_once_through_the_shared_tier(
     finally:
         for node in nodes:
             node.stop()
+
+
+def test_a_poisoned_or_planted_blob_is_never_served(
+    start: Start, hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    data = tiny_repo.files["model.safetensors"]
+    path = f"/{tiny_repo.repo_id}/resolve/{tiny_repo.commit}/model.safetensors"
+    blob = tmp_path / "store" / "blobs" / hashlib.sha256(data).hexdigest()
+    proxy = start(hub.url)
+    assert requests.get(proxy.url + path, timeout=20).content == data
+    proxy.stop()
+
+    # Another job with write access to the volume swaps the bytes (same name, same size).
+    blob.write_bytes(b"\0" * len(data))
+    proxy = start(hub.url)
+    assert requests.get(proxy.url + path, timeout=20).content == data
+    assert proxy.stats()["counts"]["blob_corrupt"] == 1
+    assert blob.read_bytes() == data  # fetched again and published in its place
+    proxy.stop()
+
+    # ... or plants a link to a file only the hub's user may read.
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"S" * len(data))
+    secret.chmod(0o600)
+    blob.unlink()
+    blob.symlink_to(secret)
+    proxy = start(hub.url)
+    got = requests.get(proxy.url + path, timeout=20).content
+    assert got == data
+    assert not blob.is_symlink()
+    assert hub.count_path(path, "GET") == 3

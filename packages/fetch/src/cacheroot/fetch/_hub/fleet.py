@@ -42,8 +42,8 @@ def pull_blob(path: str) -> bool:
     except OSError:
         return False
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        dst_dir = os.open(os.path.dirname(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        blobs = os.path.dirname(path)
+        dst_dir = _shared.open_below(os.path.dirname(blobs), os.path.basename(blobs), create=True)
         try:
             published = _shared.copy_new(
                 os.path.basename(l2),

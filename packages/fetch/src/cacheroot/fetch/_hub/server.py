@@ -33,6 +33,7 @@ import json
 import math
 import os
 import time
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from . import fleet, routes
-from .store import PUBLIC, Answer, Store, credential, key_of
+from .store import PUBLIC, Answer, Store, credential, digest_of, key_of
 from .upstream import CHUNK, Upstream, UpstreamError
 
 if TYPE_CHECKING:
@@ -132,11 +133,22 @@ def _moved(fill: _Fill, offset: int) -> bool:
 
 
 class _Blob(web.FileResponse):
-    """A stored file, with the Hub's ``ETag`` rather than one made from its mtime."""
+    """A stored file, with the Hub's ``ETag`` rather than one made from its mtime.
 
-    def __init__(self, path: str, etag: str | None, headers: Mapping[str, str]) -> None:
-        super().__init__(path, chunk_size=CHUNK, headers=headers)
+    It is served from a descriptor the hub opened and checked (a regular file, never a link
+    another job swapped in): aiohttp opens ``/proc/self/fd/N``, which is that very file.
+    """
+
+    def __init__(self, fd: int, etag: str | None, headers: Mapping[str, str]) -> None:
+        super().__init__(f"/proc/self/fd/{fd}", chunk_size=CHUNK, headers=headers)
         self._hub_etag = etag
+        self._closer = weakref.finalize(self, os.close, fd)  # if never sent
+
+    async def prepare(self, request: web.BaseRequest) -> Any:
+        try:
+            return await super().prepare(request)
+        finally:
+            self._closer()
 
     @property
     def etag(self) -> Any:
@@ -163,6 +175,8 @@ class Hub:
         self.counts: Counter[str] = Counter()
         self._flights: dict[str, asyncio.Task[Answer | UpstreamError]] = {}
         self._fills: dict[str, _Fill] = {}
+        #: Stored files whose bytes this process checked: (device, inode, size, mtime).
+        self._verified: set[tuple[int, int, int, int]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- the application ------------------------------------------------------------------
@@ -406,18 +420,20 @@ class Hub:
         headers["Content-Type"] = "application/octet-stream"
         self._served(route, commit)
         path = self.store.blob_path(etag or target)
-        if self.store.has_blob(path, size):
+        tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
+        fd = await self._stored(path, etag, size)
+        if fd is not None:
             with contextlib.suppress(OSError):
-                os.utime(path, follow_symlinks=False)  # last used: what `hub prune` goes by
+                os.utime(fd)  # last used: what `hub prune` goes by
             self.counts["file_hit"] += 1
             headers[STATE_HEADER] = HIT
-            tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
-            return _Blob(path, tag, headers)
+            return _Blob(fd, tag, headers)
         if path not in self._fills and await asyncio.to_thread(fleet.pull_blob, path):
-            self.counts["file_from_shared_tier"] += 1
-            headers[STATE_HEADER] = "shared"
-            tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
-            return _Blob(path, tag, headers)
+            fd = await self._stored(path, etag, size)
+            if fd is not None:
+                self.counts["file_from_shared_tier"] += 1
+                headers[STATE_HEADER] = "shared"
+                return _Blob(fd, tag, headers)
         if self.settings.offline:
             why = "the hub cache runs store-only and has no copy of this file"
             return self._respond(request, _error_body(504, why), ERROR)
@@ -434,6 +450,30 @@ class Hub:
             self.counts["file_joined"] += 1
             headers[STATE_HEADER] = "joined"
         return await self._follow(request, fill, headers)
+
+    async def _stored(self, path: str, etag: str, size: int | None) -> int | None:
+        """A descriptor of the stored file ``path``, or ``None`` when there is none to trust.
+
+        The store is on a volume other jobs write: the first time this process serves a file,
+        its bytes are checked against the digest it is named by (as ``CACHEROOT_VERIFY=
+        first-use`` does for downloads), and a file that fails is removed and fetched again.
+        """
+        fd = self.store.open_blob(path, size)
+        if fd is None:
+            return None
+        st = os.fstat(fd)
+        seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if seen in self._verified:
+            return fd
+        found = await asyncio.to_thread(digest_of, fd, etag, st.st_size)
+        if found is not None and found != etag:
+            self.counts["blob_corrupt"] += 1
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            return None
+        self._verified.add(seen)
+        return fd
 
     async def _hf_file(
         self, request: web.Request, target: str, route: routes.Route
@@ -525,12 +565,7 @@ class Hub:
             await fill.changed()
 
         try:
-            if self.store.has_blob(fill.path, fill.size):
-                # Another process stored it while we waited for the lock: serve that.
-                with open(fill.path, "rb") as src:
-                    os.sendfile(fill.fd, src.fileno(), 0, os.fstat(src.fileno()).st_size)
-                fill.written = os.fstat(fill.fd).st_size
-            else:
+            if not await self._copy_stored(fill, etag):
                 self.counts["upstream"] += 1
                 await up.download(target, headers, started, sink)
                 self._check(fill, hasher, etag)
@@ -555,6 +590,19 @@ class Hub:
                 await asyncio.to_thread(lock.release)
             await fill.changed()
             os.close(fill.fd)  # readers read through descriptors of their own
+
+    async def _copy_stored(self, fill: _Fill, etag: str) -> bool:
+        """Whether another process stored the file while we waited for its lock; if so, its
+        bytes become the fill's (they are served, not fetched again)."""
+        theirs = await self._stored(fill.path, etag, fill.size)
+        if theirs is None:
+            return False
+        try:
+            os.sendfile(fill.fd, theirs, 0, os.fstat(theirs).st_size)
+        finally:
+            os.close(theirs)
+        fill.written = os.fstat(fill.fd).st_size
+        return True
 
     def _check(self, fill: _Fill, hasher: Any, etag: str) -> None:
         """Raise unless the bytes fetched are as many as said, with the digest the Hub gave."""

@@ -21,10 +21,11 @@ import hashlib
 import json
 import os
 import socket
-import stat
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from .. import _shared, _store
 
 __all__ = ["Answer", "Store", "credential", "key_of", "read_regular"]
 
@@ -32,7 +33,6 @@ __all__ = ["Answer", "Store", "credential", "key_of", "read_regular"]
 MAX_ANSWER = 64 << 20
 #: Digests a blob may be named by: a git blob sha1, or an LFS sha256.
 _HEX = frozenset("0123456789abcdef")
-_OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 PUBLIC = "public"
 
 
@@ -56,12 +56,12 @@ def read_regular(path: str, limit: int) -> bytes | None:
     blocked on, never read past the limit.
     """
     try:
-        fd = os.open(path, _OPEN_READ)
+        fd = _store.open_regular(path)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+        if st.st_size > limit:
             return None
         chunks = []
         left = st.st_size + 1
@@ -141,8 +141,10 @@ class Store:
         self._served_seen: set[str] = set()
 
     def _dir(self, path: str) -> str:
+        """``path`` (a directory of the store), made without following a planted link."""
         if path not in self._made:
-            os.makedirs(path, exist_ok=True)
+            os.makedirs(self.root, exist_ok=True)  # the operator's own setting
+            os.close(_shared.open_below(self.root, os.path.relpath(path, self.root), create=True))
             self._made.add(path)
         return path
 
@@ -186,13 +188,21 @@ class Store:
         """Where the file with this ETag is (or will be) kept."""
         return os.path.join(self.blobs, blob_name(etag))
 
-    def has_blob(self, path: str, size: int | None) -> bool:
-        """Whether a regular file (of ``size`` bytes, when known) is kept at ``path``."""
+    def open_blob(self, path: str, size: int | None) -> int | None:
+        """A descriptor of the stored file at ``path`` (of ``size`` bytes, when known), or
+        ``None``: a planted link, FIFO or device there is removed, never followed."""
         try:
-            st = os.lstat(path)
+            fd = _store.open_regular(path)
+        except FileNotFoundError:
+            return None
         except OSError:
-            return False
-        return stat.S_ISREG(st.st_mode) and (size is None or st.st_size == size)
+            with contextlib.suppress(OSError):
+                _store.remove_planted(path)
+            return None
+        if size is not None and os.fstat(fd).st_size != size:
+            os.close(fd)
+            return None
+        return fd
 
     def new_partial(self, path: str) -> tuple[str, int]:
         """A fresh partial file beside ``path``: its name and a descriptor open for writing."""
@@ -230,8 +240,8 @@ class Store:
         self._served_seen.add(line)
         with contextlib.suppress(OSError):
             self._dir(self.served)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
-            fd = os.open(self._served_path, flags, 0o644)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+            fd = _store.open_regular(self._served_path, flags, 0o644)
             try:
                 os.write(fd, line.encode() + b"\n")
             finally:
@@ -254,3 +264,19 @@ class Store:
                 if isinstance(row, dict) and all(isinstance(v, str) for v in row.values()):
                     rows[json.dumps(row, sort_keys=True)] = row
         return list(rows.values())
+
+
+def digest_of(fd: int, etag: str, size: int) -> str | None:
+    """The digest of the file open at ``fd`` in the form ``etag`` is (sha256, or git blob sha1
+    over ``size`` bytes); ``None`` for an ETag that is neither, which cannot be checked."""
+    if len(etag) == 64:
+        hasher = hashlib.sha256()
+    elif len(etag) == 40:
+        hasher = hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False)
+    else:
+        return None
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        hasher.update(chunk)
+        offset += len(chunk)
+    return hasher.hexdigest()
