@@ -175,7 +175,8 @@ class Hub:
         self.counts: Counter[str] = Counter()
         self._flights: dict[str, asyncio.Task[Answer | UpstreamError]] = {}
         self._fills: dict[str, _Fill] = {}
-        #: Stored files whose bytes this process checked: (device, inode, size, mtime).
+        #: Stored files whose bytes this process checked: (device, inode, size, ctime), as
+        #: they were after this process last stamped them (another writer moves the ctime).
         self._verified: set[tuple[int, int, int, int]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -423,8 +424,6 @@ class Hub:
         tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
         fd = await self._stored(path, etag, size)
         if fd is not None:
-            with contextlib.suppress(OSError):
-                os.utime(fd)  # last used: what `hub prune` goes by
             self.counts["file_hit"] += 1
             headers[STATE_HEADER] = HIT
             return _Blob(fd, tag, headers)
@@ -462,17 +461,22 @@ class Hub:
         if fd is None:
             return None
         st = os.fstat(fd)
-        seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if seen in self._verified:
-            return fd
-        found = await asyncio.to_thread(digest_of, fd, etag, st.st_size)
-        if found is not None and found != etag:
-            self.counts["blob_corrupt"] += 1
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            return None
-        self._verified.add(seen)
+        seen = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
+        if seen not in self._verified:
+            found = await asyncio.to_thread(digest_of, fd, etag, st.st_size)
+            if found is not None and found != etag:
+                self.counts["blob_corrupt"] += 1
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                return None
+        # Stamp it as used (what `hub prune` goes by); that moves its ctime, so the stamp
+        # after it is what a later serve of the same, unchanged file finds.
+        with contextlib.suppress(OSError):
+            os.utime(fd)
+            st = os.fstat(fd)
+        self._verified.discard(seen)
+        self._verified.add((st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns))
         return fd
 
     async def _hf_file(
