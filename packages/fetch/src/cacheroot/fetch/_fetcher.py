@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import re
@@ -406,42 +407,20 @@ class Fetcher:
         digest = _check_sha256(sha256)
         dest = entry_path(cache_dir(), namespace, url, filename)
         key = record_key(url)
-        size = self._hit(dest, key, digest)
-        if size is None and "@" in url:
-            size = self._legacy_hit(url, dest, key, digest)
+        serve = functools.partial(
+            self._serve, url, dest, started=started, extract=extract, max_unpacked=max_unpacked
+        )
+        size = self._cached_size(url, dest, key, digest)
         if size is not None:
             _stats.add(hits=1, bytes_from_cache=size)
-            path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
-            if self.reporter is not None:
-                self._done(HIT, url, path, size=size, started=started)
-            return path
+            return serve(HIT, size=size)
         if os.path.isdir(dest) and not os.path.islink(dest):
             raise _in_the_way(url, dest)
-        if offline is None:
-            offline = cache_only()
-        planted = _planted(dest)
-        if offline:
-            size = self._from_shared(dest, key, digest, lambda: self._hit(dest, key, digest))
-            if size is not None:
-                path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
-                if self.reporter is not None:
-                    self._done(MISS, url, path, size=size, started=started, served=SHARED_TIER)
-                return path
-            self._raise_if_corrupt(url, dest, digest)
-            hint = ""
-            if planted:
-                hint = (
-                    f"{dest} is {planted}, not a cached file: refused, not followed (another "
-                    "job may have planted it); remove it and warm the cache again"
-                )
-            elif filename is not None or namespace != "downloads":
-                extra = f" --namespace {namespace}" if namespace != "downloads" else ""
-                extra += f" --filename {filename}" if filename is not None else ""
-                hint = (
-                    f"warm it first with `cacheroot fetch {redact_url(url)}{extra}` "
-                    "(or `cacheroot warm MANIFEST`)"
-                )
-            raise CacheMissError(url, dest, hint)
+        if cache_only() if offline is None else offline:
+            size = self._offline_miss(
+                url, dest, key, digest, namespace=namespace, filename=filename
+            )
+            return serve(MISS, size=size, served=SHARED_TIER)
         kind, served = self._fill(
             url,
             dest,
@@ -452,12 +431,7 @@ class Fetcher:
             fallbacks=fallbacks,
             base=cache_dir(),
         )
-        path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
-        if self.reporter is not None:
-            with contextlib.suppress(OSError):
-                size = os.lstat(dest).st_size
-            self._done(kind, url, path, size=size, started=started, served=served)
-        return path
+        return serve(kind, size=None, served=served)
 
     def cached(
         self,
@@ -473,6 +447,77 @@ class Fetcher:
         if self._hit(dest, record_key(url), _check_sha256(sha256)) is None:
             return None
         return Path(dest)
+
+    # -- the steps of fetch: hit, offline, fill ------------------------------------------
+    def _cached_size(self, url: str, dest: str, key: str, digest: str | None) -> int | None:
+        """The hit step: the entry's size when ``dest`` holds ``url``'s bytes, else None.
+
+        An entry whose record still names the URL with its credentials (written before records
+        were redacted) is a hit too, once its record is rewritten: see :meth:`_legacy_hit`.
+        """
+        size = self._hit(dest, key, digest)
+        if size is None and "@" in url:
+            size = self._legacy_hit(url, dest, key, digest)
+        return size
+
+    def _offline_miss(
+        self,
+        url: str,
+        dest: str,
+        key: str,
+        digest: str | None,
+        *,
+        namespace: str,
+        filename: str | None,
+    ) -> int:
+        """The offline step: a miss served by the shared tier (its size), or an error saying why.
+
+        The network is forbidden, so the only source left is the shared tier (local, not the
+        network). Otherwise the error tells what to do: a corrupt entry raises
+        :class:`ChecksumError` (a "warm it first" would hide that the cached bytes are wrong), a
+        planted link or special file is named as refused, and a call with its own namespace or
+        file name gets the exact ``cacheroot fetch`` command that warms it.
+        """
+        planted = _planted(dest)  # before the shared tier's pull may touch it
+        size = self._from_shared(dest, key, digest, lambda: self._hit(dest, key, digest))
+        if size is not None:
+            return size
+        self._raise_if_corrupt(url, dest, digest)
+        hint = ""
+        if planted:
+            hint = (
+                f"{dest} is {planted}, not a cached file: refused, not followed (another "
+                "job may have planted it); remove it and warm the cache again"
+            )
+        elif filename is not None or namespace != "downloads":
+            extra = f" --namespace {namespace}" if namespace != "downloads" else ""
+            extra += f" --filename {filename}" if filename is not None else ""
+            hint = (
+                f"warm it first with `cacheroot fetch {redact_url(url)}{extra}` "
+                "(or `cacheroot warm MANIFEST`)"
+            )
+        raise CacheMissError(url, dest, hint)
+
+    def _serve(
+        self,
+        url: str,
+        dest: str,
+        kind: str,
+        *,
+        size: int | None,
+        started: float,
+        extract: bool,
+        max_unpacked: int | None,
+        served: str = "",
+    ) -> Path:
+        """The last step of every fetch: the path to return (unpacked when asked), reported."""
+        path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
+        if self.reporter is not None:
+            if size is None:
+                with contextlib.suppress(OSError):
+                    size = os.lstat(dest).st_size
+            self._done(kind, url, path, size=size, started=started, served=served)
+        return path
 
     def _done(
         self, kind: str, url: str, path: Path, *, size: int | None, started: float, served: str = ""
