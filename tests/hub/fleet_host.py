@@ -1,43 +1,24 @@
-"""One simulated host warming a model snapshot: runs inside its own mount, pid and uts namespaces.
+"""What one simulated host does to warm a model snapshot, inside its namespaces (``tests/hosts``).
 
-Usage: ``python fleet_host.py JOB.json``. The job names the host's L1 (a private tmpfs is
-mounted over it here), the shared L2, the local hub's URL, the model, and optionally a file to
-write once imported (``ready``) and a gate file to wait for (all hosts start together). With
-``pause``, the host writes that file after it has copied its blobs and links to L2 but before
-the record that makes them a complete revision, and then blocks (the test kills it). The report,
-written atomically to ``out``, holds the snapshot's path, the sha256 of each of its files, whether
-each file's bytes lie on this host's own L1, the error if the warm failed, and cacheroot's log.
+The toolkit mounts the host's L1 (a private tmpfs), sets the host's environment (the local hub's
+URL, offline where the job says) and waits at the gate; ``prepare`` imports the hub's client
+before it and, with ``pause``, makes the host write that file after it has copied its blobs and
+links to L2 but before the record that makes them a complete revision, and then block (the test
+kills it). The report holds the snapshot's path, the sha256 of each of its files, whether each
+file's bytes lie on this host's own L1, and the error if the warm failed (the toolkit adds
+cacheroot's log).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
 import os
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-
-def _wait(path: str | None, deadline: float = 60.0) -> None:
-    end = time.monotonic() + deadline
-    while path and not os.path.exists(path):
-        if time.monotonic() > end:
-            raise TimeoutError(f"gate {path} never opened")
-        time.sleep(0.005)
-
-
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _pause_before_record(paused: str) -> None:
@@ -68,31 +49,9 @@ def _files(top: Path, l1: str) -> dict[str, list[Any]]:
     return found
 
 
-def main() -> None:
-    job = json.loads(Path(sys.argv[1]).read_text())
-    os.makedirs(job["l1"], exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", job["l1"]], check=True)
-    from cacheroot.envs import (
-        CACHEROOT,
-        CACHEROOT_APPLIED,
-        CACHEROOT_OFFLINE,
-        CACHEROOT_SHARED,
-        HF_HUB_OFFLINE,
-        TABLE,
-        apply,
-    )
-
-    # A host of its own: nothing derived from the test's root is carried over.
-    for name in (CACHEROOT_APPLIED, *(v.name for v in TABLE)):
-        os.environ.pop(name, None)
-    os.environ[CACHEROOT] = job["l1"]
-    os.environ[CACHEROOT_SHARED] = job["l2"]
-    os.environ.update(job["env"])
-    if job.get("offline"):
-        os.environ[CACHEROOT_OFFLINE] = "1"
-        os.environ[HF_HUB_OFFLINE] = "1"
-    apply()
-    from cacheroot.fetch import Model, _lease
+def prepare(job: dict[str, Any], wait: Callable[[str], None]) -> Callable[[], dict[str, Any]]:
+    """Before the gate: the hub's client imported, the pause set; returns the host's work."""
+    from cacheroot.fetch import Model
     from cacheroot.fetch._snapshot import warm_snapshot
 
     if job["spec"].get("hub", "hf") == "hf":
@@ -100,36 +59,23 @@ def main() -> None:
     else:
         import modelscope.hub.snapshot_download  # noqa: F401 - imported before the gate
 
-    if "stale_after" in job:
-        _lease.STALE_AFTER = job["stale_after"]
-        _lease.BEAT = job["beat"]
     if job.get("pause"):
         _pause_before_record(job["pause"])
-    lines = _Lines()
-    logger = logging.getLogger("cacheroot.fetch")
-    logger.addHandler(lines)
-    logger.setLevel(logging.DEBUG)
-    report: dict[str, Any] = {"error": None}
-    if job.get("ready"):
-        Path(job["ready"]).write_text("1")
-    _wait(job.get("gate"))
-    spec = Model(**job["spec"])
-    try:
-        path = warm_snapshot(spec, attempts=1)
-        report["path"] = str(path)
-        report["files"] = _files(path, job["l1"])
-        if job.get("offline") and spec.hub == "hf":
-            # huggingface_hub itself, offline, resolves the snapshot this host now holds.
-            report["client"] = huggingface_hub.snapshot_download(
-                spec.repo_id, revision=spec.revision
-            )
-    except Exception as error:  # reported to the test
-        report["error"] = f"{type(error).__name__}: {error}"
-    report["log"] = lines.lines
-    tmp = job["out"] + ".tmp"
-    Path(tmp).write_text(json.dumps(report))
-    os.replace(tmp, job["out"])
 
+    def work() -> dict[str, Any]:
+        report: dict[str, Any] = {"error": None}
+        spec = Model(**job["spec"])
+        try:
+            path = warm_snapshot(spec, attempts=1)
+            report["path"] = str(path)
+            report["files"] = _files(path, job["l1"])
+            if job.get("offline") and spec.hub == "hf":
+                # huggingface_hub itself, offline, resolves the snapshot this host now holds.
+                report["client"] = huggingface_hub.snapshot_download(
+                    spec.repo_id, revision=spec.revision
+                )
+        except Exception as error:  # reported to the test
+            report["error"] = f"{type(error).__name__}: {error}"
+        return report
 
-if __name__ == "__main__":
-    main()
+    return work

@@ -7,80 +7,48 @@ request, so "each file fetched once" and "no request at all" are read from the h
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from cacheroot.envs import CACHEROOT_OFFLINE, HF_HUB_OFFLINE
+
 from .conftest import FILES
 
 if TYPE_CHECKING:
-    from tests.tier.fleet import need_namespaces
+    from tests import hosts
 
     from .hubserver import HubRepo, HubServer
 else:
     # pytest puts tests/ on sys.path (its conftest.py has no package); mypy names it tests.
-    from tier.fleet import need_namespaces
+    import hosts
 
 DRIVER = str(Path(__file__).with_name("fleet_host.py"))
 
 
 @pytest.fixture(autouse=True)
 def _hosts_possible() -> None:
-    need_namespaces()
+    hosts.need_namespaces()
 
 
-class Host:
+class Host(hosts.Host):
     """One simulated host warming a snapshot (see ``fleet_host.py``)."""
 
     def __init__(self, name: str, work: Path, l2: Path, hub: HubServer, **job: Any) -> None:
-        self.name = name
-        self.out = work / f"{name}.json"
         env = {
             "HF_ENDPOINT": hub.url,
             "MODELSCOPE_ENDPOINT": hub.url,
             "HF_HUB_DISABLE_PROGRESS_BARS": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1",
         }
-        spec = work / f"{name}.job.json"
-        l1 = str(work / name / "l1")
-        spec.write_text(
-            json.dumps({"l1": l1, "l2": str(l2), "out": str(self.out), "env": env, **job})
-        )
-        argv = ["unshare", "--mount", "--pid", "--uts", "--fork", "--mount-proc"]
-        argv += ["--propagation", "private", "sh", "-c", 'hostname "$0" && exec "$@"', name]
-        self.proc = subprocess.Popen(
-            [*argv, sys.executable, DRIVER, str(spec)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-
-    def report(self, timeout: float = 120.0) -> dict[str, Any]:
-        """Wait for the host and return its report; fail with its output if it crashed."""
-        try:
-            output, _ = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"host {self.name} did not finish in {timeout} s")
-        assert self.proc.returncode == 0, f"host {self.name} failed:\n{output}"
-        result: dict[str, Any] = json.loads(self.out.read_text())
-        return result
-
-    def kill(self) -> None:
-        """``kill -9`` every process of the host."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.communicate()
+        if job.get("offline"):
+            env |= {CACHEROOT_OFFLINE: "1", HF_HUB_OFFLINE: "1"}
+        super().__init__(name, work, DRIVER, l2=str(l2), l1_size="256m", env=env, **job)
 
 
 def _spec(repo: HubRepo, hub: str = "hf") -> dict[str, Any]:
