@@ -29,7 +29,7 @@ import pytest
 
 DISTRIBUTION = Path(__file__).resolve().parents[2] / "sitecustomize"
 PTH = (
-    "import sys; exec('try:\\n import _cacheroot_layout\\n if _cacheroot_layout.hook():\\n"
+    "import sys; exec('try:\\n import _cacheroot_start\\n if _cacheroot_start.hook():\\n"
     "  import _cacheroot_hook\\n  _cacheroot_hook.audit()\\nexcept Exception:\\n pass')\n"
 )
 START = "_cacheroot_hook:start\n"

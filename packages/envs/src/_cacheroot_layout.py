@@ -1,11 +1,15 @@
 """The layout: the one table where every variable name is spelled, and its resolver.
 
-The start-up hook imports this module in every Python process, before any user import, so it
-is a single top-level module that imports only :mod:`os`: no package to initialise, no namespace
-package to search for, no ``from __future__`` import, no ``dataclasses``, ``typing`` or
-``pathlib`` (measured: each extra module on the start-up path costs about 0.2 ms, and the hook's
-budget is 1.5 ms). ``cacheroot.envs`` re-exports everything public from here; the exporters and
-the doctor, which may be slow, live there.
+The start-up hook applies this table in every Python process, before any user import, through
+:mod:`_cacheroot_start`: a compact copy of the rows it may set, generated from :data:`TABLE`
+(``python tests/envs/start_table.py``), with the rules of :func:`apply` and none of the
+documentation, so that start-up does not pay for loading this module (about 0.5 ms). This module
+is loaded at start-up only where a process without ``CACHEROOT`` finds a pin file, so it stays a
+single top-level module that imports only :mod:`os` and :mod:`sys`: no package to initialise, no
+``from __future__`` import, no ``dataclasses``, ``typing`` or ``pathlib``. ``cacheroot.envs``
+re-exports everything public from here; the exporters and the doctor, which may be slow, live
+there. A change to the table or to :func:`resolve` is a change to ``_cacheroot_start`` too:
+``tests/envs/test_start.py`` says when it is stale or behaves otherwise.
 
 :func:`resolve` is pure (a mapping in, a :class:`Layout` out) and touches no file system. Whether
 a directory exists or is writable is the doctor's business, not the hook's.
@@ -1200,12 +1204,14 @@ _WARNED: set[str] = set()
 
 
 def hook(environ: "MutableMapping[str, str] | None" = None) -> bool:
-    """The start-up hook's entry point: :func:`apply`, unless disabled; never raises.
+    """The start-up hook in full: :func:`apply`, unless disabled; never raises.
 
-    A process without ``CACHEROOT`` takes the environment's pinned root, if any. Returns whether
-    the run-time audit was asked for (``CACHEROOT_AUDIT`` set, after :func:`apply`, in the real
-    :data:`os.environ`; never for a given mapping): the start-up files then call
-    ``_cacheroot_hook.audit()``. The layout never imports the audit, which imports the layout.
+    At start-up, :func:`_cacheroot_start.hook` does the same from its compact table and hands
+    over here only a process without ``CACHEROOT`` that finds a pin file. A process without
+    ``CACHEROOT`` takes the environment's pinned root, if any. Returns whether the run-time audit
+    was asked for (``CACHEROOT_AUDIT`` set, after :func:`apply`, in the real :data:`os.environ`;
+    never for a given mapping): the start-up files then call ``_cacheroot_hook.audit()``. The
+    layout never imports the audit, which imports the layout.
     """
     env = os.environ if environ is None else environ
     try:

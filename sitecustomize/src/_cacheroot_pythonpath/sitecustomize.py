@@ -15,7 +15,7 @@ import sys
 def _apply() -> None:
     """What the ``.pth`` line does: the layout, then the audit only when it is asked for."""
     try:
-        from _cacheroot_layout import hook  # noqa: PLC0415 - a broken install is caught here
+        from _cacheroot_start import hook  # noqa: PLC0415 - a broken install is caught here
 
         if hook():
             from _cacheroot_hook import audit  # noqa: PLC0415 - only with CACHEROOT_AUDIT set

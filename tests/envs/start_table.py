@@ -1,0 +1,125 @@
+"""The generated part of ``_cacheroot_start``: the compact table the start-up hook applies.
+
+:mod:`_cacheroot_layout` is the source of truth; :mod:`_cacheroot_start` holds a copy of what
+applying the layout needs (the names the hook reads, the limits, and one tuple per row it may
+set), between two marker lines. ``nox -s start_table`` (or ``python tests/envs/start_table.py``)
+writes it; ``test_start.py`` fails when it is stale. The output is formatted as ``ruff format``
+leaves it, and does not depend on the Python version.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import _cacheroot_layout as layout
+
+REPO = Path(__file__).resolve().parents[2]
+START = REPO / "packages" / "envs" / "src" / "_cacheroot_start.py"
+BEGIN = "# generated: start (python tests/envs/start_table.py writes it from _cacheroot_layout)"
+END = "# generated part ends"
+LINE_LENGTH = 100
+
+#: The layout's names that the fast path reads, copied as they are.
+NAMES = (
+    "CACHEROOT",
+    "CACHEROOT_APPLIED",
+    "CACHEROOT_AUDIT",
+    "CACHEROOT_DISABLE",
+    "CACHEROOT_MEDIA_CACHE",
+    "CACHEROOT_OPT_IN",
+    "CACHEROOT_PIN_FILE",
+    "CACHEROOT_TAG",
+    "PIN_FILE",
+    "TAGS",
+    "VLLM_MEDIA_CACHE",
+    "XDG_CACHE_HOME",
+    "_NAME_MAX",
+    "_PATH_MAX",
+)
+
+#: One row: name, path, parent, tags (empty: every tag), opt-in, blank kept, legacy, off.
+Row = tuple[str, str, str, tuple[str, ...], bool, bool, tuple[str, ...], tuple[str, ...]]
+
+
+def rows() -> tuple[Row, ...]:
+    """The rows :func:`_cacheroot_layout.resolve` may set, in the table's order (parents first).
+
+    A row the layout never sets is left out: the resolver skips it too, so a child of one is
+    unusable either way.
+    """
+    return tuple(
+        (
+            v.name,
+            v.path,
+            v.parent,
+            () if v.tags == layout.TAGS else v.tags,
+            v.mode == layout.OPT_IN,
+            bool(v.blank),
+            v.legacy,
+            v.off,
+        )
+        for v in layout.TABLE
+        if v.mode in (layout.DEFAULT, layout.OPT_IN)
+    )
+
+
+def _literal(value: object) -> str:
+    """``repr`` with double quotes, as ``ruff format`` writes strings (no quote inside)."""
+    if isinstance(value, str):
+        if '"' in value or "\\" in value:
+            raise ValueError(f"{value!r}: expected no quote or backslash in a table value")
+        return f'"{value}"'
+    if isinstance(value, tuple):
+        items = [_literal(v) for v in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, frozenset):
+        return _literal(tuple(sorted(value)))
+    return repr(value)
+
+
+def _row(row: Row) -> list[str]:
+    one = f"    {_literal(row)},"
+    if len(one) <= LINE_LENGTH:
+        return [one]
+    return ["    (", *(f"        {_literal(field)}," for field in row), "    ),"]
+
+
+def block() -> str:
+    """The generated part, marker lines included."""
+    lines = [BEGIN]
+    lines += [f"{name} = {_literal(getattr(layout, name))}" for name in NAMES]
+    lines.append(f"_TRUE = {_literal(layout._TRUE)}")
+    lines.append("ROWS = (")
+    for row in rows():
+        lines += _row(row)
+    lines += [")", END]
+    return "\n".join(lines) + "\n"
+
+
+def current(text: str) -> str:
+    """The generated part of ``text`` (the module's source), marker lines included."""
+    start = text.index(BEGIN)
+    end = text.index(END, start) + len(END) + 1
+    return text[start:end]
+
+
+def regenerate() -> bool:
+    """Write the generated part into ``_cacheroot_start.py``; whether it changed."""
+    text = START.read_text(encoding="utf-8")
+    new = text.replace(current(text), block())
+    if new == text:
+        return False
+    START.write_text(new, encoding="utf-8")
+    return True
+
+
+def main() -> int:
+    """Regenerate; say whether anything changed."""
+    changed = regenerate()
+    sys.stdout.write(f"{'regenerated' if changed else 'unchanged'}: {START.relative_to(REPO)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
