@@ -288,3 +288,10 @@ def readme(session: nox.Session) -> None:
     """Regenerate the docs' generated reference: the variable table, the commands, the API."""
     session.install("-e", "packages/envs", "-e", "packages/fetch", "-e", "packages/mediacache")
     session.run("python", "tests/docs/reference.py")
+
+
+@nox.session(name="start_table", default=False)
+def start_table(session: nox.Session) -> None:
+    """Regenerate the start-up hook's compact table (_cacheroot_start) from the layout."""
+    session.install("-e", "packages/envs")
+    session.run("python", "tests/envs/start_table.py")
