@@ -170,10 +170,15 @@ def _apply(env: "MutableMapping[str, str]") -> None:
     for name, value in inherited.items():
         if name not in applied and env.get(name) == value:
             del env[name]
+    # A child of a hooked process mostly derives what it inherited: a value already there is
+    # not written again (the same environment, without a putenv per variable).
     for name, value in applied.items():
-        env[name] = value
+        if inherited.get(name) != value or env.get(name) != value:
+            env[name] = value
     if applied:
-        env[CACHEROOT_APPLIED] = "\n".join(f"{k}={v}" for k, v in applied.items())
+        record = "\n".join(f"{k}={v}" for k, v in applied.items())
+        if env.get(CACHEROOT_APPLIED) != record:
+            env[CACHEROOT_APPLIED] = record
     elif CACHEROOT_APPLIED in env:
         del env[CACHEROOT_APPLIED]
 
