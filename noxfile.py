@@ -131,11 +131,12 @@ def warm(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def e2e(session: nox.Session) -> None:
-    """The CI volume on isolated runs (bubblewrap); a fleet on a shared tier over sshfs."""
+    """The CI volume on isolated runs; a shared tier over sshfs; the shipped CI examples."""
     install_suite(session)
     session.run(
         "pytest",
         "-rs",
+        "tests/ci/test_github.py",
         "tests/ci/test_ci_isolation.py",
         "tests/ci/test_ci_volume_e2e.py",
         "tests/ci/test_ci_scenarios_e2e.py",

@@ -1,24 +1,34 @@
-"""``ci/github/cacheroot.yml``: the workflow's shell steps run here, in order, three times.
+"""``ci/github/cacheroot.yml``: the workflow's shell steps run here, in order.
 
 No GitHub is involved. The steps' ``run:`` scripts run under bash as the runner would run them
 (``bash --noprofile --norc -eo pipefail``), each with fresh ``GITHUB_ENV`` and ``GITHUB_OUTPUT``
-files in ``tmp_path`` whose lines are applied as GitHub applies them. ``actions/cache/restore``
-and ``actions/cache/save`` are stood in for by a directory of saved volumes (exact key first,
-then the newest volume under a ``restore-keys`` prefix). The checkout and setup-python steps are
-this tree and this interpreter, so they and the install step do not run.
+files in ``tmp_path`` whose lines are applied as GitHub applies them. Stood in for, not run:
+``actions/cache/restore`` and ``actions/cache/save`` by a directory of saved volumes (exact key
+first, then the newest volume under a ``restore-keys`` prefix); ``actions/checkout`` by this tree
+(the job's workspace) and ``actions/setup-python`` by this interpreter, whose environment holds
+what the install step would install, so that step does not run either.
 
-The manifest names a local origin; the suite step runs a small test file that reads the warmed
-asset, offline. The jobs: a cold one (misses, downloads, saves), one whose manifest is only
-reformatted (same key: exact hit, no request, nothing saved), and one whose manifest gained an
-entry (a new key: the older volume restored by prefix, one download, saved under the new key).
+With a toy manifest (a local origin) and a toy suite, three jobs: a cold one (misses, downloads,
+saves), one whose manifest is only reformatted (same key: exact hit, no request, nothing saved),
+and one whose manifest gained an entry (a new key: the older volume restored by prefix, one
+download, saved under the new key).
+
+With the repository's own values (the job's ``env``: ``tests/manifest.toml``, ``tests``, the
+``cuda`` tag): the suite step's selection is that of ``nox -s tests-*`` (xdist, slow tests left
+out), the only tests that read the run's offline switches in their own process are the
+scenarios, and the job passes with them; the whole suite, run by the job as the workflow says,
+is the slow test at the end (``nox -s e2e``: a few minutes on two cores).
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -85,8 +95,9 @@ def read_commands(path: Path) -> dict[str, str]:
 class Job:
     """One run of the job: its environment, step outputs and outcomes, the saved volumes."""
 
-    def __init__(self, tmp: Path, store: Path, env: dict[str, str]) -> None:
+    def __init__(self, tmp: Path, store: Path, env: dict[str, str], timeout: float = 300) -> None:
         self.tmp = tmp
+        self.timeout = timeout
         self.store = store
         self.env = env
         self.outputs: dict[str, dict[str, str]] = {}
@@ -118,7 +129,7 @@ class Job:
             env=env,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=self.timeout,
             check=False,
         )
         self.log.append(f"--- {step.get('name')}: {done.returncode}\n{done.stdout}{done.stderr}")
@@ -195,24 +206,35 @@ def manifest_text(origin: Any, names: list[str], *, reformatted: bool = False) -
     return "\n".join(reversed(entries) if reformatted else entries)
 
 
-def run_job(tmp_path: Path, name: str, manifest: str, assets: list[tuple[str, str]]) -> Job:
-    """One job in a fresh runner: its own temp directory and workspace, the shared store."""
-    tmp = tmp_path / name
+def runner_env(tmp: Path, workspace: Path) -> dict[str, str]:
+    """A fresh runner's environment with the job's ``env``: no layout, no pytest variables."""
     (tmp / "runner-temp").mkdir(parents=True)
-    (tmp / "workspace").mkdir()
-    (tmp / "manifest.toml").write_text(manifest)
-    (tmp / "test_suite.py").write_text(SUITE.format(assets=assets))
     drop = {CACHEROOT, CACHEROOT_TAG, *(v.name for v in TABLE)}
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("PYTEST_")}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(job_env())
-    env.update(
-        MANIFEST=str(tmp / "manifest.toml"),
-        TESTS=str(tmp / "test_suite.py"),
-        RUNNER_TEMP=str(tmp / "runner-temp"),
-        GITHUB_WORKSPACE=str(tmp / "workspace"),
-    )
+    env.update(RUNNER_TEMP=str(tmp / "runner-temp"), GITHUB_WORKSPACE=str(workspace))
+    return env
+
+
+def run_job(tmp_path: Path, name: str, manifest: str, assets: list[tuple[str, str]]) -> Job:
+    """One job in a fresh runner: its own temp directory and workspace, the shared store."""
+    tmp = tmp_path / name
+    env = runner_env(tmp, tmp / "workspace")
+    (tmp / "workspace").mkdir()
+    (tmp / "manifest.toml").write_text(manifest)
+    (tmp / "test_suite.py").write_text(SUITE.format(assets=assets))
+    env.update(MANIFEST=str(tmp / "manifest.toml"), TESTS=str(tmp / "test_suite.py"))
     job = Job(tmp, tmp_path / "store", env)
+    (tmp_path / "store").mkdir(exist_ok=True)
+    job.run()
+    return job
+
+
+def run_repository_job(tmp_path: Path, *, timeout: float, **env: str) -> Job:
+    """One job on this repository with the workflow's own values (``env`` overrides some)."""
+    tmp = tmp_path / "repository"
+    job = Job(tmp, tmp_path / "store", {**runner_env(tmp, REPO), **env}, timeout=timeout)
     (tmp_path / "store").mkdir(exist_ok=True)
     job.run()
     return job
@@ -265,3 +287,125 @@ def test_a_failed_warm_saves_nothing(tmp_path: Path, origin: Any) -> None:
     assert job.outcomes["warm"] == "failure", job.report()
     assert "tests" not in job.outcomes
     assert list((tmp_path / "store").iterdir()) == []
+
+
+#: The suite step's command, word for word (``$MANIFEST`` and ``$TESTS`` expanded by bash).
+SUITE_STEP = [
+    "python",
+    "-m",
+    "pytest",
+    "-n",
+    "auto",
+    "-m",
+    "not slow",
+    "--cacheroot-offline",
+    "--cacheroot-hub",
+    "--cacheroot-manifest",
+    "$MANIFEST",
+    "$TESTS",
+]
+#: The plugin's fixtures that fetch, cache-only on an offline run.
+FETCHING_FIXTURES = {"cached_file", "model_snapshot", "media_cache"}
+#: Collects the suite and writes, as JSON, the files whose tests use a fetching fixture.
+FIXTURE_USERS = f"""
+import json, os
+
+def pytest_collection_modifyitems(session, config, items):
+    wanted = {FETCHING_FIXTURES!r}
+    users = {{i.nodeid.split("::")[0] for i in items if wanted & set(i.fixturenames)}}
+    with open(os.environ["FIXTURE_USERS"], "w") as out:
+        json.dump(sorted(users), out)
+"""
+
+
+def summary(output: str) -> str:
+    """pytest's closing line (``11 passed in 6.99s``), without its rule."""
+    return output.strip().splitlines()[-1].strip("= ")
+
+
+def step(step_id: str) -> dict[str, Any]:
+    return next(s for s in steps() if s.get("id") == step_id)
+
+
+def nox_selection() -> list[str]:
+    """The leading words of the pytest arguments of ``nox -s tests-*`` (``run_tests``)."""
+    tree = ast.parse((REPO / "noxfile.py").read_text(encoding="utf-8"))
+    function = next(
+        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "run_tests"
+    )
+    first = next(
+        n
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.targets[0], ast.Name)
+        and n.targets[0].id == "args"
+    )
+    assert isinstance(first.value, ast.List)
+    words: list[str] = []
+    for element in first.value.elts:
+        if not (isinstance(element, ast.Constant) and isinstance(element.value, str)):
+            break
+        words.append(element.value)
+    return words
+
+
+def test_the_job_s_values_are_the_repository_s() -> None:
+    env = job_env()
+    assert env == {"MANIFEST": "tests/manifest.toml", "CACHEROOT_TAG": "cuda", "TESTS": "tests"}
+    assert (REPO / env["MANIFEST"]).is_file()
+    assert (REPO / env["TESTS"] / "conftest.py").is_file()
+
+
+def test_the_suite_step_selects_what_the_nox_test_sessions_select() -> None:
+    assert shlex.split(step("tests")["run"]) == SUITE_STEP
+    assert nox_selection()[:4] == ["-n", "auto", "-m", "not slow"]
+    assert SUITE_STEP[3:7] == nox_selection()[:4]
+
+
+def test_only_the_scenarios_fetch_through_the_run_s_offline_switch(tmp_path: Path) -> None:
+    """Every other test runs on a root of its own with the offline switches cleared (the root
+    conftest's ``isolated_cache``): in a forced-offline run, only the tests that use the plugin's
+    fetching fixtures in their own process can miss, and those are the scenarios."""
+    (tmp_path / "fixture_users.py").write_text(FIXTURE_USERS)
+    found = tmp_path / "users.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PYTHONPATH=str(tmp_path), FIXTURE_USERS=str(found))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "fixture_users", "tests"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    users = json.loads(found.read_text())
+    assert "tests/scenarios/test_gsm8k.py" in users
+    assert [u for u in users if not u.startswith("tests/scenarios/")] == []
+
+
+def test_the_job_passes_the_scenarios_with_the_repository_s_manifest(tmp_path: Path) -> None:
+    """The workflow's steps with its own values, the suite step on the scenarios: offline, with
+    ``tests/manifest.toml``, whose tests fetch from the run's own origin on loopback."""
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed: the workflow's steps are bash scripts")
+    job = run_repository_job(tmp_path, timeout=300, TESTS="tests/scenarios")
+    assert set(job.outcomes.values()) == {"success"}, job.report()
+    assert job.outcomes["tests"] == "success"
+    assert "tests/manifest.toml: 0 entries: 0 hits, 0 misses" in job.stdout["warm"]
+    assert "cacheroot: offline run; " in job.stdout["tests"]
+    assert re.fullmatch(r"11 passed in [\d.]+s", summary(job.stdout["tests"])), job.report()
+
+
+@pytest.mark.slow
+def test_the_workflow_passes_on_this_repository(tmp_path: Path) -> None:
+    """The whole job with the workflow's own values: the whole suite, offline (``nox -s e2e``)."""
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed: the workflow's steps are bash scripts")
+    job = run_repository_job(tmp_path, timeout=1800)
+    assert set(job.outcomes.values()) == {"success"}, job.report()[-20000:]
+    line = summary(job.stdout["tests"])
+    assert re.fullmatch(r"\d+ passed(, \d+ (skipped|deselected))* in .+", line), line
+    assert "cacheroot: offline run; " in job.stdout["tests"]
+    print(f"the workflow's suite step: {line}")  # noqa: T201 - quoted in the report

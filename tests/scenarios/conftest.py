@@ -6,6 +6,12 @@ when set (the CI volume, or the cold/warm harness's fixed directory), else one d
 all xdist workers of the run share. The origin is started once per run (the pytest-xdist
 recipe: a file lock in the run's shared temporary directory) on a port derived from the root, so
 one volume sees the same URLs in every run, as it would with real hosts.
+
+Offline runs: on a given root (a volume warmed by ``python -m scenarios.warm``) the scenarios keep
+the run's offline switches, which is what proves the volume warm. On the run's own root, which
+nothing before the run could warm, they fetch from the run's own origin on loopback: a
+``pytest --cacheroot-offline --cacheroot-manifest tests/manifest.toml tests`` (the shipped CI
+examples) needs neither the network nor a manifest entry for them.
 """
 
 from __future__ import annotations
@@ -20,10 +26,16 @@ import pytest
 from cacheroot.envs import (
     CACHEROOT,
     CACHEROOT_DISABLE,
+    CACHEROOT_OFFLINE,
     CACHEROOT_OPT_IN,
+    HF_HUB_OFFLINE,
     TABLE,
+    VLLM_TEST_CACHE_ONLY,
     resolve,
 )
+from cacheroot.fetch._plugin.fixtures import CachedFile
+from cacheroot.fetch._plugin.offline import manifests
+from cacheroot.fetch._plugin.state import STATE
 
 from .assets import Asset, catalog
 from .origin import SCENARIO_ORIGIN, SCENARIO_ROOT, ensure_origin, port_for
@@ -51,6 +63,15 @@ def _run_dir(factory: pytest.TempPathFactory) -> Path:
     """A directory shared by every process of this pytest run (workers share the parent)."""
     base = factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+#: The offline switches a scenario on the run's own root leaves off (see the module's docstring).
+OFFLINE_SWITCHES = (CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY, HF_HUB_OFFLINE)
+
+
+def root_given() -> bool:
+    """Whether the scenarios' root is given (``CACHEROOT_SCENARIO_ROOT``), not the run's own."""
+    return bool(os.environ.get(SCENARIO_ROOT, "").strip())
 
 
 @pytest.fixture(scope="session")
@@ -83,17 +104,28 @@ def isolated_cache(
     """Overrides the root conftest's fixture: the shared root instead of a fresh one.
 
     The layout's variables are cleared and derived again from ``CACHEROOT`` (with the media
-    cache opted in), as the start-up hook does; the run's switches (``CACHEROOT_TAG``,
-    ``CACHEROOT_OFFLINE``, ``HF_HUB_OFFLINE``) are kept, because they are what the run is about.
+    cache opted in), as the start-up hook does. ``CACHEROOT_TAG`` is kept, and so are the
+    offline switches on a given root, because they are what the run is about; on the run's own
+    root the offline switches are cleared (its data come from the run's own origin).
     """
     for name in (CACHEROOT, CACHEROOT_DISABLE, CACHEROOT_OPT_IN, *(v.name for v in TABLE)):
         monkeypatch.delenv(name, raising=False)
+    if not root_given():
+        for name in OFFLINE_SWITCHES:
+            monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(CACHEROOT, str(scenario_root))
     monkeypatch.setenv(CACHEROOT_OPT_IN, OPT_IN)
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
     for name, value in resolve(os.environ).applied().items():
         monkeypatch.setenv(name, value)
     return scenario_root
+
+
+@pytest.fixture
+def cached_file(pytestconfig: pytest.Config) -> CachedFile:
+    """The plugin's ``cached_file``, cache-only on an offline run only where the root is given."""
+    offline = pytestconfig.stash[STATE].offline and root_given()
+    return CachedFile(offline=offline, manifests=manifests(pytestconfig))
 
 
 @pytest.fixture
