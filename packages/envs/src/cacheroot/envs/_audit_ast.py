@@ -23,6 +23,7 @@ import _cacheroot_layout as _layout
 from _cacheroot_layout import TABLE
 
 from ._audit_flow import (
+    SINK_RANK,
     fetched_in_memory,
     is_test_file,
     kind_of,
@@ -30,6 +31,7 @@ from ._audit_flow import (
     returns,
     runs_on,
     sink_paths,
+    words,
 )
 from ._audit_names import (
     _JOINERS,
@@ -44,6 +46,8 @@ from ._readers import FUNCTIONS, VARIABLES
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from ._audit_package import Package
 
 
 #: Calls that read an environment variable: ``(name, default)`` are their first two arguments.
@@ -78,6 +82,7 @@ _NOT_CACHE_WORDS = frozenset(
         "EMPTY",
         "MEMORY",
         "REMOTE",
+        "MOUNT",  # a mount point: provided by the platform and read, not decided here
     }
 )
 
@@ -86,6 +91,7 @@ _TMP_CALLS = frozenset({"tempfile.gettempdir", "gettempdir", "tempfile.gettempdi
 _USER_CACHE = frozenset({"user_cache_dir", "user_cache_path"})
 _TMP_PREFIXES = ("/tmp/", "/var/tmp/")  # noqa: S108 - the literals this audit looks for
 _TMP_DIRS = ("/tmp", "/var/tmp")  # noqa: S108
+_SHM = "/dev/shm"  # noqa: S108 - shared memory: a place once something is written there
 #: Every name the layout table knows: a read of one is always a finding (covered by its row).
 _LAYOUT_NAMES = frozenset({v.name for v in TABLE} | {n for v in TABLE for n in v.legacy})
 #: The modules that spell the layout's names (their constants hold the names).
@@ -158,6 +164,8 @@ _NOT_CACHE_PLACES = (
     "~/.netrc",
     "~/.bash_completion",
 )
+#: Words of a name given to a fixed place that make it a search path of installed things.
+_INSTALL_WORDS = frozenset({"LIB", "LIBS", "BIN", "BINS", "INCLUDE", "INCLUDES", "PREFIX"})
 #: XDG variables that are not the cache home.
 _OTHER_XDG = frozenset({"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"})
 #: Defaults that make a ``X_CACHE`` variable a switch or a size, not a place.
@@ -333,6 +341,20 @@ def canonical(tree: ast.Module) -> ast.Module:
 _Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 
+def absolute(name: str, file: str, level: int, module: str | None) -> str:
+    """The absolute name ``from <level dots><module> import ...`` names in module ``name``
+    (``""`` when it climbs above the top)."""
+    if not level:
+        return module or ""
+    parts = name.split(".") if name else []
+    if not file.endswith("__init__.py"):
+        parts = parts[:-1]  # a module's package
+    if level - 1 > len(parts) or (level - 1 == len(parts) and not module):
+        return ""
+    base = parts[: len(parts) - (level - 1)]
+    return ".".join([*base, *([module] if module else [])])
+
+
 @dataclass
 class _EnvRead:
     node: ast.AST
@@ -344,12 +366,28 @@ class _EnvRead:
 class _Module:
     """One parsed file: scopes, simple assignments, local functions, and the findings."""
 
-    def __init__(self, tree: ast.Module, file: str = "") -> None:
+    def __init__(
+        self, tree: ast.Module, file: str = "", name: str = "", package: Package | None = None
+    ) -> None:
         self.tree = tree
         self.file = file
-        #: Names bound by ``from M import N`` (local name -> ``M.N``), and by ``import M``.
+        #: The module's dotted name, and the package whose other modules its names may name.
+        self.name = name
+        self.package = package
+        #: Names bound by ``from M import N`` (local name -> ``M.N``, relative imports made
+        #: absolute), and by ``import M`` (the first part, and ``local -> M`` in full).
         self.imported: dict[str, str] = {}
         self.modules: set[str] = set()
+        self.module_names: dict[str, str] = {}
+        #: Parameters, by function and name; values a name gains by ``+=``, ``.append``,
+        #: ``.extend``, ``.insert`` (followed as values, never taken as the one value).
+        self.params: dict[tuple[_Scope, str], ast.arg] = {}
+        self.more: dict[tuple[_Scope, str], list[ast.expr]] = {}
+        #: Methods by class, classes by name (top level), and what ``self.NAME`` is given in
+        #: a class's methods.
+        self.methods: dict[ast.ClassDef, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.attributes: dict[tuple[ast.ClassDef, str], list[ast.expr]] = {}
         #: ``with E as NAME``: what ``NAME`` was made from, by scope and name.
         self.with_values: dict[tuple[_Scope, str], ast.expr] = {}
         #: ``X[...] = ...`` statements, and ``.content``/``.raw`` reads (a download in memory).
@@ -374,7 +412,7 @@ class _Module:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
                 self.functions[stmt.name] = stmt
 
-    def _index(self, node: ast.AST, scope: _Scope) -> None:  # noqa: PLR0912 - one per kind
+    def _index(self, node: ast.AST, scope: _Scope) -> None:  # noqa: PLR0912, PLR0915 - one per kind
         stack: list[tuple[ast.AST, _Scope]] = [(node, scope)]
         while stack:
             current, sc = stack.pop()
@@ -393,6 +431,23 @@ class _Module:
                         self.assigns.setdefault(sc, {}).setdefault(target.id, []).append(
                             current.value
                         )
+                    elif (
+                        isinstance(target, ast.Tuple)
+                        and isinstance(current.value, ast.Tuple)
+                        and len(target.elts) == len(current.value.elts)
+                    ):  # ``a, b = os.getenv("A"), os.getenv("B")``
+                        for name, value in zip(target.elts, current.value.elts, strict=True):
+                            if isinstance(name, ast.Name):
+                                self.assigns.setdefault(sc, {}).setdefault(name.id, []).append(
+                                    value
+                                )
+                    elif isinstance(target, ast.Tuple | ast.List):
+                        self._unfollowable(sc, target)
+                    elif isinstance(target, ast.Attribute) and _dotted(target.value) == "self":
+                        owner = self.owner(sc)  # ``self.NAME = value`` in a method
+                        if owner is not None:
+                            key = (owner, target.attr)
+                            self.attributes.setdefault(key, []).append(current.value)
             elif isinstance(current, ast.NamedExpr):
                 self.assigns.setdefault(sc, {}).setdefault(current.target.id, []).append(
                     current.value
@@ -401,20 +456,35 @@ class _Module:
                 self._unfollowable(sc, current.optional_vars)
                 if isinstance(current.optional_vars, ast.Name):
                     self.with_values[(sc, current.optional_vars.id)] = current.context_expr
-            elif isinstance(current, ast.ImportFrom) and current.module and not current.level:
-                for alias in current.names:
-                    self.imported[alias.asname or alias.name] = f"{current.module}.{alias.name}"
+            elif isinstance(current, ast.ImportFrom):
+                module = absolute(self.name, self.file, current.level, current.module)
+                for alias in current.names if module else ():
+                    self.imported[alias.asname or alias.name] = f"{module}.{alias.name}"
             elif isinstance(current, ast.Import):
                 self.modules.update((a.asname or a.name).split(".")[0] for a in current.names)
+                for a in current.names:
+                    local = a.asname or a.name.split(".")[0]
+                    self.module_names[local] = a.name if a.asname else local
             elif isinstance(current, ast.AugAssign | ast.For | ast.AsyncFor):
                 self._unfollowable(sc, current.target)
                 if not isinstance(current, ast.AugAssign):
                     self._iterates(sc, current.target, current.iter)
+                elif isinstance(current.target, ast.Name) and isinstance(current.op, ast.Add):
+                    self.more.setdefault((sc, current.target.id), []).append(current.value)
+            elif isinstance(current, ast.ClassDef):
+                if sc is self.tree:
+                    self.classes[current.name] = current
+                self.methods[current] = {
+                    f.name: f
+                    for f in current.body
+                    if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                }
             elif isinstance(current, ast.comprehension):
                 self._iterates(sc, current.target, current.iter)
             elif isinstance(current, ast.arguments):
                 for arg in (*current.posonlyargs, *current.args, *current.kwonlyargs):
                     self._unfollowable(inner, ast.Name(arg.arg, ast.Store()))
+                    self.params[(inner, arg.arg)] = arg
             elif isinstance(current, ast.Name) and isinstance(current.ctx, ast.Load):
                 self.loads.setdefault(current.id, []).append(current)
                 if self._imported_read(current.id) is not None:
@@ -428,6 +498,8 @@ class _Module:
                 self.candidates.append(current)
                 if isinstance(current, ast.Call) and isinstance(current.func, ast.Name):
                     self.calls.setdefault(current.func.id, []).append(current)
+                elif isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute):
+                    self._grows(sc, current)
             elif (
                 isinstance(current, ast.Constant)
                 and isinstance(current.value, str)
@@ -498,6 +570,117 @@ class _Module:
                     if scope is self.tree or self.scope_of.get(load) is scope
                 )
         return found
+
+    def _grows(self, scope: _Scope, call: ast.Call) -> None:
+        """``NAME.append(x)``, ``.extend(xs)``, ``.insert(i, x)``: ``x`` is one more value."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+            return
+        index = {"append": 0, "extend": 0, "insert": 1}.get(func.attr)
+        if index is not None and len(call.args) > index:
+            self.more.setdefault((scope, func.value.id), []).append(call.args[index])
+
+    # -- other modules of the package -------------------------------------------------------
+
+    def owner(self, scope: _Scope) -> ast.ClassDef | None:
+        """The class ``scope`` is a method of."""
+        parent = self.parent.get(scope) if not isinstance(scope, ast.Module) else None
+        return parent if isinstance(parent, ast.ClassDef) else None
+
+    def instance_of(self, name: str, scope: _Scope) -> tuple[_Module, ast.ClassDef] | None:
+        """The package's class ``name`` holds an instance of (``cache = Cache(...)``)."""
+        values = self.values_of(name, scope) or []
+        made = self.with_values.get((scope, name))
+        if made is not None:
+            values = [*values, made]
+        if len(values) != 1 or not isinstance(values[0], ast.Call):
+            return None
+        func = values[0].func
+        if isinstance(func, ast.Name) and func.id in self.classes:
+            return self, self.classes[func.id]
+        found = self.target(func, scope)
+        for _ in range(4):
+            if found is None or not found[1]:
+                return None
+            module, attr = found
+            if attr in module.classes:
+                return module, module.classes[attr]
+            found = module.reexport(attr)
+        return None
+
+    def _local(self, name: str, scope: _Scope) -> bool:
+        return any(name in self.assigns.get(sc, {}) for sc in (scope, self.tree))
+
+    def target(self, node: ast.AST, scope: _Scope) -> tuple[_Module, str] | None:
+        """The module of the package, and the name in it, that a name or a dotted attribute
+        (``config.CACHE``, ``nltk.data.path``) refers to; ``(module, "")`` for a module."""
+        dotted = _dotted(node)
+        if not dotted or self.package is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if self._local(head, scope):
+            return None
+        source = self.imported.get(head) or self.module_names.get(head)
+        if source is None:
+            return None
+        return self.package.symbol(f"{source}.{rest}" if rest else source)
+
+    def function_at(  # noqa: PLR0911 - one per way of naming a function
+        self, call: ast.Call, scope: _Scope
+    ) -> tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        """The function of the package ``call`` calls: of this module, a method of the
+        enclosing class (``self.x()``), or of another module."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in self.functions:
+            return self, self.functions[func.id]
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if func.value.id in ("self", "cls"):
+                owner = self.owner(scope)
+                fn = self.methods[owner].get(func.attr) if owner is not None else None
+                return (self, fn) if fn is not None else None
+            instance = self.instance_of(func.value.id, scope)
+            if instance is not None:  # ``cache = Cache(); cache.get_path()``
+                fn = instance[0].methods[instance[1]].get(func.attr)
+                return (instance[0], fn) if fn is not None else None
+        found = self.target(func, scope)
+        if found is None or not found[1]:
+            return None
+        module, attr = found
+        for _ in range(4):  # ``from .util import f`` in an ``__init__``: f is util's
+            fn = module.functions.get(attr)
+            if fn is not None:
+                return module, fn
+            again = module.reexport(attr)
+            if again is None:
+                return None
+            module, attr = again
+        return None
+
+    def reexport(self, attr: str) -> tuple[_Module, str] | None:
+        """Where a name this module imports from another module of the package is defined."""
+        source = self.imported.get(attr)
+        if source is None or self.package is None:
+            return None
+        found = self.package.symbol(source)
+        return found if found is not None and found[1] else None
+
+    def values_at(self, node: ast.AST, scope: _Scope) -> tuple[_Module, list[ast.expr]] | None:
+        """The module-level values of a name another module of the package defines."""
+        found = self.target(node, scope)
+        if found is None or not found[1]:
+            return None
+        module, attr = found
+        for _ in range(4):
+            if attr in module.assigns.get(module.tree, {}):
+                break
+            again = module.reexport(attr)
+            if again is None:
+                return None
+            module, attr = again
+        values = module.assigns.get(module.tree, {}).get(attr, [])
+        values = [v for v in values if v is not UNFOLLOWED]
+        values += module.more.get((module.tree, attr), [])
+        return (module, values) if values else None
 
     def _iterates(self, scope: _Scope, target: ast.AST, over: ast.expr) -> None:
         for node in ast.walk(target):
@@ -880,6 +1063,13 @@ class _Visitor:
         self.sink_of: dict[int, tuple[str, str]] = {}
         self.note_of: dict[int, str] = {}
         self._beside: set[tuple[int, int]] = set()
+        #: Filled by :meth:`collect`: the reads, the fixed places, and the findings by node.
+        self.overrides: list[Finding] = []
+        self.reads: list[tuple[_EnvRead, Finding, bool]] = []
+        self.paths: list[tuple[ast.AST, Finding]] = []
+        self.by_source: dict[int, Finding] = {}
+        self.by_read: dict[int, Finding] = {}
+        self.promoted: set[int] = set()
 
     def _composing(self, child: ast.AST) -> ast.AST | None:  # noqa: PLR0911 - one per form
         """The node that builds a larger path from ``child``, or ``None``."""
@@ -969,14 +1159,35 @@ class _Visitor:
             return read is not None and read.default is node
         return isinstance(parent, ast.Assign | ast.AnnAssign)
 
-    def findings(self) -> list[Finding]:  # noqa: PLR0912, PLR0915 - one pass, one case each
-        """Every finding of the module, by line (:attr:`unfollowed` holds what was not seen)."""
-        overrides = self._overrides()
+    def findings(self) -> list[Finding]:
+        """Every finding of the module on its own, by line (:attr:`unfollowed` holds what was
+        not seen): :meth:`collect`, the writes of this module followed, :meth:`finish`."""
+        self.collect()
+        for call, path, sink, how in self.sinks():
+            scope = self.m.scope_of.get(call, self.m.tree)
+            for module, leaf in origins(self.m, path, scope):
+                if module is self.m:
+                    self.reached(leaf, call=call, path=path, sink=(sink, how), where=self)
+        return self.finish()
+
+    def sinks(self) -> list[tuple[ast.Call, ast.expr, str, str]]:
+        """``(call, path, kind of sink, how)`` of every write and download of the module."""
+        out = []
+        for node in self.m.candidates:
+            if isinstance(node, ast.Call):
+                out += [(node, *each) for each in sink_paths(node, _dotted(node.func))]
+        return out
+
+    def collect(self) -> None:  # noqa: PLR0912, PLR0915 - one pass, one case each
+        """The module's places and reads, before values are followed to their writes."""
+        self.overrides = overrides = self._overrides()
         hidden = {id(n) for f in overrides for n in ast.walk(self.node_of[id(f)])}
-        reads: list[tuple[_EnvRead, Finding, bool]] = []
-        paths: list[tuple[ast.AST, Finding]] = []
+        self.reads = reads = []
+        self.paths = paths = []
         seen: set[int] = set()
-        by_source: dict[int, Finding] = {}
+        self.by_source = by_source = {}
+        self.by_read = {}
+        self.promoted = set()
         by_top: dict[int, Finding] = {}
         for node in self.m.candidates:
             if id(node) in hidden:
@@ -1008,6 +1219,8 @@ class _Visitor:
                 continue
             if not_a_cache(rendered.text) or self.m.credential(top):
                 continue
+            if _INSTALL_WORDS & words(*self._targets(top)):
+                continue  # where libraries or programs are looked for (``user_lib_dirs``)
             variable = rendered.first_variable if rendered.root in ("xdg", "var") else None
             line = getattr(top, "lineno", 0)
             text, style = rendered.text, _style(rendered)
@@ -1023,72 +1236,56 @@ class _Visitor:
             by_top[id(top)] = found_path
             self.node_of[id(found_path)] = top
             by_source[id(node)] = found_path
-        promoted = self._follow_sinks(reads, by_source)
-        tied = self._attribute(reads, paths)
+        self.by_read = {id(r.node): f for r, f, _ in reads}
+
+    def finish(self) -> list[Finding]:
+        """The findings, once every write of the package has been followed, classified."""
+        tied = self._attribute(self.reads, self.paths)
         # A read whose name alone does not say "cache" counts once a fixed place falls back on
         # it (``TORCH_EXTENSIONS_DIR``, whose default is built in another function), or once its
         # value reaches a write.
-        out = [f for _, f, keep in reads if keep or id(f) in tied or id(f) in promoted]
-        out += [f for _, f in paths] + overrides + self._children() + self._uncached()
+        out = [f for _, f, keep in self.reads if keep or id(f) in tied or id(f) in self.promoted]
+        out += [f for _, f in self.paths] + self.overrides + self._children() + self._uncached()
         for each in out:
             self._classify(each)
         return sorted(out, key=lambda f: (f.line, f.variable or ""))
 
     # -- following values -----------------------------------------------------------------
 
-    def _follow_sinks(
-        self, reads: list[tuple[_EnvRead, Finding, bool]], by_source: dict[int, Finding]
-    ) -> set[int]:
-        """Follow each written path back to its origins; the ids of the reads it reached."""
+    def _mark(self, found: Finding, sink: tuple[str, str]) -> None:
+        """Note the sink a finding's value reaches (a download says more than a write)."""
+        known = self.sink_of.get(id(found))
+        if known is None or SINK_RANK.get(known[0], 0) < SINK_RANK.get(sink[0], 0):
+            self.sink_of[id(found)] = sink
 
-        by_read = {id(r.node): f for r, f, _ in reads}
-        promoted: set[int] = set()
-        for node in self.m.candidates:
-            if not isinstance(node, ast.Call):
-                continue
-            scope = self.m.scope_of.get(node, self.m.tree)
-            for path, sink, how in sink_paths(node, _dotted(node.func)):
-                for leaf in origins(self.m, path, scope):
-                    self._reached(
-                        leaf,
-                        call=node,
-                        path=path,
-                        sink=(sink, how),
-                        by_read=by_read,
-                        by_source=by_source,
-                        reads=reads,
-                    )
-                    found = by_read.get(id(leaf))
-                    if found is not None:
-                        promoted.add(id(found))
-        return promoted
-
-    def _reached(
+    def reached(
         self,
         leaf: ast.AST,
         *,
         call: ast.Call,
         path: ast.expr,
         sink: tuple[str, str],
-        by_read: dict[int, Finding],
-        by_source: dict[int, Finding],
-        reads: list[tuple[_EnvRead, Finding, bool]],
+        where: _Visitor,
     ) -> None:
-        """Note that ``leaf`` reached the write ``call``: mark its finding, make one for a read
-        no name made a place, for a path beside the source file, count a helper."""
-        line = f"line {call.lineno}"
+        """Note that ``leaf`` (of this module) reached the write ``call`` (of ``where``'s
+        module): mark its finding, make one for a read no name made a place, for a bare base,
+        for a path beside the source file, for a location function given a fixed name; count a
+        helper."""
+        line = f"line {call.lineno}" if where is self else f"{where.file}:{call.lineno}"
+        how = (sink[0], f"{sink[1]} ({line})")
         read = self.m.env_read(leaf)
         if read is not None and read.name not in _BASES:
-            found = by_read.get(id(leaf))
+            found = self.by_read.get(id(leaf))
             if found is None:
                 made = self._read_finding(read, force=True)
                 if made is None:
                     return
                 found = made[0]
-                reads.append((read, found, True))
-                by_read[id(leaf)] = found
-            self.sink_of.setdefault(id(found), (sink[0], f"{sink[1]} ({line})"))
-        elif isinstance(leaf, ast.Name) and leaf.id == "__file__":
+                self.reads.append((read, found, True))
+                self.by_read[id(leaf)] = found
+            self.promoted.add(id(found))
+            self._mark(found, how)
+        elif isinstance(leaf, ast.Name) and leaf.id == "__file__" and where is self:
             if (id(call), id(path)) in self._beside:
                 return
             self._beside.add((id(call), id(path)))
@@ -1098,13 +1295,51 @@ class _Visitor:
             self.note_of[id(found)] = f"beside the source file: {sink[1]} ({line})"
             self.node_of[id(found)] = call
             self.sink_of[id(found)] = (sink[0], "")
-            by_source[id(call)] = found
+            self.by_source[id(call)] = found
             self._extra.append(found)
+        elif id(leaf) in self.by_source:
+            self._mark(self.by_source[id(leaf)], how)
+        elif self._bare(leaf) or (isinstance(leaf, ast.expr) and runs_on(self.m, leaf)):
+            # (the value given on one platform's branch, :func:`._audit_flow.origins` says)
+            self._place_at(leaf, how)
         elif isinstance(leaf, ast.Call) and self.m.helper(leaf):
             self._unfollowed(leaf, HELPER)
-        elif id(leaf) in by_source:
-            found = by_source[id(leaf)]
-            self.sink_of.setdefault(id(found), (sink[0], f"{sink[1]} ({line})"))
+
+    def _bare(self, leaf: ast.AST) -> bool:
+        """A base no finding holds yet (``expanduser("~")``, ``"/var/tmp"``, a location
+        function of the package given a fixed name): a place once a write reaches it."""
+        if isinstance(leaf, ast.Constant):
+            return isinstance(leaf.value, str) and (
+                leaf.value in (*_TMP_DIRS, _SHM) or leaf.value.startswith(_TMP_PREFIXES)
+            )
+        if isinstance(leaf, ast.Call):
+            return (
+                self.m.base_call(leaf)
+                or self.m.function_at(leaf, self.m.scope_of.get(leaf, self.m.tree)) is not None
+            )
+        return False
+
+    def _place_at(self, leaf: ast.AST, how: tuple[str, str]) -> None:
+        top, nested = self._outermost(leaf)
+        outer = self._first_outer_read(leaf) if nested else None
+        if outer is not None:  # in a variable's default: that read's place
+            if id(outer) in self.by_read:
+                self._mark(self.by_read[id(outer)], how)
+            return
+        if id(top) in self.by_source:
+            self._mark(self.by_source[id(top)], how)
+            return
+        rendered = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
+        variable = rendered.first_variable if rendered.root in ("xdg", "var") else None
+        text = rendered.text
+        found = Finding(
+            self.dist, self.version, self.file, getattr(top, "lineno", 0), variable, text, text,
+            _style(rendered),
+        )  # fmt: skip
+        self.node_of[id(found)] = top
+        self.by_source[id(top)] = self.by_source[id(leaf)] = found
+        self.paths.append((top, found))
+        self._mark(found, how)
 
     def _children(self) -> list[Finding]:
         """A path beside the source file handed to a child through ``env=``; and what
@@ -1115,7 +1350,7 @@ class _Visitor:
             scope = self.m.scope_of.get(value, self.m.tree)
             if not any(
                 isinstance(o, ast.Name) and o.id == "__file__"
-                for o in origins(self.m, value, scope)
+                for _, o in origins(self.m, value, scope)
             ):
                 continue
             text = self.m.render(value, scope).text
@@ -1353,8 +1588,8 @@ class _Visitor:
 
     def _helpers_in(self, node: ast.AST, scope: _Scope) -> None:
 
-        for leaf in origins(self.m, node, scope):
-            if isinstance(leaf, ast.Call) and self.m.helper(leaf):
+        for module, leaf in origins(self.m, node, scope):
+            if module is self.m and isinstance(leaf, ast.Call) and self.m.helper(leaf):
                 self._unfollowed(leaf, HELPER)
 
     def _first_outer_read(self, node: ast.AST) -> ast.AST | None:

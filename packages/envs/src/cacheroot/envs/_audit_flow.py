@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 #: Kinds of sink: a path created or written, a directory a library downloads into.
 WRITE = "write"
 DOWNLOAD = "download"
+#: A write inside a function that downloads: a download, unless its words say otherwise.
+FETCHED = "fetched"
+#: A write under a name made anew on every run (``join(tmp, f"pool_{os.getpid()}")``).
+PER_RUN = "per-run"
+#: How much a kind of sink says, least first.
+SINK_RANK = {PER_RUN: 0, WRITE: 1, FETCHED: 2, DOWNLOAD: 3}
 
 #: Keywords whose value is a directory a library downloads into.
 _DOWNLOAD_KEYWORDS = frozenset(
@@ -117,9 +123,12 @@ _OUTPUT_WORDS = frozenset(
         "SAVED",
     }
 )
-_CONFIG_WORDS = frozenset({"CONFIG", "CONF", "CFG", "SETTINGS"})
+_CONFIG_WORDS = frozenset(
+    {"CONFIG", "CONF", "CFG", "SETTINGS", "CREDENTIALS", "CREDENTIAL", "CREDS", "SECRETS"}
+)
 _DOWNLOAD_WORDS = frozenset(
-    {"DOWNLOAD", "DOWNLOADS", "DATA", "DATASET", "DATASETS", "HUB", "ASSETS", "WEIGHTS", "MODELS"}
+    {"DOWNLOAD", "DOWNLOADS", "DOWNLOADED", "DATA", "DATASET", "DATASETS", "HUB", "ASSETS"}
+    | {"WEIGHTS", "MODELS"}
 )
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 #: The user's cache base in a rendered place: it says that a library keeps something there,
@@ -177,61 +186,301 @@ def sink_paths(call: ast.Call, dotted: str) -> list[tuple[ast.expr, str, str]]: 
     return out
 
 
-def origins(m: _Module, node: ast.AST | None, scope: _Scope, depth: int = 0) -> list[ast.AST]:  # noqa: PLR0911, PLR0912
-    """Where a path value may come from: environment reads, fixed bases, ``__file__``, and
-    calls to helpers of other modules (the leaves the walk stops at), over every branch."""
-    if node is None or depth > 12:
-        return []
-    d = depth + 1
-    if m.env_read(node) is not None or m.base_call(node) or m.reader_call(node):
-        return [node]
+#: Words of a callee that say it downloads (``download_file``, ``http_get``, ``fetch_url``).
+_DOWNLOADING = re.compile(r"download|http_get|fetch|retrieve", re.IGNORECASE)
+#: Callees that take a URL but keep nothing (logging, formatting, parsing, containers).
+_NOT_KEEPING = frozenset(
+    {
+        "print", "debug", "info", "warning", "warn", "error", "exception", "critical", "log",
+        "format", "join", "append", "extend", "insert", "add", "update", "get", "pop",
+        "startswith", "endswith", "replace", "split", "urlparse", "urljoin", "urlsplit",
+        "quote", "unquote", "sub", "match", "search", "isinstance", "str", "len", "dict",
+        "setdefault", "ValueError", "RuntimeError", "OSError", "Exception", "TypeError",
+    }
+)  # fmt: skip
+#: Keywords of a download call that name what it fetches or how, never where it lands.
+_NOT_A_TARGET = frozenset(
+    {"url", "urls", "base_url", "headers", "timeout", "params", "data", "json", "auth"}
+)
+
+
+#: Callees that look a file up, whatever URL they are given.
+_LOOKING = ("find", "search", "locate", "lookup", "check", "validate", "is_", "has_", "exists")
+
+
+def _urlish(node: ast.AST) -> bool:
+    """Whether an argument is a URL: ``"https://..."``, a name that ends in ``url``/``uri``,
+    or a string built from either."""
     if isinstance(node, ast.Constant):
-        return [node] if isinstance(node.value, str) and node.value.startswith(("/", "~")) else []
-    if isinstance(node, ast.Name):
-        if node.id == "__file__":
-            return [node]
-        values = m.values_of(node.id, scope)
-        out: list[ast.AST] = []
-        for value in values or ():
-            out += origins(m, value, m.scope_of.get(value, m.tree), d)
-        return out
+        return isinstance(node.value, str) and node.value.startswith(
+            ("http://", "https://", "ftp://")
+        )
+    if isinstance(node, ast.Name | ast.Attribute):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        return name.lower().endswith(("url", "uri", "urls"))
+    if isinstance(node, ast.JoinedStr):
+        return bool(node.values) and _urlish(node.values[0])
+    if isinstance(node, ast.BinOp):
+        return _urlish(node.left)
+    return False
+
+
+def download_paths(call: ast.Call, dotted: str) -> list[tuple[ast.expr, str, str]]:
+    """``(path, DOWNLOAD, how)`` for the places a call downloads into: every argument but the
+    URL of a callee that says it downloads (``download_file(url, out)``), or of any call given
+    a URL and a path (``create(path, base_url=...)``) that is not logging or formatting."""
+    callee = dotted.rpartition(".")[2]
+    if not callee or callee in _NOT_KEEPING or callee == "urlretrieve" or callee[0].isupper():
+        return []  # (a class made, ``DownloadManager(...)``, has downloaded nothing yet)
+    if callee.lower().lstrip("_").startswith(_LOOKING):
+        return []  # ``find_file(name, searchpath=..., url=...)``: the URL says where to get it
+    arguments: list[tuple[str | None, ast.expr]] = [(None, a) for a in call.args]
+    arguments += [(k.arg, k.value) for k in call.keywords if "search" not in (k.arg or "")]
+    urls = [value for name, value in arguments if (name or "").endswith("url") or _urlish(value)]
+    if not urls and not _DOWNLOADING.search(callee):
+        return []
+    out: list[tuple[ast.expr, str, str]] = []
+    for name, value in arguments:
+        if name in _NOT_A_TARGET or any(value is u for u in urls) or (name is None and not urls):
+            continue
+        if isinstance(value, ast.Constant | ast.JoinedStr | ast.Dict | ast.Lambda):
+            continue
+        out.append((value, DOWNLOAD, f"downloaded into by {callee}()"))
+    if not urls and _DOWNLOADING.search(callee):
+        # ``download(url, path)``: the first argument is what is fetched, the others where.
+        out += [(a, DOWNLOAD, f"downloaded into by {callee}()") for a in call.args[1:]]
+    return out
+
+
+#: Receivers whose ``get``/``stream``/``request`` fetches from the network.
+_CLIENTS = re.compile(r"requests|session|sess\b|client|http|urllib3|pool", re.IGNORECASE)
+
+
+def fetches(m: _Module, fn: ast.AST) -> bool:
+    """Whether a function fetches from the network itself: ``requests.get``, ``urlopen``,
+    ``session.get``, a call that says it downloads, or one given a URL to keep."""
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call) or m.scope_of.get(node) is not fn:
+            continue
+        name = _dotted(node.func)
+        last = name.rpartition(".")[2]
+        if name in _FETCHES or last in ("urlopen", "urlretrieve") or _DOWNLOADING.search(last):
+            return True
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("get", "stream", "request", "urlopen")
+            and _CLIENTS.search(_dotted(func.value) or "")
+            and node.args
+        ):
+            return True
+    return False
+
+
+#: A leaf of :func:`origins`: the module it lies in, and the node.
+Leaf = tuple["_Module", ast.AST]
+#: Methods of a string or a path that keep the place their object names.
+_SAME_PLACE = frozenset({*_PATH_METHODS, "with_name", "parent", "split", "strip", "rstrip"})
+
+
+def origins(  # noqa: PLR0911, PLR0912 - one case per kind of node
+    m: _Module, node: ast.AST | None, scope: _Scope, depth: int = 0, seen: set[int] | None = None
+) -> list[Leaf]:
+    """Where a path value may come from: environment reads, fixed bases, ``__file__``, the
+    parameters of the function it is in, calls to helpers that cannot be read (the leaves the
+    walk stops at), over every branch and every value a name is given (``+=``, ``.append``,
+    a loop over a list), into the functions and constants of the package's other modules."""
+    if seen is None:
+        seen = set()
+    if node is None or depth > 24 or id(node) in seen:
+        return []
+    seen.add(id(node))
+    d = depth + 1
     if isinstance(node, ast.Call):
-        return _call_origins(m, node, scope, d)
+        return _call_origins(m, node, scope, d, seen)
+    if m.env_read(node) is not None or m.base_call(node) or m.reader_call(node):
+        return [(m, node)]
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and (owner := m.owner(scope)) is not None
+    ):  # ``self.NAME``: every value the class's methods give it
+        values = m.attributes.get((owner, node.attr), [])
+        return [o for v in values for o in origins(m, v, m.scope_of.get(v, m.tree), d, seen)]
+    if isinstance(node, ast.Constant):
+        text = node.value
+        return [(m, node)] if isinstance(text, str) and text.startswith(("/", "~")) else []
+    if isinstance(node, ast.Name):
+        return _name_origins(m, node, scope, d, seen)
     # Only the head of a path is where it lies: ``base / name``, ``f"{base}/{user}"``,
     # ``join(base, user)`` lie in ``base``; a variable in a later part names a component.
     if isinstance(node, ast.BinOp):
-        return origins(m, node.left, scope, d)
+        out = origins(m, node.left, scope, d, seen)
+        if isinstance(node.op, ast.Add) and isinstance(node.right, _LISTS):
+            out += origins(m, node.right, scope, d, seen)  # a list made longer
+        return out
     if isinstance(node, ast.JoinedStr):
-        return origins(m, node.values[0], scope, d) if node.values else []
-    if isinstance(node, ast.FormattedValue):
-        return origins(m, node.value, scope, d)
+        return origins(m, node.values[0], scope, d, seen) if node.values else []
+    if isinstance(node, ast.FormattedValue | ast.Starred):
+        return origins(m, node.value, scope, d, seen)
     if isinstance(node, ast.IfExp):
-        return origins(m, node.body, scope, d) + origins(m, node.orelse, scope, d)
+        return origins(m, node.body, scope, d, seen) + origins(m, node.orelse, scope, d, seen)
     if isinstance(node, ast.BoolOp):
-        return [o for v in node.values for o in origins(m, v, scope, d)]
-    if isinstance(node, ast.Attribute) and node.attr in ("parent", "parents"):
-        return origins(m, node.value, scope, d)
+        return [o for v in node.values for o in origins(m, v, scope, d, seen)]
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return [o for e in node.elts for o in origins(m, e, scope, d, seen)]
+    if isinstance(node, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+        return origins(m, node.elt, scope, d, seen)
+    if isinstance(node, ast.Attribute):
+        if node.attr in ("parent", "parents"):
+            return origins(m, node.value, scope, d, seen)
+        found = m.values_at(node, scope)
+        if found is not None:
+            other, values = found
+            return [o for v in values for o in origins(other, v, other.tree, d, seen)]
+        return []
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
-        return origins(m, node.value, scope, d)  # Path(__file__).parents[1]
+        return origins(m, node.value, scope, d, seen)  # Path(__file__).parents[1]
     return []
 
 
-def _call_origins(m: _Module, node: ast.Call, scope: _Scope, d: int) -> list[ast.AST]:
+_LISTS = (ast.List, ast.Tuple, ast.ListComp, ast.Name, ast.Call)
 
+
+def _platform_place(m: _Module, value: ast.expr) -> bool:
+    """Whether a name's value is a place of its own: a path built with a fixed part on one
+    platform's branch (``join(home, "Library", "Caches")`` for macOS), from no variable
+    read there (that read is the place)."""
+    if isinstance(value, ast.Call):
+        name = _dotted(value.func)
+        if not (name in _JOINERS or name in _WRAPPERS or name.endswith("path.join")):
+            return False
+    elif not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Div)):
+        return False
+    inside = list(ast.walk(value))
+    if any(m.env_read(n) is not None for n in inside):
+        return False
+    fixed = any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in inside)
+    return fixed and bool(runs_on(m, value))
+
+
+def _name_origins(m: _Module, node: ast.Name, scope: _Scope, d: int, seen: set[int]) -> list[Leaf]:
+    if node.id == "__file__":
+        return [(m, node)]
+    out: list[Leaf] = []
+    for value in m.values_of(node.id, scope) or ():
+        out += origins(m, value, m.scope_of.get(value, m.tree), d, seen)
+        if _platform_place(m, value):
+            out.append((m, value))
+    for sc in (scope, m.tree):
+        for value in m.more.get((sc, node.id), ()):
+            out += origins(m, value, sc, d, seen)
+        for over in m.iterables.get((sc, node.id), ()):
+            out += origins(m, over, sc, d, seen)
+    param = m.params.get((scope, node.id))
+    if param is not None:
+        out.append((m, param))
+    if not out:
+        found = m.values_at(node, scope)
+        if found is not None:
+            other, values = found
+            out += [o for v in values for o in origins(other, v, other.tree, d, seen)]
+    return out
+
+
+def _call_origins(  # noqa: PLR0911 - one case per kind of call
+    m: _Module, node: ast.Call, scope: _Scope, d: int, seen: set[int]
+) -> list[Leaf]:
+
+    called = m.function_at(node, scope)
+    if called is not None:
+        other, fn = called
+        out = [o for r in returns(fn) for o in origins(other, r, fn, d, seen)]
+        first = node.args[0] if node.args else None
+        if (
+            isinstance(first, ast.Constant)
+            and isinstance(first.value, str)
+            and any(_a_place(where, leaf) for where, leaf in out)
+        ):
+            out.append((m, node))  # a location function given a fixed name: a place too
+        return out
+    read = m.env_read(node)
+    if read is not None:
+        out = [(m, node)]
+        default = read.default
+        if isinstance(default, ast.Call) and m.function_at(default, scope) is not None:
+            # A default a function of the package computes: that function's places are
+            # reached too (a default written inline is part of the read's own place).
+            out += origins(m, default, scope, d, seen)
+        return out
+    if m.base_call(node) or m.reader_call(node):
+        return [(m, node)]
     name = _dotted(node.func)
     if name in _JOINERS or name in _WRAPPERS or name.endswith("path.join"):
-        return origins(m, node.args[0], scope, d) if node.args else []
-    if name in ("os.path.dirname", "os.fspath", "str"):
-        return [o for a in node.args[:1] for o in origins(m, a, scope, d)]
+        return origins(m, node.args[0], scope, d, seen) if node.args else []
+    if name in ("os.path.dirname", "os.fspath", "str", "list", "tuple", "sorted"):
+        return [o for a in node.args[:1] for o in origins(m, a, scope, d, seen)]
     func = node.func
-    if isinstance(func, ast.Attribute) and func.attr in (*_PATH_METHODS, "with_name", "parent"):
-        return origins(m, func.value, scope, d)
-    if isinstance(func, ast.Name) and func.id in m.functions:
-        fn = m.functions[func.id]
-        return [o for r in returns(fn) for o in origins(m, r, fn, d)]
+    if isinstance(func, ast.Attribute) and func.attr in _SAME_PLACE:
+        return origins(m, func.value, scope, d, seen)
     if m.helper(node):
-        return [node]
+        return [(m, node)]
     return []
+
+
+def per_run(m: _Module, path: ast.AST, scope: _Scope, depth: int = 0) -> bool:
+    """Whether a written path ends in a name made anew on every run: a part after its head
+    built from ``getpid``/``uuid``/``mkdtemp``/..., directly, through a name, or given by
+    the callers in the module of the function it is a parameter of."""
+    if depth > 6:
+        return False
+    d = depth + 1
+    if isinstance(path, ast.Name):
+        values = m.values_of(path.id, scope) or []
+        return any(per_run(m, v, m.scope_of.get(v, m.tree), d) for v in values)
+    if isinstance(path, ast.Call):
+        name = _dotted(path.func)
+        if name in _JOINERS or name.endswith("path.join"):
+            tail = path.args[1:]
+            return any(_made_per_run(m, a, scope, d) for a in tail) or (
+                bool(path.args) and per_run(m, path.args[0], scope, d)
+            )
+        if name in _WRAPPERS and path.args:
+            return per_run(m, path.args[0], scope, d)
+    if isinstance(path, ast.BinOp) and isinstance(path.op, ast.Div):
+        return _made_per_run(m, path.right, scope, d) or per_run(m, path.left, scope, d)
+    return False
+
+
+def _made_per_run(m: _Module, node: ast.AST, scope: _Scope, depth: int) -> bool:
+    """Whether a part of a path is made anew on every run."""
+    if depth > 6:
+        return False
+    if _PER_RUN.search(ast.unparse(node)):
+        return True
+    if not isinstance(node, ast.Name):
+        return False
+    values = m.values_of(node.id, scope) or []
+    if any(_made_per_run(m, v, m.scope_of.get(v, m.tree), depth + 1) for v in values):
+        return True
+    if (scope, node.id) not in m.params or isinstance(scope, ast.Module | ast.Lambda):
+        return False
+    given = []
+    for call in m.calls.get(scope.name, []):
+        params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args)]
+        bound = dict(zip(params, call.args, strict=False))
+        bound |= {k.arg: k.value for k in call.keywords if k.arg}
+        if node.id in bound:
+            given.append((bound[node.id], m.scope_of.get(call, m.tree)))
+    return bool(given) and all(_made_per_run(m, v, sc, depth + 1) for v, sc in given)
+
+
+def _a_place(m: _Module, leaf: ast.AST) -> bool:
+    """Whether a leaf is a place: not a parameter, nor a helper that could not be read."""
+    if isinstance(leaf, ast.arg):
+        return False
+    return not isinstance(leaf, ast.Call) or m.base_call(leaf) or m.reader_call(leaf)
 
 
 def returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
@@ -348,37 +597,70 @@ def kind_of(  # noqa: PLR0911 - one per class
 ) -> tuple[str, str]:
     """The class of a location and why, from the words of its names and path and the kind of
     sink its value reaches (``""``: none seen). A value that reaches a download is a download
-    whatever it is called. The user's cache base (``$XDG_CACHE_HOME``, ``~/.cache``) is no word
-    of the place's own, but what lies under it is a download when the place says so, else a
-    cache. A file written beside the source that names no cache nor download is output
-    (generated code, build metadata)."""
+    whatever it is called; a write where the function downloads is one unless its words say
+    output, configuration or IPC. Otherwise the place's own names speak first, then the fixed
+    parts of its path, then the variables it hangs from (``EXTRACTED_PATH`` under ``X_CACHE``
+    is what its name says). The user's cache base (``$XDG_CACHE_HOME``, ``~/.cache``) is no
+    word of the place's own: what lies under it is a cache unless something says otherwise. A
+    file written beside the source that names no cache nor download is output (generated code,
+    build metadata)."""
 
-    said = words(*(_USER_CACHE_BASE.sub("", t) for t in (*names, expression)))
     if _PER_RUN.search(expression):
         return THROWAWAY, "a new name on every run (made per process or at random)"
+    if sink == PER_RUN:
+        return THROWAWAY, "written only under names made anew on every run"
     if sink == DOWNLOAD:
         # What is written there says more than what it is called (a download cache).
         return DOWNLOAD_KIND, "downloads land there"
+    bare = _USER_CACHE_BASE.sub("", expression)
+    levels = (
+        words(*(_USER_CACHE_BASE.sub("", n) for n in names)),
+        words(_VARIABLE.sub("", bare)),
+        words(*_VARIABLE.findall(bare)),
+    )
+    every = frozenset().union(*levels)
+    if sink == FETCHED and not every & (_IPC_WORDS | _OUTPUT_WORDS | _CONFIG_WORDS):
+        return DOWNLOAD_KIND, "written where the function downloads"
+    if expression.endswith((".sock", ".ipc", ".socket")):
+        return IPC, "a socket or IPC place (socket file)"
+    under_cache = bool(_USER_CACHE_BASE.search(" ".join((*names, expression))))
+    for said in levels:
+        decided = _by_words(said, under_cache=under_cache)
+        if decided is not None:
+            return decided
+    if under_cache:
+        return CACHE, "kept in the user's cache directory"
+    if sink == FETCHED:
+        return DOWNLOAD_KIND, "written where the function downloads"
+    if beside_source:
+        return OUTPUT, "written beside the source, naming no cache"
+    return CACHE, "kept from one run to the next"
+
+
+#: A variable in a rendered place (``$NAME``, ``${NAME:-``), for telling its words apart.
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::-)?")
+
+
+def _by_words(  # noqa: PLR0911 - one per class
+    said: frozenset[str], *, under_cache: bool
+) -> tuple[str, str] | None:
+    """The class the words of one level say, if they say one; under the user's cache base,
+    only a cache or a download (its author chose to keep it there)."""
     if said & _CACHE_WORDS or "CACHE" in "".join(said):
         return CACHE, f"its name says cache ({_first(said & _CACHE_WORDS) or 'cache'})"
-    if _USER_CACHE_BASE.search(" ".join((*names, expression))):
-        # Kept in the user's cache directory by its author's choice: a cache, or a download.
+    if under_cache:
         if said & _DOWNLOAD_WORDS:
             return DOWNLOAD_KIND, f"downloads land there ({_first(said & _DOWNLOAD_WORDS)})"
-        return CACHE, "kept in the user's cache directory"
-    if said & _IPC_WORDS or expression.endswith((".sock", ".ipc", ".socket")):
-        return IPC, f"a socket or IPC place ({_first(said & _IPC_WORDS) or 'socket file'})"
+        return None
+    if said & _IPC_WORDS:
+        return IPC, f"a socket or IPC place ({_first(said & _IPC_WORDS)})"
     if said & _OUTPUT_WORDS:
         return OUTPUT, f"output the run writes ({_first(said & _OUTPUT_WORDS)})"
     if said & _CONFIG_WORDS:
         return CONFIG, f"configuration ({_first(said & _CONFIG_WORDS)})"
-    if sink == DOWNLOAD or said & _DOWNLOAD_WORDS:
-        return DOWNLOAD_KIND, "downloads land there" + (
-            f" ({_first(said & _DOWNLOAD_WORDS)})" if said & _DOWNLOAD_WORDS else ""
-        )
-    if beside_source:
-        return OUTPUT, "written beside the source, naming no cache"
-    return CACHE, "kept from one run to the next"
+    if said & _DOWNLOAD_WORDS:
+        return DOWNLOAD_KIND, f"downloads land there ({_first(said & _DOWNLOAD_WORDS)})"
+    return None
 
 
 def _first(found: frozenset[str]) -> str:

@@ -17,6 +17,7 @@ from importlib.metadata import distributions
 from typing import TYPE_CHECKING
 
 from ._audit_ast import Finding, Unfollowed, analyse
+from ._audit_package import Package, analyse_package
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -45,6 +46,9 @@ _NEEDLES = (
     b"setenv",
     b"putenv",
 )
+#: A file with none of :data:`_NEEDLES` is still read when it may download into a place decided
+#: in another module of its package (``download_file(url, get_cache_folder())``).
+_LINK_NEEDLES = (b"download", b"fetch", b"retrieve", b"url")
 #: Files that hold code the audit cannot read (compiled modules, native sources).
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".rs")
@@ -74,7 +78,8 @@ class Stats:
 
 
 def scan_source(data: bytes, *, dist: str, version: str, file: str, stats: Stats) -> list[Finding]:
-    """The findings of one Python file (nothing when none of the patterns can occur in it)."""
+    """The findings of one Python file on its own (nothing when none of the patterns can
+    occur in it)."""
     stats.python_files += 1
     if not any(needle in data for needle in _NEEDLES):
         return []
@@ -85,6 +90,26 @@ def scan_source(data: bytes, *, dist: str, version: str, file: str, stats: Stats
         return []
     stats.parsed += 1
     found, unfollowed = analyse(tree, dist=dist, version=version, file=file)
+    stats.unfollowed += unfollowed
+    return found
+
+
+def scan_package(
+    sources: dict[str, bytes], *, dist: str, version: str, stats: Stats
+) -> list[Finding]:
+    """The findings of one distribution's Python files (``path -> source``), values followed
+    across its modules; files where none of the patterns can occur are read only to follow."""
+    stats.python_files += len(sources)
+    chosen = [f for f, data in sources.items() if any(n in data for n in _NEEDLES)]
+    linked = [
+        f
+        for f, data in sources.items()
+        if f not in chosen and any(n in data for n in _LINK_NEEDLES)
+    ]
+    package = Package(dist, version, sources)
+    found, unfollowed = analyse_package(package, [*chosen, *linked])
+    stats.parsed += len(chosen) + len(linked) - len(package.unparsable)
+    stats.unparsable += [f"{dist} {f}" if dist else f for f in package.unparsable]
     stats.unfollowed += unfollowed
     return found
 
@@ -118,22 +143,24 @@ def scan_wheel(path: str, stats: Stats) -> Iterator[Finding]:
     """Every finding of a wheel, read member by member (nothing is extracted)."""
     dist, version = _name_version(path)
     stats.sources += 1
+    sources: dict[str, bytes] = {}
     with zipfile.ZipFile(path) as wheel:
         for info in wheel.infolist():
             name = info.filename
             if name.endswith(".py") and shipped_test(name):
                 stats.shipped_tests += 1
             elif name.endswith(".py"):
-                data = wheel.read(info)
-                yield from scan_source(data, dist=dist, version=version, file=name, stats=stats)
+                sources[name] = wheel.read(info)
             else:
                 _count_blind(name, stats, dist)
+    yield from scan_package(sources, dist=dist, version=version, stats=stats)
 
 
 def scan_sdist(path: str, stats: Stats) -> Iterator[Finding]:
     """Every finding of a source archive, streamed (``name-version/`` is cut off each path)."""
     dist, version = _name_version(path)
     stats.sources += 1
+    sources: dict[str, bytes] = {}
     with tarfile.open(path, mode="r|*") as archive:
         for member in archive:
             if not member.isfile():
@@ -148,15 +175,15 @@ def scan_sdist(path: str, stats: Stats) -> Iterator[Finding]:
             handle = archive.extractfile(member)
             if handle is None:  # pragma: no cover - regular members always have a handle
                 continue
-            yield from scan_source(
-                handle.read(), dist=dist, version=version, file=name, stats=stats
-            )
+            sources[name] = handle.read()
+    yield from scan_package(sources, dist=dist, version=version, stats=stats)
 
 
 def scan_directory(path: str, stats: Stats) -> Iterator[Finding]:
     """Every finding of a source tree (paths relative to it; VCS and build folders skipped)."""
     stats.sources += 1
     label = os.path.basename(os.path.abspath(path))
+    sources: dict[str, bytes] = {}
     for current, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
         for name in sorted(files):
@@ -171,7 +198,8 @@ def scan_directory(path: str, stats: Stats) -> Iterator[Finding]:
             except OSError as exc:
                 stats.unreadable.append(f"{rel}: {exc.strerror}")
                 continue
-            yield from scan_source(data, dist=label, version="", file=rel, stats=stats)
+            sources[rel] = data
+    yield from scan_package(sources, dist=label, version="", stats=stats)
 
 
 def scan_installed(stats: Stats, path: list[str] | None = None) -> Iterator[Finding]:
@@ -186,6 +214,7 @@ def scan_installed(stats: Stats, path: list[str] | None = None) -> Iterator[Find
         done.add(key)
         stats.sources += 1
         version = dist.version
+        sources: dict[str, bytes] = {}
         for file in dist.files or ():
             rel = str(file)
             if not rel.endswith(".py"):
@@ -199,7 +228,8 @@ def scan_installed(stats: Stats, path: list[str] | None = None) -> Iterator[Find
             except OSError as exc:
                 stats.unreadable.append(f"{key}=={version} {rel}: {exc.strerror}")
                 continue
-            yield from scan_source(data, dist=key, version=version, file=rel, stats=stats)
+            sources[rel] = data
+        yield from scan_package(sources, dist=key, version=version, stats=stats)
 
 
 def scan(paths: Iterable[str], stats: Stats) -> Iterator[Finding]:

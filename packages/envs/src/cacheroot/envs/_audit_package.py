@@ -1,0 +1,225 @@
+"""The static audit over one distribution at a time: values followed across its modules.
+
+A location is often decided in one module and used in another: a directory function in
+``config.py`` whose result a download in ``http.py`` lands in, a constant imported relatively
+(``from .utils import CACHE_DIR``), a module read by attribute (``config.CACHE``). Each
+distribution is read as a :class:`Package`: its modules are named from their paths, imports
+(relative ones too) resolve to the package's own modules, and every write or download of every
+module is followed back through them (:func:`._audit_flow.origins`) to the place its path comes
+from, in whichever module that lies.
+
+Writes are found three ways: a call that writes or downloads into a path
+(:func:`._audit_flow.sink_paths`, :func:`._audit_flow.download_paths`); a call of a function of
+the package whose parameter reaches such a write inside it (each function's parameters are
+summarised first, a few rounds deep); and a write inside a function that fetches from the
+network, which makes it a download.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from ._audit_ast import Finding, Unfollowed, _Module, _Visitor, canonical
+from ._audit_flow import (
+    FETCHED,
+    PER_RUN,
+    SINK_RANK,
+    WRITE,
+    download_paths,
+    fetches,
+    origins,
+    per_run,
+    sink_paths,
+)
+from ._audit_names import dotted
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+#: A sink: the call, the path it writes, the kind of sink, how.
+Sink = tuple[ast.Call, ast.expr, str, str]
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+#: How many times a parameter's write is carried to the callers of its function.
+_ROUNDS = 3
+
+
+def module_name(file: str) -> str:
+    """``pkg/sub/mod.py`` -> ``pkg.sub.mod``; ``pkg/__init__.py`` -> ``pkg``."""
+    parts = file.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+class Package:
+    """The Python files of one distribution (or source tree), parsed when first needed."""
+
+    def __init__(self, dist: str, version: str, sources: dict[str, bytes]) -> None:
+        self.dist, self.version = dist, version
+        self.data = sources
+        self.files = {module_name(f): f for f in sources}
+        #: A module also by every dotted tail of its name (``src.demo.x`` as ``demo.x``), when
+        #: no other module has that tail.
+        self._tails: dict[str, str | None] = {}
+        for name in self.files:
+            parts = name.split(".")
+            for i in range(1, len(parts)):
+                tail = ".".join(parts[i:])
+                self._tails[tail] = None if tail in self._tails else name
+        self._loaded: dict[str, _Module | None] = {}
+        self.unparsable: list[str] = []
+
+    def module(self, name: str) -> _Module | None:
+        """The module ``name`` of the package, parsed and indexed (``None``: none, or it does
+        not parse)."""
+        if name not in self._loaded:
+            file = self.files[name]
+            try:
+                tree = ast.parse(self.data[file], filename=file)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self.unparsable.append(file)
+                self._loaded[name] = None
+            else:
+                self._loaded[name] = _Module(canonical(tree), file, name, self)
+        return self._loaded[name]
+
+    def find(self, name: str) -> str | None:
+        """The package's module called ``name`` (in full, or by a tail only it has)."""
+        if name in self.files:
+            return name
+        return self._tails.get(name)
+
+    def symbol(self, name: str) -> tuple[_Module, str] | None:
+        """``(module, attribute)`` for ``pkg.mod.attr``; ``(module, "")`` for ``pkg.mod``."""
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            found = self.find(".".join(parts[:i]))
+            if found is None:
+                continue
+            rest = parts[i:]
+            module = self.module(found)
+            if module is None or len(rest) > 1:
+                return None
+            return module, rest[0] if rest else ""
+        return None
+
+
+def analyse_package(
+    package: Package, files: Iterable[str]
+) -> tuple[list[Finding], list[Unfollowed]]:
+    """Every finding of ``files`` (modules of ``package``), by file and line, with every write
+    of the package followed, and what could not be followed."""
+    visitors: dict[int, _Visitor] = {}
+    for file in files:
+        module = package.module(module_name(file))
+        if module is not None:
+            visitor = _Visitor(module, package.dist, package.version, file)
+            visitors[id(module)] = visitor
+            visitor.collect()
+    summaries = _summaries(list(visitors.values()))
+    for visitor in list(visitors.values()):
+        for call, path, sink, how in _sinks(visitor, summaries):
+            scope = visitor.m.scope_of.get(call, visitor.m.tree)
+            for module, leaf in origins(visitor.m, path, scope):
+                owner = visitors.get(id(module))
+                if owner is None:  # a module parsed only to follow a value through it
+                    owner = _Visitor(module, package.dist, package.version, module.file)
+                    owner.collect()
+                    visitors[id(module)] = owner
+                owner.reached(leaf, call=call, path=path, sink=(sink, how), where=visitor)
+    found: list[Finding] = []
+    unfollowed: list[Unfollowed] = []
+    for visitor in visitors.values():
+        found += visitor.finish()
+        unfollowed += visitor.unfollowed
+    found.sort(key=lambda f: (f.file, f.line, f.variable or ""))
+    unfollowed.sort(key=lambda u: (u.file, u.line, u.what))
+    return found, unfollowed
+
+
+#: Per function (by id), the parameters whose value reaches a write: name -> (kind, how).
+Summaries = dict[int, dict[str, tuple[str, str]]]
+
+
+def _direct(visitor: _Visitor) -> list[Sink]:
+    """The writes and downloads of a module's own calls; a write inside a function that
+    fetches from the network is a download."""
+    m = visitor.m
+    fetching: dict[int, bool] = {}
+    out: list[Sink] = []
+    for node in m.candidates:
+        if not isinstance(node, ast.Call):
+            continue
+        name = dotted(node.func)
+        found = sink_paths(node, name) + download_paths(node, name)
+        if not found:
+            continue
+        scope = m.scope_of.get(node, m.tree)
+        if id(scope) not in fetching:
+            fetching[id(scope)] = not isinstance(scope, ast.Module) and fetches(m, scope)
+        for path, sink, how in found:
+            if sink == WRITE and per_run(m, path, scope):
+                out.append((node, path, PER_RUN, f"{how}, under a name made on every run"))
+            elif sink == WRITE and fetching[id(scope)]:
+                out.append((node, path, FETCHED, f"{how} in a function that downloads"))
+            else:
+                out.append((node, path, sink, how))
+    return out
+
+
+def _sinks(visitor: _Visitor, summaries: Summaries) -> list[Sink]:
+    """A module's writes: its own, and the arguments it gives to a parameter of a function of
+    the package that reaches a write."""
+    m = visitor.m
+    out = _direct(visitor)
+    for node in m.candidates:
+        if not isinstance(node, ast.Call):
+            continue
+        called = m.function_at(node, m.scope_of.get(node, m.tree))
+        if called is None:
+            continue
+        summary = summaries.get(id(called[1]))
+        if not summary:
+            continue
+        for param, value in _bind(node, called[1]):
+            if param in summary:
+                sink, how = summary[param]
+                out.append((node, value, sink, f"{how}, through {called[1].name}({param}=)"))
+    return out
+
+
+def _bind(call: ast.Call, fn: _Function) -> list[tuple[str, ast.expr]]:
+    """``(parameter, argument)`` for each argument of ``call`` to ``fn``."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    out = [(p, a) for p, a in zip(params, call.args, strict=False)]
+    out += [(k.arg, k.value) for k in call.keywords if k.arg]
+    return out
+
+
+def _summaries(visitors: list[_Visitor]) -> Summaries:
+    """Which parameters of each function reach a write, carried :data:`_ROUNDS` calls deep."""
+    summaries: Summaries = {}
+    for _ in range(_ROUNDS):
+        changed = False
+        for visitor in visitors:
+            m = visitor.m
+            for call, path, sink, how in _sinks(visitor, summaries):
+                scope = m.scope_of.get(call, m.tree)
+                if isinstance(scope, ast.Module | ast.Lambda):
+                    continue
+                for module, leaf in origins(m, path, scope):
+                    if module is not m or not isinstance(leaf, ast.arg):
+                        continue
+                    if m.params.get((scope, leaf.arg)) is not leaf:
+                        continue
+                    known = summaries.setdefault(id(scope), {})
+                    old = known.get(leaf.arg)
+                    if old is None or SINK_RANK[old[0]] < SINK_RANK[sink]:
+                        known[leaf.arg] = (sink, how)
+                        changed = True
+        if not changed:
+            break
+    return summaries
