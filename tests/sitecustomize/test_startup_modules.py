@@ -1,0 +1,65 @@
+"""What start-up loads: the hook's fast path only, and the full layout only for a pin.
+
+The layout module (``_cacheroot_layout``: the documented table, the doctor's resolver) is what
+the hook's start-up cost was made of; a fresh interpreter with ``CACHEROOT`` set must apply the
+layout without it, from ``_cacheroot_start``. A process without ``CACHEROOT`` that finds a pin
+file hands over to the layout, which reads and judges the pin.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from cacheroot.envs import CACHEROOT, CACHEROOT_PIN_FILE
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.sitecustomize.conftest import Interpreter
+
+#: Prints which of the hook's modules this interpreter loaded, and where HF_HOME points.
+PROBE = (
+    "import json, os, sys; print(json.dumps({'modules': sorted(m for m in sys.modules "
+    "if m.startswith('_cacheroot')), 'HF_HOME': os.environ.get('HF_HOME')}))"
+)
+
+
+def started(interp: Interpreter, env: dict[str, str]) -> dict[str, object]:
+    proc = interp.run([sys.executable, "-c", PROBE], env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    found: dict[str, object] = json.loads(proc.stdout)
+    return found
+
+
+def test_a_process_with_a_root_loads_only_the_fast_path(
+    interp: Interpreter, child_env: dict[str, str], tmp_path: Path
+) -> None:
+    found = started(interp, {**child_env, CACHEROOT: str(tmp_path / "root")})
+    assert found == {"modules": ["_cacheroot_start"], "HF_HOME": f"{tmp_path}/root/huggingface"}
+
+
+def test_a_process_without_a_root_or_a_pin_loads_only_the_fast_path(
+    interp: Interpreter, child_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**child_env, CACHEROOT_PIN_FILE: str(tmp_path / "no-pin"), "HOME": str(tmp_path)}
+    found = started(interp, env)
+    assert found == {"modules": ["_cacheroot_start"], "HF_HOME": f"{tmp_path}/.cache/huggingface"}
+
+
+def test_a_pin_is_read_by_the_full_layout(
+    interp: Interpreter, child_env: dict[str, str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "etc"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    pin = folder / "pin"
+    pin.write_text(f"CACHEROOT={tmp_path}/pinned\n", encoding="utf-8")
+    pin.chmod(0o644)
+    found = started(interp, {**child_env, CACHEROOT_PIN_FILE: str(pin)})
+    assert found == {
+        "modules": ["_cacheroot_layout", "_cacheroot_start"],
+        "HF_HOME": f"{tmp_path}/pinned/huggingface",
+    }
