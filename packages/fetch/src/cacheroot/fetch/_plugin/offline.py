@@ -11,10 +11,12 @@ session with the list.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
 import sys
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -28,6 +30,7 @@ from cacheroot.envs import (
 
 from .._errors import FetchError
 from .._progress import counted
+from .._redact import redact_url
 from .._warm import HIT, warm_manifest
 from .figures import Figures
 
@@ -41,7 +44,9 @@ __all__ = [
     "WARM_HINT",
     "flush_said",
     "go_offline",
+    "manifest_entry",
     "manifests",
+    "miss_hint",
     "offline_first",
     "warm_hint",
 ]
@@ -94,6 +99,74 @@ def warm_hint(paths: Sequence[str]) -> str:
     return (
         f"list it in one of this run's manifests (--cacheroot-manifest {', '.join(paths)}) and "
         f"run {WARM_HINT} on it before the tests"
+    )
+
+
+def manifest_entry(
+    url: str, *, sha256: str | None, namespace: str = "downloads", filename: str | None = None
+) -> str:
+    """The ``[[asset]]`` entry that warms ``url`` (TOML, credentials redacted), one field a line.
+
+    Without a known digest, ``sha256`` holds what to put there instead.
+    """
+    digest = sha256.lower() if sha256 else "<64 hex digits: sha256sum of the file>"
+    lines = ["[[asset]]", f"url = {json.dumps(redact_url(url))}", f'sha256 = "{digest}"']
+    lines.append(f"namespace = {json.dumps(namespace)}")
+    if filename is not None:
+        lines.append(f"filename = {json.dumps(filename)}")
+    return "\n".join(lines)
+
+
+def _on_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine (a server that lives as long as what started it)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def miss_hint(
+    url: str,
+    *,
+    sha256: str | None = None,
+    namespace: str = "downloads",
+    filename: str | None = None,
+    paths: Sequence[str] = (),
+    own_root: bool = False,
+) -> str:
+    """What to do about an offline run's miss of ``url``: only commands that can still work.
+
+    - The miss is in a cache root the test made for itself (``own_root``): no warm step before
+      the run reaches that root, so neither ``cacheroot fetch`` nor a manifest entry helps.
+    - ``url`` is on loopback: its server ran on this machine for the tests (a test's port is
+      gone after the run), so there is no ``cacheroot fetch`` of it, only the manifest entry to
+      add, warmed while a server listens at that address.
+    - Otherwise: the ``cacheroot fetch`` command, or the manifest entry and ``cacheroot warm``.
+    """
+    if own_root:
+        return (
+            "the test reads a cache root it made for itself, which nothing before the run can "
+            "warm: let that test fetch with the offline switches off for its own root (data "
+            "from a server it starts needs no network), or have it read the run's volume"
+        )
+    manifest = f"this run's manifest ({paths[0]})" if len(paths) == 1 else "the run's manifest"
+    warm = f"`cacheroot warm {paths[0]}`" if len(paths) == 1 else WARM_HINT
+    entry = manifest_entry(url, sha256=sha256, namespace=namespace, filename=filename)
+    if _on_loopback(url):
+        where = urllib.parse.urlsplit(url).netloc.rpartition("@")[2]
+        return (
+            f"its server ({where}) is on the machine that ran the tests, so no later "
+            f"`cacheroot fetch` reaches it: add this entry to {manifest} and run {warm} while a "
+            f"server listens at {where}, before the tests:\n{entry}"
+        )
+    extra = f" --namespace {namespace}" if namespace != "downloads" else ""
+    extra += f" --filename {filename}" if filename is not None else ""
+    return (
+        f"warm it with `cacheroot fetch {redact_url(url)}{extra}`, or add this entry to "
+        f"{manifest} and run {warm} before the tests:\n{entry}"
     )
 
 
