@@ -832,3 +832,96 @@ def test_the_runners_mount_the_checkout_and_run_in_it(
         f"{RUNNERS[tag]}: CHECKOUT={tmp_path} holds no noxfile.py: point it at a cacheroot "
         "checkout, or set CHECKOUT=none when the image holds the checkout at its WORKDIR"
     )
+
+
+def pipeline_jobs(commit: str) -> list[tuple[str, dict[str, str], str]]:
+    """``ci/pipeline.yml``'s jobs in the order Buildkite runs them: (label, env, command).
+
+    The upload's interpolation is applied (``{{matrix}}``, ``$BUILDKITE_COMMIT``, ``$$`` to
+    ``$``); a matrix step gives a job per value, a step with ``parallelism`` one per shard
+    (``BUILDKITE_PARALLEL_JOB`` and ``BUILDKITE_PARALLEL_JOB_COUNT`` set, as the agent sets
+    them); a step that ``depends_on`` another runs after all of that step's jobs.
+    """
+    yaml = pytest.importorskip("yaml", reason="PyYAML reads the pipeline example")
+    pipeline = yaml.safe_load((CI / "pipeline.yml").read_text())
+    jobs: list[tuple[str, dict[str, str], str]] = []
+    for step in pipeline["steps"]:
+        for value in step.get("matrix", [""]):
+            count = int(step.get("parallelism", 0))
+            for shard in range(count) if count else [None]:
+
+                def upload(text: str, value: str = value) -> str:
+                    text = text.replace("{{matrix}}", value).replace("$BUILDKITE_COMMIT", commit)
+                    return text.replace("$$", "$")
+
+                env = {k: upload(str(v)) for k, v in {**pipeline["env"], **step["env"]}.items()}
+                if shard is not None:
+                    env.update(
+                        BUILDKITE_PARALLEL_JOB=str(shard), BUILDKITE_PARALLEL_JOB_COUNT=str(count)
+                    )
+                jobs.append((upload(step["label"]), env, upload(step["command"])))
+    return jobs
+
+
+def test_the_pipeline_s_jobs_run_in_order_with_the_repository_s_values(
+    bash: str, script_env: dict[str, str], fake_bin: Path, tmp_path: Path
+) -> None:
+    """Each job's command runs under bash as an agent runs it, in a checkout of this tree, with
+    the pipeline's own ``env``. Stood in for: the container runtime (a ``docker`` that records
+    its arguments: no engine runs here), the cache plugin's restore and save (the volume stays
+    on this host), and the agent's disk (``CACHEROOT`` in ``tmp_path``, not ``/mnt``)."""
+    runtime = FakeRuntime(fake_bin, "docker")
+    checkout = tmp_path / "checkout"  # the agent's checkout: the scripts and the noxfile
+    checkout.mkdir()
+    for name in ("ci", "noxfile.py"):
+        (checkout / name).symlink_to(CI.parent / name)
+    volume = tmp_path / "mnt" / "cacheroot"
+    jobs = pipeline_jobs("0123abc")
+    assert [label for label, _, _ in jobs] == [
+        ":fire: warm the cache volume (rocm)",
+        ":fire: warm the cache volume (cuda)",
+        *(":amd: tests-rocm %n",) * 4,
+        *(":nvidia: tests-cuda %n",) * 4,
+    ]
+    for label, values, command in jobs:
+        assert values["CACHEROOT"] == "/mnt/cacheroot"
+        env = {**script_env, **values, "CACHEROOT": str(volume), "RENDER_DEVICES": "/dev/dri/r0"}
+        out = subprocess.run(
+            [bash, "-eo", "pipefail", "-c", command],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, (label, out.stdout, out.stderr)
+    calls = runtime.calls()
+    assert len(calls) == len(jobs)
+    sessions = []
+    for call in calls:
+        image = next(i for i, w in enumerate(call) if w.startswith("registry.example.com/"))
+        sessions.append((call[image], *call[image + 1 :]))
+        assert f"--volume={volume}:/cacheroot" in call
+        assert f"--volume={checkout}:/workspace" in call
+        assert f"--volume={checkout}/artifacts:/artifacts" in call
+        assert "--env=PYTEST_ADDOPTS=--cacheroot-hub" in call
+    assert sessions == [
+        ("registry.example.com/cacheroot-ci-rocm:0123abc", "nox", "-s", "warm"),
+        ("registry.example.com/cacheroot-ci-cuda:0123abc", "nox", "-s", "warm"),
+        *(
+            (
+                f"registry.example.com/cacheroot-ci-{tag}:0123abc",
+                "nox",
+                "-s",
+                f"tests-{tag}",
+                "--",
+                f"--cacheroot-report=/artifacts/cacheroot-report-{tag}-{shard}.json",
+            )
+            for tag in ("rocm", "cuda")
+            for shard in range(4)
+        ),
+    ]
+    shards = [c for c in calls if "--env=BUILDKITE_PARALLEL_JOB" in c]
+    assert len(shards) == 8
+    assert all("--env=BUILDKITE_PARALLEL_JOB_COUNT" in c for c in shards)
