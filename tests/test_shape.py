@@ -158,11 +158,68 @@ def test_the_hub_wing_imports_the_core_only_and_is_reached_through_its_seams() -
     assert callers == HUB_SEAMS
 
 
+#: The wings of ``cacheroot.fetch``: private subpackages, one per concept, built on the download
+#: core (the package's top-level modules). The core imports no wing; only the package itself (its
+#: public API) imports the wings, and a wing imports another only through these seams.
+WINGS = ("_hub", "_models", "_plugin", "_tier", "_upkeep", "_warm")
+FETCH = "cacheroot.fetch"
+SEAMS = {
+    ("cacheroot.fetch._plugin.fixtures", "cacheroot.fetch._models.model"),
+    ("cacheroot.fetch._plugin.fixtures", "cacheroot.fetch._models.snapshot"),
+    ("cacheroot.fetch._plugin.hub", "cacheroot.fetch._hub.cli"),
+    ("cacheroot.fetch._plugin.hub", "cacheroot.fetch._hub.service"),
+    ("cacheroot.fetch._plugin.offline", "cacheroot.fetch._hub.service"),
+    ("cacheroot.fetch._plugin.offline", "cacheroot.fetch._warm.warm"),
+    ("cacheroot.fetch._tier.cli", "cacheroot.fetch._upkeep.budget"),
+    ("cacheroot.fetch._tier.cli", "cacheroot.fetch._upkeep.survey"),
+    ("cacheroot.fetch._tier.layers", "cacheroot.fetch._upkeep.in_use"),
+    ("cacheroot.fetch._upkeep.cli", "cacheroot.fetch._warm.manifest"),
+    ("cacheroot.fetch._upkeep.cli", "cacheroot.fetch._warm.warm"),
+    ("cacheroot.fetch._warm.manifest", "cacheroot.fetch._models.model"),
+}
+
+
+def _wing_of(module: str) -> str | None:
+    """The wing ``module`` belongs to; ``None`` for the core, the package and other packages."""
+    parts = module.split(".")
+    if module.startswith(FETCH + ".") and parts[2] in WINGS:
+        return parts[2]
+    return None
+
+
+def test_the_wings_import_the_core_and_each_other_only_through_named_seams() -> None:
+    graph = import_graph(_roots())
+    wings = {w for m in graph if (w := _wing_of(m)) is not None}
+    assert wings == set(WINGS)  # the graph is the real one: every wing has modules
+    crossing = {
+        (module, target)
+        for module, targets in graph.items()
+        for target in targets
+        if _wing_of(target) is not None
+        and _wing_of(module) != _wing_of(target)
+        and module != FETCH  # the public API imports what it exports
+    }
+    assert crossing == SEAMS, (sorted(crossing - SEAMS), sorted(SEAMS - crossing))
+    core = {m for m in graph if m.startswith(FETCH + ".") and _wing_of(m) is None}
+    assert {"cacheroot.fetch._fetcher", "cacheroot.fetch._shared", "cacheroot.fetch.store"} <= core
+
+
+@pytest.mark.parametrize("wing", WINGS)
+def test_each_wing_says_what_it_owns_and_what_it_may_import(wing: str) -> None:
+    init = ROOT / "packages/fetch/src/cacheroot/fetch" / wing / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    assert "What it may import" in doc, f"{init}: the docstring says what the wing may import"
+    for module, target in SEAMS:
+        if _wing_of(module) == wing:
+            seam = "." + target.removeprefix(FETCH)
+            assert seam in doc, f"{init}: the docstring names the seam {seam}"
+
+
 def test_no_import_circles() -> None:
     graph = import_graph(_roots())
     # The graph is the real one: these modules and edges exist.
-    assert {"cacheroot.fetch", "cacheroot.fetch._cache", "_cacheroot_layout"} <= set(graph)
-    assert "cacheroot.fetch._warm" in graph["cacheroot.fetch._cache_cli"]
+    assert {"cacheroot.fetch", "cacheroot.fetch._upkeep.cache", "_cacheroot_layout"} <= set(graph)
+    assert "cacheroot.fetch._warm.warm" in graph["cacheroot.fetch._upkeep.cli"]
     assert "cacheroot.fetch.store" in graph["cacheroot.mediacache._store"]
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle or ())

@@ -24,8 +24,8 @@ from cacheroot.envs import (
     resolve,
 )
 from cacheroot.fetch import CacheMissError, Fetcher, Model, cache_dir, warm_snapshot
-from cacheroot.fetch import _snapshot as snapshot_module
 from cacheroot.fetch._fetcher import cache_only
+from cacheroot.fetch._models import snapshot as snapshot_module
 
 from .origin import Origin, body
 

@@ -44,7 +44,7 @@ GROUP, UID_A, UID_B = 61000, 61001, 61002
 #: then ``_VLLM_TEST_CACHE`` = ``argv[2]`` and ``args`` = the JSON of ``argv[3]``.
 PREAMBLE = """
 import json, os, sys, time
-import cacheroot.fetch._cache, cacheroot.fetch._http, filelock
+import cacheroot.fetch._upkeep.cache, cacheroot.fetch._http, filelock
 import encodings.ascii, encodings.idna, encodings.latin_1, encodings.utf_8
 from cacheroot.fetch import ChecksumError, FetchError, Fetcher, stats
 from cacheroot.fetch.store import PathLock, lock_path
@@ -239,7 +239,7 @@ def test_a_member_waits_on_anothers_lock_then_proceeds(
 
 
 MAINTAIN = """
-from cacheroot.fetch._cache import prune, verify
+from cacheroot.fetch._upkeep.cache import prune, verify
 checked = [(row["name"], row["status"]) for row in verify(sys.argv[2])]
 report = prune(sys.argv[2], max_size=0, grace=0.0)
 say(verified=checked, removed=[r["name"] for r in report["removed"]], kept=report["kept"])

@@ -19,7 +19,7 @@ import pytest
 from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE, VLLM_TEST_CACHE_ONLY
 from cacheroot.fetch import _store as store
 from cacheroot.fetch import cache_dir, fetch, reset_stats, stats
-from cacheroot.fetch._cache import entries
+from cacheroot.fetch._upkeep.cache import entries
 from cacheroot.fetch.store import partials
 from cacheroot.fetch.vllm_compat import (
     download_to_vllm_test_cache,

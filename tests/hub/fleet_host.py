@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def _pause_before_record(paused: str) -> None:
     """Stop the write-through after blobs and links, before the record (forever)."""
-    from cacheroot.fetch import _snapshot_shared
+    from cacheroot.fetch._models import shared as _snapshot_shared
 
     for name in ("_hf_push", "_ms_push"):
         real = getattr(_snapshot_shared, name)
@@ -52,7 +52,7 @@ def _files(top: Path, l1: str) -> dict[str, list[Any]]:
 def prepare(job: dict[str, Any], wait: Callable[[str], None]) -> Callable[[], dict[str, Any]]:
     """Before the gate: the hub's client imported, the pause set; returns the host's work."""
     from cacheroot.fetch import Model
-    from cacheroot.fetch._snapshot import warm_snapshot
+    from cacheroot.fetch._models.snapshot import warm_snapshot
 
     if job["spec"].get("hub", "hf") == "hf":
         import huggingface_hub

@@ -19,7 +19,7 @@ from typing import Any
 
 def _run(op: str, spec_args: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
     from cacheroot.fetch import Model
-    from cacheroot.fetch._snapshot import offline_snapshot_path, warm_snapshot
+    from cacheroot.fetch._models.snapshot import offline_snapshot_path, warm_snapshot
 
     spec = Model(**spec_args)
     if op == "warm":
@@ -52,7 +52,7 @@ def _run(op: str, spec_args: dict[str, Any], kw: dict[str, Any]) -> dict[str, An
 def main() -> None:
     """Parse the request, optionally wait at the gate, run it, print the outcome."""
     request = json.loads(sys.argv[1])
-    import cacheroot.fetch._snapshot  # noqa: F401 - import before the gate, like a worker would
+    import cacheroot.fetch._models.snapshot  # noqa: F401 - import before the gate, like a worker would
 
     if request.get("gate"):
         # A test worker has its hub client imported long before it needs a model; import it

@@ -10,7 +10,7 @@ import pytest
 
 from cacheroot.fetch import Model
 from cacheroot.fetch._errors import CacheMissError
-from cacheroot.fetch._snapshot import (
+from cacheroot.fetch._models.snapshot import (
     UnpinnedRevisionWarning,
     check_snapshot,
     offline_snapshot_path,

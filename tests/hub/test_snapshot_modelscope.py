@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cacheroot.fetch import Model
-from cacheroot.fetch._snapshot import check_snapshot, offline_snapshot_path
+from cacheroot.fetch._models.snapshot import check_snapshot, offline_snapshot_path
 
 from .conftest import FILES
 

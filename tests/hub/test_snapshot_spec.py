@@ -12,7 +12,8 @@ import pytest
 from cacheroot.fetch import Model
 from cacheroot.fetch._errors import CacheMissError, LockTimeout
 from cacheroot.fetch._lock import PathLock
-from cacheroot.fetch._snapshot import (
+from cacheroot.fetch._models.hubs import select
+from cacheroot.fetch._models.snapshot import (
     UnpinnedRevisionWarning,
     check_snapshot,
     lock_path,
@@ -20,7 +21,6 @@ from cacheroot.fetch._snapshot import (
     record_path,
     warm_snapshot,
 )
-from cacheroot.fetch._snapshot_hubs import select
 from cacheroot.fetch.store import retry_after
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -19,7 +19,7 @@ import pytest
 
 from cacheroot.fetch import Model
 from cacheroot.fetch._errors import CacheMissError
-from cacheroot.fetch._snapshot import check_snapshot, offline_snapshot_path
+from cacheroot.fetch._models.snapshot import check_snapshot, offline_snapshot_path
 
 from .conftest import FILES
 

@@ -58,8 +58,8 @@ _AS_OTHER = f"""
 import os, sys
 from cacheroot.envs import _cli
 _cli.parser()
-import cacheroot.fetch._cache, cacheroot.fetch._fetcher, cacheroot.fetch._lock
-import cacheroot.fetch._archive, cacheroot.fetch._manifest, cacheroot.fetch._warm
+import cacheroot.fetch._upkeep.cache, cacheroot.fetch._fetcher, cacheroot.fetch._lock
+import cacheroot.fetch._archive, cacheroot.fetch._warm.manifest, cacheroot.fetch._warm.warm
 import filelock, json, hashlib, shutil, datetime, uuid, socket, contextlib
 os.setgroups([])
 os.setgid({OTHER_UID})

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 import pytest
 from huggingface_hub import scan_cache_dir
 
-from cacheroot.fetch import _budget, _survey
-from cacheroot.fetch._budget import apply, plan
-from cacheroot.fetch._prune_report import prune_root
+from cacheroot.fetch._upkeep import budget as _budget
+from cacheroot.fetch._upkeep import survey as _survey
+from cacheroot.fetch._upkeep.budget import apply, plan
+from cacheroot.fetch._upkeep.prune_report import prune_root
 from cacheroot.fetch._used import used_path
 
 from .conftest import cli, cli_json

@@ -296,7 +296,7 @@ STRESS_CHILD = textwrap.dedent(
 
 @pytest.mark.slow
 def test_prune_in_a_loop_while_processes_download(origin: Origin) -> None:
-    from cacheroot.fetch._cache import prune
+    from cacheroot.fetch._upkeep.cache import prune
 
     jobs = []
     for i in range(4):

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cacheroot.envs import CACHEROOT_TAG
-from cacheroot.fetch._cachekey import cache_key
-from cacheroot.fetch._manifest import parse_manifest
+from cacheroot.fetch._warm.cachekey import cache_key
+from cacheroot.fetch._warm.manifest import parse_manifest
 
 from .conftest import cli
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cacheroot.fetch import Model
-from cacheroot.fetch._manifest import Asset, ManifestError, load_manifest, parse_manifest
+from cacheroot.fetch._warm.manifest import Asset, ManifestError, load_manifest, parse_manifest
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -193,7 +193,7 @@ def test_manifest_error_pickles() -> None:
 
 
 def test_fallback_urls_parse_and_leave_the_entry_and_its_key_alone(tmp_path: Path) -> None:
-    from cacheroot.fetch._cachekey import cache_key
+    from cacheroot.fetch._warm.cachekey import cache_key
 
     plain = f'[[asset]]\nurl = "https://h/x"\nsha256 = "{SHA}"\nnamespace = "ns"\n'
     with_urls = plain + 'urls = ["https://mirror.example/x", "file:///srv/mirror/x"]\n'

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cacheroot.fetch import Fetcher, build_once
-from cacheroot.fetch._cache import entries
 from cacheroot.fetch._fetcher import cache_dir
-from cacheroot.fetch._manifest import ManifestError, parse_manifest
 from cacheroot.fetch._store import read_meta
+from cacheroot.fetch._upkeep.cache import entries
 from cacheroot.fetch._used import used_path
+from cacheroot.fetch._warm.manifest import ManifestError, parse_manifest
 from cacheroot.fetch.store import lock_path
 from cacheroot.fetch.vllm_compat import download_to_vllm_test_cache
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cacheroot.fetch._archive import extracted_path
-from cacheroot.fetch._warm import warm_manifest
+from cacheroot.fetch._warm.warm import warm_manifest
 
 from .conftest import cli, cli_json
 
@@ -141,7 +141,7 @@ def test_extract_unpacks_once(origin: Origin, tmp_path: Path) -> None:
 def test_model_entries_go_through_the_hub_client(origin: Origin, tmp_path: Path) -> None:
     # The local hub of the model-snapshot tests, and the snapshot support it exercises.
     hubserver = pytest.importorskip("hub.hubserver", reason="the local hub is not installed")
-    pytest.importorskip("cacheroot.fetch._snapshot", reason="no model snapshot support")
+    pytest.importorskip("cacheroot.fetch._models.snapshot", reason="no model snapshot support")
     repo = hubserver.HubRepo(
         "acme/ops-model",
         {"config.json": b'{"hidden_size": 8}', "model.safetensors": bytes(range(256)) * 8},

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch._budget import apply, plan
-from cacheroot.fetch._cache import prune
-from cacheroot.fetch._in_use import lock_held
+from cacheroot.fetch._upkeep.budget import apply, plan
+from cacheroot.fetch._upkeep.cache import prune
+from cacheroot.fetch._upkeep.in_use import lock_held
 
 from .hostile import cli, put, sentinels, snapshot
 

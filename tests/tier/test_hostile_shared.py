@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch import _tier
+from cacheroot.fetch._tier import layers as _tier
 
 from .hostile import cli, put, sentinels, snapshot
 

@@ -21,8 +21,8 @@ import pytest
 from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED
 from cacheroot.envs._cli import main as cli
 from cacheroot.fetch import _proc
-from cacheroot.fetch._budget import LEFTOVER, plan
-from cacheroot.fetch._prune_report import prune_root
+from cacheroot.fetch._upkeep.budget import LEFTOVER, plan
+from cacheroot.fetch._upkeep.prune_report import prune_root
 
 M = 1 << 20
 #: Prunes ``argv[1]`` to nothing, stopping for good after its renames (``argv[2]`` names them).
@@ -30,7 +30,7 @@ PRUNER = textwrap.dedent(
     """
     import sys, threading
     from pathlib import Path
-    from cacheroot.fetch import _budget
+    from cacheroot.fetch._upkeep import budget as _budget
 
     def stop(aside, done):
         Path(sys.argv[2] + ".tmp").write_text("\\n".join(moved for _, moved in aside))

@@ -20,9 +20,9 @@ import pytest
 
 from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED
 from cacheroot.fetch import Fetcher, build_once
+from cacheroot.fetch._models.shared import tiers
 from cacheroot.fetch._shared import counterpart
-from cacheroot.fetch._snapshot_shared import tiers
-from cacheroot.fetch._tier import sync, up, watch
+from cacheroot.fetch._tier.layers import sync, up, watch
 
 if TYPE_CHECKING:
     from pathlib import Path

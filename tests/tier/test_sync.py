@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED
-from cacheroot.fetch._tier import sync
+from cacheroot.fetch._tier.layers import sync
 
 from .fleet import hidden_partials, visible_files, wait_for
 

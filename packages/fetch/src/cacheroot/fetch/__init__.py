@@ -25,18 +25,18 @@ from ._errors import (
     LockTimeout,
 )
 from ._fetcher import Fetcher, cache_dir, default_fetcher, fetch
-from ._manifest import Asset, Manifest, ManifestError, load_manifest, parse_manifest
-from ._model import Model
-from ._progress import FetchEvent
-from ._snapshot import (
+from ._models.model import Model
+from ._models.snapshot import (
     SnapshotReport,
     UnpinnedRevisionWarning,
     check_snapshot,
     offline_snapshot_path,
     warm_snapshot,
 )
+from ._progress import FetchEvent
 from ._stats import reset_stats, stats
-from ._warm import warm_manifest
+from ._warm.manifest import Asset, Manifest, ManifestError, load_manifest, parse_manifest
+from ._warm.warm import warm_manifest
 
 __all__ = [
     "ArchiveError",

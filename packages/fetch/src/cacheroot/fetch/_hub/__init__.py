@@ -12,6 +12,6 @@ What the wing owns: the request routes (:mod:`.routes`), the store of answers an
 (:mod:`.store`), the upstream client (:mod:`.upstream`), the server (:mod:`.server`), starting
 one as a child process (:mod:`.service`), the manifest of what was served (:mod:`.export`) and
 the command (:mod:`.cli`). What it may import: the download core of ``cacheroot.fetch``
-(``_httpvalues``, ``_redact``, ``_lock``) and ``cacheroot.envs``; never another wing. aiohttp
-is imported only here, and only when a hub runs.
+(``_cli``, ``_httpvalues``, ``_progress``, ``_shared``, ``_store``) and ``cacheroot.envs``;
+never another wing. aiohttp is imported only here, and only when a hub runs.
 """

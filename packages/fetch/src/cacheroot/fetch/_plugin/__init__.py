@@ -26,6 +26,11 @@ loads them with it and never without it:
 that warms it, and (where pytest-socket is installed) only loopback connections are allowed;
 ``--cacheroot-no-network`` asks for that guard alone. An offline run sets both variables for
 every process it starts, so unchanged vLLM tests using upstream's helper are cache-only too.
+
+What it may import: the download core of ``cacheroot.fetch`` and ``cacheroot.envs``; of the
+other wings, the hub's :mod:`.._hub.cli` and :mod:`.._hub.service` (a session's hub cache), the
+warm command :mod:`.._warm.warm` (an incomplete manifest is warmed) and :mod:`.._models.model`
+and :mod:`.._models.snapshot` (the ``model_snapshot`` fixture).
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from cacheroot.envs import CACHEROOT_MEDIA_CACHE, CACHEROOT_OPT_IN, HF_HUB_OFFLI
 
 from .._errors import CacheMissError
 from .._fetcher import cache_dir, cache_only, fetch
-from .._model import Model
+from .._models.model import Model
+from .._models.snapshot import offline_snapshot_path
 from .._redact import redact_url
-from .._snapshot import offline_snapshot_path
 from .offline import FAILURE_HOLD, PLUGIN_ATTEMPTS, manifests, warm_hint
 from .state import STATE, State
 
@@ -155,8 +155,8 @@ class ModelSnapshot:
 #: is one line on stderr (its type and message) and the status 1.
 _WARM_ONE = (
     "import json, sys\n"
-    "from cacheroot.fetch._model import Model\n"
-    "from cacheroot.fetch._snapshot import warm_snapshot\n"
+    "from cacheroot.fetch._models.model import Model\n"
+    "from cacheroot.fetch._models.snapshot import warm_snapshot\n"
     "spec = Model.from_mapping(json.loads(sys.argv[1]))\n"
     "try:\n"
     "    path = warm_snapshot(spec, failure_hold=float(sys.argv[2]), attempts=int(sys.argv[3]))\n"

@@ -31,7 +31,7 @@ from cacheroot.envs import (
 from .._errors import FetchError
 from .._progress import counted
 from .._redact import redact_url
-from .._warm import HIT, warm_manifest
+from .._warm.warm import HIT, warm_manifest
 from .figures import Figures
 
 if TYPE_CHECKING:

@@ -2,14 +2,14 @@
 
 One step before a fleet of CI jobs starts: each ``[[asset]]`` is fetched (and unpacked when it
 says ``extract = true``), each ``[[model]]`` snapshot is downloaded by its hub's own client
-(``cacheroot.fetch._snapshot``). Running it again costs no request: an asset already cached is
+(:mod:`.._models.snapshot`). Running it again costs no request: an asset already cached is
 found offline first, and a pinned complete snapshot is recognised from its record. Failures do
 not stop the others; the summary lists each with its reason and the exit status is non-zero.
 
 ``file://`` assets are read only when the caller says so (``--allow-file``): a manifest names
 paths on the machine that warms it, which may read what the manifest's author could not. A copy
 is never more readable than its source, and a mismatch does not show the digest of a source
-that not everyone may read (see :mod:`._http`).
+that not everyone may read (see :mod:`.._http`).
 
 The command prints a line on standard error as each entry is done (and one per retry as it
 happens): a CI log shows what was hit, what was downloaded from where and how fast, while it
@@ -31,23 +31,23 @@ from typing import TYPE_CHECKING, Any
 
 from cacheroot.envs.units import format_size
 
-from ._archive import MAX_SIZE, extract_entry, extracted_path
-from ._cachekey import cache_key, environ_tag
-from ._cli import seconds_arg
-from ._errors import CacheMissError, FetchError
-from ._manifest import Asset, Manifest, load_manifest
-from ._naming import entry_path
-from ._progress import FAILED as FAILED_EVENT
-from ._progress import SHARED_TIER, FetchEvent, LineReporter, counted
-from ._redact import redact_url
-from ._used import touch_used
+from .._archive import MAX_SIZE, extract_entry, extracted_path
+from .._cli import seconds_arg
+from .._errors import CacheMissError, FetchError
+from .._naming import entry_path
+from .._progress import FAILED as FAILED_EVENT
+from .._progress import SHARED_TIER, FetchEvent, LineReporter, counted
+from .._redact import redact_url
+from .._used import touch_used
+from .cachekey import cache_key, environ_tag
+from .manifest import Asset, Manifest, load_manifest
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from ._fetcher import Fetcher
-    from ._model import Model
-    from ._progress import Reporter
+    from .._fetcher import Fetcher
+    from .._models.model import Model
+    from .._progress import Reporter
 
 #: Exit statuses, documented in ``--help``.
 OK, FAILED, USAGE = 0, 1, 2
@@ -64,7 +64,7 @@ HIT, MISS, MISSING, FAILURE = "hit", "miss", "missing", "failed"
 
 def _snapshot_module() -> ModuleType:
     try:
-        return importlib.import_module("cacheroot.fetch._snapshot")
+        return importlib.import_module("cacheroot.fetch._models.snapshot")
     except ImportError as exc:
         raise FetchError(
             f"model snapshot support is not installed ({exc}); install cacheroot-fetch with "
@@ -104,7 +104,7 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
     cached = fetcher.cached(asset.url, **kwargs_cached(kwargs))
     if check and cached is None:
         # --check never downloads, nor copies from the shared tier: it says what this host has.
-        from ._fetcher import cache_dir  # noqa: PLC0415 - requests only when warming
+        from .._fetcher import cache_dir  # noqa: PLC0415 - requests only when warming
 
         where = entry_path(cache_dir(), asset.namespace, asset.url, asset.filename)
         return _row(asset, MISSING, path=where, reason="not cached")
@@ -239,7 +239,7 @@ def warm_manifest(
     (seconds, ``None``: none) bounds each asset's download, retries and waits included, as
     :class:`~cacheroot.fetch.Fetcher`'s does.
     """
-    from ._fetcher import Fetcher  # noqa: PLC0415 - requests only when warming
+    from .._fetcher import Fetcher  # noqa: PLC0415 - requests only when warming
 
     m = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     started = time.monotonic()

@@ -1,6 +1,6 @@
 """Two tiers for the caches that libraries write themselves (Hugging Face, Triton, Inductor, ...).
 
-cacheroot's own entries go through the shared tier file by file (:mod:`._shared`). The other
+cacheroot's own entries go through the shared tier file by file (:mod:`.._shared`). The other
 caches of the layout are written by their libraries, which know nothing of tiers, so the tiers
 are joined around the run instead:
 
@@ -20,12 +20,12 @@ private temporary file, an fsync, a hard link that fails if the name exists, and
 the directory. A sync killed at any point leaves only hidden partials (removed by the next sync
 on the same host, or once abandoned for an hour by any host); running it again finishes the job.
 
-Neither :func:`up` nor :func:`sync` ever creates L2's root (see :mod:`._shared`): a root that is
+Neither :func:`up` nor :func:`sync` ever creates L2's root (see :mod:`.._shared`): a root that is
 not there is an unmounted volume or a typo, and they raise :class:`FileNotFoundError` instead.
 
 Both trees are written by other jobs, so neither is trusted. The walks open each directory
 without following a link (:func:`os.fwalk`), directories on the other side are reached and made
-component by component without following one either (:func:`._shared.open_below`), a source is
+component by component without following one either (:func:`.._shared.open_below`), a source is
 opened ``O_NOFOLLOW`` and must be the file the walk saw, a copy never gets a permission bit its
 source lacked, and a link is copied only when its target stays inside the tree. Credential files
 (:data:`CREDENTIALS`: the hub's tokens, netrc-like files) and what ``cacheroot cache verify``
@@ -47,11 +47,11 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from . import _store
-from ._in_use import open_for_writing
-from ._progress import counted
-from ._shared import copy_new, fd_path, open_below, publish_new
-from ._used import used_path
+from .. import _store
+from .._progress import counted
+from .._shared import copy_new, fd_path, open_below, publish_new
+from .._upkeep.in_use import open_for_writing
+from .._used import used_path
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -35,8 +35,8 @@ from cacheroot.envs import (
     resolve,
 )
 
-from ._manifest import Manifest, load_manifest
-from ._redact import redact_url
+from .._redact import redact_url
+from .manifest import Manifest, load_manifest
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

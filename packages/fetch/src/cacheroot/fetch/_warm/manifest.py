@@ -38,11 +38,11 @@ from typing import Any
 
 from cacheroot.envs.units import parse_size
 
-from ._errors import FetchError
-from ._model import FIELDS as _MODEL_FIELDS
-from ._model import HUBS, REPO_TYPES, Model
-from ._naming import check_filename, check_namespace, entry_name
-from ._redact import redact_url
+from .._errors import FetchError
+from .._models.model import FIELDS as _MODEL_FIELDS
+from .._models.model import HUBS, REPO_TYPES, Model
+from .._naming import check_filename, check_namespace, entry_name
+from .._redact import redact_url
 
 if sys.version_info >= (3, 11):
     import tomllib

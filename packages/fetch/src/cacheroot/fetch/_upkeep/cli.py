@@ -1,7 +1,7 @@
-"""``cacheroot cache ls | du | verify | prune``: the command over :mod:`._cache`'s operations.
+"""``cacheroot cache ls | du | verify | prune``: the command over :mod:`.cache`'s operations.
 
 ``ls``, ``du`` and ``verify`` look at the test cache (``verify --manifest`` also at a manifest's
-model snapshots); ``prune`` weighs every cache under the root (:mod:`._budget`). Kept apart from
+model snapshots); ``prune`` weighs every cache under the root (:mod:`.budget`). Kept apart from
 the operations so that those import nothing of the command, and the budget can build on them.
 """
 
@@ -16,17 +16,17 @@ from typing import Any
 from cacheroot.envs import CACHEROOT, VLLM_TEST_CACHE
 from cacheroot.envs.units import format_age, format_size
 
-from ._cache import GRACE, disk_usage, entries, missing_namespace, verify
-from ._cli import age_arg, namespace_arg, size_arg
-from ._errors import FetchError
-from ._manifest import load_manifest
-from ._progress import counted
-from ._prune_report import run_prune
-from ._warm import check_model
+from .._cli import age_arg, namespace_arg, size_arg
+from .._errors import FetchError
+from .._progress import counted
+from .._warm.manifest import load_manifest
+from .._warm.warm import check_model
+from .cache import GRACE, disk_usage, entries, missing_namespace, verify
+from .prune_report import run_prune
 
 
 def _cache_dir() -> str:
-    from ._fetcher import cache_dir  # noqa: PLC0415 - keeps `requests` & co. off the hit path
+    from .._fetcher import cache_dir  # noqa: PLC0415 - keeps `requests` & co. off the hit path
 
     return cache_dir()
 

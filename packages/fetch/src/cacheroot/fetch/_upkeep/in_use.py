@@ -20,7 +20,7 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
-from ._store import open_regular
+from .._store import open_regular
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 
 from cacheroot.envs import HF_HOME, HF_HUB_CACHE, MODELSCOPE_CACHE, resolve
 
-from ._httpvalues import retry_after
+from .._httpvalues import retry_after
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
-    from ._model import Model
+    from .model import Model
 
 #: HTTP statuses worth another attempt: timeouts, rate limits and server-side failures.
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})

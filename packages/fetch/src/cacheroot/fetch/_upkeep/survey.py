@@ -1,9 +1,9 @@
 """The survey of a root: every unit a budget may remove, when it was last used, whether it is busy.
 
-What a unit is, and when it was last used, depends on the cache (:mod:`._root_caches` finds
+What a unit is, and when it was last used, depends on the cache (:mod:`.root_caches` finds
 them):
 
-- the test cache: its entries, as ``cacheroot cache ls`` shows them (:mod:`._cache`), and what
+- the test cache: its entries, as ``cacheroot cache ls`` shows them (:mod:`.cache`), and what
   ``verify`` quarantined, which goes first;
 - the Hugging Face hub: revisions, through huggingface_hub's own cache API, which knows which
   blobs another revision still links to; last use is the newest access or modification of the
@@ -11,7 +11,7 @@ them):
 - every other cache: its plain entries; last use is the newest access or modification time of
   any file in it.
 
-Busy is judged once, here, against one look at what processes hold (:mod:`._in_use`); the plan
+Busy is judged once, here, against one look at what processes hold (:mod:`.in_use`); the plan
 skips busy units, and removal judges each again right before it.
 """
 
@@ -22,9 +22,9 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._cache import FOREIGN_STALE, QUARANTINE, Entry, entries, quarantined
-from ._in_use import SETTLE, Held, Scan, is_lock, lock_held
-from ._root_caches import (
+from .cache import FOREIGN_STALE, QUARANTINE, Entry, entries, quarantined
+from .in_use import SETTLE, Held, Scan, is_lock, lock_held
+from .root_caches import (
     ENTRY,
     HF_REVISION,
     QUARANTINED,
@@ -246,7 +246,7 @@ def hub_busy(repo_path: str, hub: str, held: Held, now: float, settle: float) ->
     """Why a repository of the hub is busy as a whole: a download in flight (``""``: none).
 
     An ``.incomplete`` download counts as abandoned only when no process holds it and it has
-    been untouched for :data:`._cache.FOREIGN_STALE`.
+    been untouched for :data:`.cache.FOREIGN_STALE`.
     """
     locks = os.path.join(hub, ".locks", os.path.basename(repo_path))
     for name in listdir(locks):

@@ -7,11 +7,11 @@ the criteria hold: ``max_size`` (the caches total at most this), ``min_free`` (t
 system has at least this free) and ``older_than`` (nothing unused for longer). One order across
 caches is the point: a Triton kernel unused for a month goes before a model used an hour ago.
 
-What a unit of removal is, and when it was last used, depends on the cache (:mod:`._survey`
-finds them in the caches :mod:`._root_caches` lists):
+What a unit of removal is, and when it was last used, depends on the cache (:mod:`.survey`
+finds them in the caches :mod:`.root_caches` lists):
 
 - the test cache: its entries, as ``cacheroot cache ls`` shows them, under their own locks
-  (:mod:`._cache` removes them; an entry being fetched or built is skipped);
+  (:mod:`.cache` removes them; an entry being fetched or built is skipped);
 - the Hugging Face hub: revisions, through huggingface_hub's own cache API, which knows which
   blobs another revision still links to; last use is the newest access or modification of the
   revision's blobs. Without huggingface_hub installed, each repository is one plain entry;
@@ -25,7 +25,7 @@ Nothing in use is removed. An entry is kept when a lock beside or inside it (``*
 may live), when any of its files changed in the last :data:`SETTLE` seconds, when a Hugging Face
 repository has an ``.incomplete`` download that is open or recent, and when a file or directory
 of it is open, mapped or the working directory of a process this machine can see
-(``/proc/<pid>/fd``, ``maps``, ``cwd``; see :mod:`._in_use`). That last check cannot see
+(``/proc/<pid>/fd``, ``maps``, ``cwd``; see :mod:`.in_use`). That last check cannot see
 processes in another container or pid namespace, on another host sharing the volume, or
 (without privileges) of other users: their files are protected only by the locks and the settle
 time.
@@ -34,13 +34,13 @@ A plain entry is renamed aside before it is deleted and looked at once more ther
 that opened it between the check and the rename keeps it (it is renamed back). A prune killed
 between the rename and the deletion leaves ``.<name>.<machine>-<pid>.pruned`` behind, which no
 survey counts as an entry: the next prune or ``tier evict`` removes it (:func:`leftovers`) once
-its pruner is certainly dead (this machine's pid namespace, see :mod:`._proc`) or, where that
-cannot be known (another host), once it was renamed more than :data:`._cache.FOREIGN_STALE`
+its pruner is certainly dead (this machine's pid namespace, see :mod:`.._proc`) or, where that
+cannot be known (another host), once it was renamed more than :data:`.cache.FOREIGN_STALE`
 seconds ago.
 
 Other jobs write the root. A cache directory that is a link is skipped by the survey, and each
 removal reaches its entry's directory from the root without following a link
-(:func:`._shared.open_below`), so a directory swapped for a link after the survey is refused,
+(:func:`.._shared.open_below`), so a directory swapped for a link after the survey is refused,
 not followed; trees are removed as :func:`shutil.rmtree` does on systems with ``openat``.
 """
 
@@ -55,12 +55,12 @@ import stat
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import _proc
-from ._cache import FOREIGN_STALE, Entry, Refused, remove_entry
-from ._in_use import SETTLE, Held, Scan
-from ._root_caches import ENTRY, WHOLE_LABEL, CacheDir, PlainEntry, free_space, inside, listdir
-from ._shared import fd_path, open_below
-from ._survey import HubRevision, Survey, Victim, hub_busy, hub_open, survey
+from .. import _proc
+from .._shared import fd_path, open_below
+from .cache import FOREIGN_STALE, Entry, Refused, remove_entry
+from .in_use import SETTLE, Held, Scan
+from .root_caches import ENTRY, WHOLE_LABEL, CacheDir, PlainEntry, free_space, inside, listdir
+from .survey import HubRevision, Survey, Victim, hub_busy, hub_open, survey
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping

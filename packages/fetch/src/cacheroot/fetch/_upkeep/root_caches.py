@@ -1,8 +1,8 @@
 """The caches of a root, and what one entry of a plain cache is.
 
 The layout names where every cache lives; this turns that into the directories a budget looks
-at, each with the kind of unit it is removed by: the test cache by its entries (:mod:`._cache`),
-the Hugging Face hub by revisions (:mod:`._survey`), every other cache by plain entries.
+at, each with the kind of unit it is removed by: the test cache by its entries (:mod:`.cache`),
+the Hugging Face hub by revisions (:mod:`.survey`), every other cache by plain entries.
 
 A plain entry is a top-level file or directory of its cache (a kernel directory, one file), or
 one level further down where a cache keeps its entries in a fixed sub-directory
@@ -33,9 +33,9 @@ from cacheroot.envs import (
     resolve,
 )
 
-from ._cache import FOREIGN_STALE
-from ._in_use import is_lock, lock_held
-from ._store import parse_partial, partial_abandoned
+from .._store import parse_partial, partial_abandoned
+from .cache import FOREIGN_STALE
+from .in_use import is_lock, lock_held
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -204,7 +204,7 @@ class PlainEntry:
         """Why a lock or a writer beside the entry keeps it (``""``: none does).
 
         A partial of another machine, whose writer cannot be checked, counts as abandoned only
-        when untouched for :data:`._cache.FOREIGN_STALE`, as the test cache judges its own.
+        when untouched for :data:`.cache.FOREIGN_STALE`, as the test cache judges its own.
         """
         if self.cache_lock and lock_held(self.cache_lock):
             return f"the cache is locked ({self.cache_lock})"

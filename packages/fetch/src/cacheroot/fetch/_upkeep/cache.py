@@ -1,6 +1,6 @@
 """Looking after the test cache: list, measure, verify and prune entries, and "last used".
 
-The operations behind ``cacheroot cache`` (the command itself is :mod:`._cache_cli`).
+The operations behind ``cacheroot cache`` (the command itself is :mod:`.cli`).
 
 An entry is a file or directory ``<_VLLM_TEST_CACHE>/<namespace>/<name>`` whose name does not
 start with a dot; its dot-files beside it belong to it (``.<name>.meta.json``, the record;
@@ -10,12 +10,12 @@ start with a dot; its dot-files beside it belong to it (``.<name>.meta.json``, t
 Namespaces nest (``gpt_oss/tiktoken``). Every directory at the top of the cache is a namespace;
 below it, a directory is an entry when it has a record of its own (an unpacked archive
 ``X.extracted`` or a ``build_once`` tree always has one, written before the directory appears),
-and otherwise a further level of namespace, down to :data:`~._naming.MAX_DEPTH` levels, below
+and otherwise a further level of namespace, down to :data:`~.._naming.MAX_DEPTH` levels, below
 which everything is an entry. A name ending in ``.extracted`` is always an entry: no namespace
-level below the top may have such a name (:func:`~._naming.check_namespace`). Files directly in
+level below the top may have such a name (:func:`~.._naming.check_namespace`). Files directly in
 the cache's root are nobody's entries, as before.
 
-"Last used" is the mtime of ``.<name>.used`` (see :mod:`._used`): set explicitly rather than
+"Last used" is the mtime of ``.<name>.used`` (see :mod:`.._used`): set explicitly rather than
 read from atime, so it works on ``noatime`` mounts, and refreshed at most once an hour.
 
 Pruning never takes away what someone is working on: an entry is removed only while prune holds
@@ -40,12 +40,12 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _proc, _store
-from ._errors import LockTimeout
-from ._lock import PathLock, holder
-from ._naming import EXTRACTED_SUFFIX, MAX_DEPTH, check_namespace
-from ._redact import redact_url
-from ._store import (
+from .. import _proc, _store
+from .._errors import LockTimeout
+from .._lock import PathLock, holder
+from .._naming import EXTRACTED_SUFFIX, MAX_DEPTH, check_namespace
+from .._redact import redact_url
+from .._store import (
     lock_path,
     meta_path,
     parse_partial,
@@ -56,7 +56,7 @@ from ._store import (
     sha256_file,
     write_meta,
 )
-from ._used import forget, last_used, used_path
+from .._used import forget, last_used, used_path
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -173,7 +173,7 @@ def _level(name: str, depth: int, *, is_dir: bool, recorded: bool, moved: bool) 
 def _is_level(directory: str, name: str, depth: int) -> bool:
     """Whether ``<directory>/<name>`` is a namespace level below the top rather than an entry:
     a directory (not a symbolic link to one: never followed here) without a record of its own,
-    above :data:`~._naming.MAX_DEPTH` and not named like an unpacked archive. ``depth`` is the
+    above :data:`~.._naming.MAX_DEPTH` and not named like an unpacked archive. ``depth`` is the
     number of levels of ``directory`` itself."""
     path = os.path.join(directory, name)
     try:
@@ -397,7 +397,7 @@ def _check_tree(entry: Entry, recorded: str) -> tuple[str, str]:
         return "corrupt", (
             f"expected a directory (its record holds a tree digest), found {_found(entry.path)}"
         )
-    from ._archive import tree_digest  # noqa: PLC0415
+    from .._archive import tree_digest  # noqa: PLC0415
 
     actual, size, files = tree_digest(entry.path)
     if actual != recorded:
@@ -503,7 +503,7 @@ def remove_entry(entry: Entry) -> str:
     swapped for a link since the listing is refused). Raises :class:`Refused` (with the reason)
     when this user may not remove it.
     """
-    from ._shared import fd_path, open_below  # noqa: PLC0415 - removal only
+    from .._shared import fd_path, open_below  # noqa: PLC0415 - removal only
 
     cache = entry.path[: -len(f"/{entry.namespace}/{entry.name}")]
     try:

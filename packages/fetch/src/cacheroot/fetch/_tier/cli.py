@@ -14,10 +14,10 @@ from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED, CACHEROOT_SHARED_MODE, r
 from cacheroot.envs._shared_tier import OFF, RO, RW, overlap_problem, read_only_mount, shared_mode
 from cacheroot.envs.units import format_size
 
-from . import _tier
-from ._cli import age_arg, seconds_arg, size_arg
-from ._progress import counted
-from ._shared import read_only_note, read_problem, root_problem
+from .._cli import age_arg, seconds_arg, size_arg
+from .._progress import counted
+from .._shared import read_only_note, read_problem, root_problem
+from . import layers as _tier
 
 if TYPE_CHECKING:
     import argparse
@@ -268,7 +268,7 @@ def _run_down(args: argparse.Namespace) -> int:
 
 
 def _run_evict(args: argparse.Namespace) -> int:
-    from ._budget import apply, choose  # noqa: PLC0415 - only eviction needs it
+    from .._upkeep.budget import apply, choose  # noqa: PLC0415 - only eviction needs it
 
     l1_budget = {"max_size": args.l1_max_size, "min_free": args.l1_min_free}
     l2_budget = {"max_size": args.l2_max_size, "older_than": args.l2_older_than}
@@ -281,7 +281,7 @@ def _run_evict(args: argparse.Namespace) -> int:
             "nothing was removed\n"
         )
         return 2
-    from ._survey import survey  # noqa: PLC0415 - only eviction needs it
+    from .._upkeep.survey import survey  # noqa: PLC0415 - only eviction needs it
 
     # L1's budget alone needs no L2 (a host whose volume is gone still frees its own disk).
     l1, l2, trust = _tiers("evict", shared=l2_wanted)

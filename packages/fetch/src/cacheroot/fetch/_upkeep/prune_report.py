@@ -2,7 +2,7 @@
 
 One report, as JSON (``--json``) or as text: per cache what went (or, with ``--dry-run``, would
 go) and why, what was kept and why, what could not be removed (the exit status is then 1), then
-the test cache's stray files and the totals. The work itself is :mod:`._budget`'s.
+the test cache's stray files and the totals. The work itself is :mod:`.budget`'s.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 from cacheroot.envs import resolve
 from cacheroot.envs.units import format_size
 
-from ._budget import apply, choose
-from ._cache import prune
-from ._progress import counted
-from ._root_caches import free_space, not_followed
-from ._survey import survey
+from .._progress import counted
+from .budget import apply, choose
+from .cache import prune
+from .root_caches import free_space, not_followed
+from .survey import survey
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
 
-    from ._survey import Victim
+    from .survey import Victim
 
 __all__ = ["prune_root", "render", "run_prune"]
 

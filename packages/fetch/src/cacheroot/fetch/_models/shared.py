@@ -17,7 +17,7 @@ mount of L2 under L1, ``cacheroot tier up``) find the files where they look:
   revision's files would replace another's.
 
 What marks a revision complete on L2 is cacheroot's completeness record (``snapshots/<key>.json``
-under the state directory, see :mod:`._snapshot`), at its own path on L2, published with a link
+under the state directory, see :mod:`.snapshot`), at its own path on L2, published with a link
 that fails if the name exists, after every blob and link it names. Nothing trusts it: a reader
 copies each file into a private partial, checks its sha256 against the record *and* against the
 blob's name (its sha256, or its git blob sha1), and publishes it only then; the record of this
@@ -40,7 +40,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _shared, _store
+from .. import _shared, _store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -212,7 +212,7 @@ def _copy_checked(src: str, dst: str, want: _File, git_sha1: str | None) -> None
 def _held(l2_dir: str) -> Iterator[str]:
     """The shared tier's directory ``l2_dir``, reached and made without following a link (a
     planted one is refused: :class:`OSError`), as a path that no rename or link above it can
-    redirect while the block runs (:func:`._shared.fd_path`)."""
+    redirect while the block runs (:func:`.._shared.fd_path`)."""
     top, rel = _shared.top_of(os.path.join(l2_dir, "-"))
     fd = _shared.open_below(top, rel, create=True)
     try:
@@ -472,8 +472,8 @@ def fill(
     """Make the revision complete on this host: from the shared tier, or by ``download()``
     (which returns the record it wrote) under the revision's lease, then written through.
 
-    ``write`` stores a record pulled from the shared tier. Returns :data:`._shared.SHARED` or
-    :data:`._shared.LOCAL`.
+    ``write`` stores a record pulled from the shared tier. Returns :data:`.._shared.SHARED` or
+    :data:`.._shared.LOCAL`.
     """
     downloaded: list[dict[str, Any]] = []
 

@@ -1,8 +1,8 @@
 """A model snapshot entry: which hub, which repository, which revision, which files.
 
 One type for the three places that name a model: a manifest's ``[[model]]`` table
-(:mod:`._manifest` validates the file and builds these), the snapshot functions
-(:func:`~._snapshot.warm_snapshot`, :func:`~._snapshot.check_snapshot`), and the pytest plugin's
+(:mod:`.._warm.manifest` validates the file and builds these), the snapshot functions
+(:func:`~.snapshot.warm_snapshot`, :func:`~.snapshot.check_snapshot`), and the pytest plugin's
 ``model_snapshot`` fixture. It turns back into the manifest table that names it
 (:meth:`Model.to_toml`), which is what an offline miss prints.
 """

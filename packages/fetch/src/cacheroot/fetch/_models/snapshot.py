@@ -22,7 +22,7 @@ a test needs that shard. So:
 
 With a shared tier (``CACHEROOT_SHARED``, a fleet's volume) a pinned revision missing here is
 copied, verified, from another host's write-through before the hub is asked, one host per
-revision asks the hub, and a cache-only run looks there too (:mod:`._snapshot_shared`).
+revision asks the hub, and a cache-only run looks there too (:mod:`.shared`).
 
 Records and locks live under ``VLLM_CACHE_ROOT`` (the cache root when that is unusable):
 ``snapshots/<key>.json`` and ``locks/snapshots/<key>.lock``. A record stores the snapshot's
@@ -57,13 +57,12 @@ from cacheroot.envs import (
     truthy,
 )
 
-from . import _snapshot_hubs as hubs
-from . import _snapshot_shared
-from ._errors import CacheMissError, ChecksumError, DownloadError
-from ._fetcher import cache_only
-from ._lock import PathLock
-from ._model import COMMIT_HASH, Model
-from ._progress import counted
+from .._errors import CacheMissError, ChecksumError, DownloadError
+from .._fetcher import cache_only
+from .._lock import PathLock
+from .._progress import counted
+from . import hubs, shared
+from .model import COMMIT_HASH, Model
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -374,7 +373,7 @@ def _no_record(rpath: Path) -> str:
 
 def _same_selection(record: Mapping[str, Any], spec: Model) -> bool:
     identity = _identity(spec)
-    return all(record.get(k) == identity[k] for k in _snapshot_shared.IDENTITY if k != "revision")
+    return all(record.get(k) == identity[k] for k in shared.IDENTITY if k != "revision")
 
 
 def _find_record(spec: Model, environ: Mapping[str, str]) -> dict[str, Any] | None:
@@ -596,7 +595,7 @@ def fill_snapshot(
                 record = download()
             else:
                 # A fleet (CACHEROOT_SHARED): another host's copy first, one host asking the hub.
-                _snapshot_shared.fill(
+                shared.fill(
                     tier,
                     _identity(spec),
                     download,
@@ -681,7 +680,7 @@ def _identity(spec: Model) -> dict[str, Any]:
     }
 
 
-def _tiers(spec: Model, environ: Mapping[str, str]) -> _snapshot_shared.Tiers | None:
+def _tiers(spec: Model, environ: Mapping[str, str]) -> shared.Tiers | None:
     """Where ``spec`` lives on this host and on the shared tier; ``None`` without one.
 
     Only a pinned revision is shared: a branch moves, and the hub is asked which commit it
@@ -689,9 +688,7 @@ def _tiers(spec: Model, environ: Mapping[str, str]) -> _snapshot_shared.Tiers | 
     """
     if not spec.pinned:
         return None
-    return _snapshot_shared.tiers(
-        str(record_path(spec, environ)), _hub_root(spec, environ), environ
-    )
+    return shared.tiers(str(record_path(spec, environ)), _hub_root(spec, environ), environ)
 
 
 def _from_shared(
@@ -709,7 +706,7 @@ def _from_shared(
             report = check_snapshot(spec, environ=environ)
             if not report.complete:
                 _discard_wrong(spec, report)
-                record = _snapshot_shared.pull(tier, _identity(spec))
+                record = shared.pull(tier, _identity(spec))
                 if record is None:
                     return None
                 _write_record(record_path(spec, environ), record)

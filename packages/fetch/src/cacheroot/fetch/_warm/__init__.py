@@ -1,0 +1,11 @@
+"""The warm wing: a manifest of what a test suite needs, fetched before the fleet starts.
+
+One step before a fleet of CI jobs starts, ``cacheroot warm MANIFEST`` fills the caches with
+everything the manifest lists, so the jobs run offline and a hub outage during the run costs
+nothing. What it owns: the manifest's format (:mod:`.manifest`), the command (:mod:`.warm`)
+and the key of a warmed volume (:mod:`.cachekey`), which CI caches are saved under.
+
+What it may import: the download core and :mod:`cacheroot.envs`; of the other wings, only
+:mod:`.._models.model` (a manifest lists model snapshots) and :mod:`.._models.snapshot` (which
+warms them, imported when a manifest has one).
+"""
