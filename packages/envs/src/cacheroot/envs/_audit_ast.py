@@ -166,6 +166,11 @@ _NOT_CACHE_PLACES = (
 )
 #: Words of a name given to a fixed place that make it a search path of installed things.
 _INSTALL_WORDS = frozenset({"LIB", "LIBS", "BIN", "BINS", "INCLUDE", "INCLUDES", "PREFIX"})
+#: Words of a variable that holds a setting, never a place, whatever call it is given to.
+_SETTING_WORDS = frozenset(
+    {"TIMEOUT", "RETRIES", "RETRY", "SIZE", "LIMIT", "TTL", "MAX", "MIN", "SECONDS", "LEVEL"}
+    | {"VERBOSITY", "URL", "ENDPOINT", "TOKEN", "KEY", "HOST", "PORT", "USER", "PASSWORD"}
+)
 #: XDG variables that are not the cache home.
 _OTHER_XDG = frozenset({"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"})
 #: Defaults that make a ``X_CACHE`` variable a switch or a size, not a place.
@@ -595,7 +600,10 @@ class _Module:
             values = [*values, made]
         if len(values) != 1 or not isinstance(values[0], ast.Call):
             return None
-        func = values[0].func
+        return self._class_at(values[0].func, scope)
+
+    def _class_at(self, func: ast.expr, scope: _Scope) -> tuple[_Module, ast.ClassDef] | None:
+        """The package's class a called name is."""
         if isinstance(func, ast.Name) and func.id in self.classes:
             return self, self.classes[func.id]
         found = self.target(func, scope)
@@ -633,6 +641,10 @@ class _Module:
         func = call.func
         if isinstance(func, ast.Name) and func.id in self.functions:
             return self, self.functions[func.id]
+        made = self._class_at(func, scope)
+        if made is not None:  # ``Cache(cache_dir)``: its ``__init__``
+            init = made[0].methods[made[1]].get("__init__")
+            return (made[0], init) if init is not None else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if func.value.id in ("self", "cls"):
                 owner = self.owner(scope)
@@ -1297,6 +1309,17 @@ class _Visitor:
             self.sink_of[id(found)] = (sink[0], "")
             self.by_source[id(call)] = found
             self._extra.append(found)
+        elif isinstance(leaf, ast.Name) and leaf.id == "__file__":
+            # Written from another module: the place is the path built beside the source here.
+            top: ast.AST = leaf
+            while isinstance(up := self.m.parent.get(top), ast.Call) and top in up.args:
+                name = _dotted(up.func)
+                if not (name in _JOINERS or name in _WRAPPERS or name == "os.path.dirname"):
+                    break
+                top = up
+            found = self._place_at(top, how)
+            if found is not None:
+                self.note_of.setdefault(id(found), "beside the source file")
         elif id(leaf) in self.by_source:
             self._mark(self.by_source[id(leaf)], how)
         elif self._bare(leaf) or (isinstance(leaf, ast.expr) and runs_on(self.m, leaf)):
@@ -1304,6 +1327,20 @@ class _Visitor:
             self._place_at(leaf, how)
         elif isinstance(leaf, ast.Call) and self.m.helper(leaf):
             self._unfollowed(leaf, HELPER)
+
+    def _held_by(self, leaf: ast.AST) -> list[Finding]:
+        """The findings made where a name given ``leaf`` as its one value is used."""
+        parent = self.m.parent.get(leaf)
+        if not isinstance(parent, ast.Assign | ast.AnnAssign) or parent.value is not leaf:
+            return []
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        names = {t.id for t in targets if isinstance(t, ast.Name)}
+        return [
+            self.by_source[id(load)]
+            for name in names
+            for load in self.m.loads.get(name, [])
+            if id(load) in self.by_source
+        ]
 
     def _bare(self, leaf: ast.AST) -> bool:
         """A base no finding holds yet (``expanduser("~")``, ``"/var/tmp"``, a location
@@ -1319,16 +1356,23 @@ class _Visitor:
             )
         return False
 
-    def _place_at(self, leaf: ast.AST, how: tuple[str, str]) -> None:
+    def _place_at(self, leaf: ast.AST, how: tuple[str, str]) -> Finding | None:
+        """The finding of the place built from ``leaf``, made if there is none, marked."""
+        held = self._held_by(leaf)
+        if held:  # ``home = os.getenv("HOME")``: the places are where ``home`` is used
+            for found in held:
+                self._mark(found, how)
+            return held[0]
         top, nested = self._outermost(leaf)
         outer = self._first_outer_read(leaf) if nested else None
         if outer is not None:  # in a variable's default: that read's place
             if id(outer) in self.by_read:
                 self._mark(self.by_read[id(outer)], how)
-            return
+                return self.by_read[id(outer)]
+            return None
         if id(top) in self.by_source:
             self._mark(self.by_source[id(top)], how)
-            return
+            return self.by_source[id(top)]
         rendered = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
         variable = rendered.first_variable if rendered.root in ("xdg", "var") else None
         text = rendered.text
@@ -1340,6 +1384,7 @@ class _Visitor:
         self.by_source[id(top)] = self.by_source[id(leaf)] = found
         self.paths.append((top, found))
         self._mark(found, how)
+        return found
 
     def _children(self) -> list[Finding]:
         """A path beside the source file handed to a child through ``env=``; and what
@@ -1564,6 +1609,8 @@ class _Visitor:
         if force:
             if _switch(default.text) or read.name in _OTHER_XDG:
                 return None
+            if _SETTING_WORDS.intersection(read.name.split("_")):
+                return None  # a timeout, a size, a URL: given to a download, not a place
         elif not known and not place_like(read.name, default):
             # The default, not the name, may say it is a place (``~/.demo/models``).
             if default.root not in ("home", "tmp", "xdg") or _trivial(default.text):

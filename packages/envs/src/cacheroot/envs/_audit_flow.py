@@ -381,6 +381,9 @@ def _name_origins(m: _Module, node: ast.Name, scope: _Scope, d: int, seen: set[i
     param = m.params.get((scope, node.id))
     if param is not None:
         out.append((m, param))
+        default = _default_of(param, scope)
+        if default is not None:  # the value it has when the caller gives none
+            out += origins(m, default, m.scope_of.get(default, m.tree), d, seen)
     if not out:
         found = m.values_at(node, scope)
         if found is not None:
@@ -396,7 +399,14 @@ def _call_origins(  # noqa: PLR0911 - one case per kind of call
     called = m.function_at(node, scope)
     if called is not None:
         other, fn = called
-        out = [o for r in returns(fn) for o in origins(other, r, fn, d, seen)]
+        given = dict(bind(node, fn))
+        out = []
+        for where, leaf in (o for r in returns(fn) for o in origins(other, r, fn, d, seen)):
+            if isinstance(leaf, ast.arg) and where.scope_of.get(leaf) is fn:
+                # A parameter returned: what this call gives it (its default was followed).
+                out += origins(m, given.get(leaf.arg), scope, d, seen)
+            else:
+                out.append((where, leaf))
         first = node.args[0] if node.args else None
         if (
             isinstance(first, ast.Constant)
@@ -474,6 +484,30 @@ def _made_per_run(m: _Module, node: ast.AST, scope: _Scope, depth: int) -> bool:
         if node.id in bound:
             given.append((bound[node.id], m.scope_of.get(call, m.tree)))
     return bool(given) and all(_made_per_run(m, v, sc, depth + 1) for v, sc in given)
+
+
+def bind(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, ast.expr]]:
+    """``(parameter, argument)`` for each argument of ``call`` to ``fn``."""
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    out = [(p, a) for p, a in zip(params, call.args, strict=False)]
+    out += [(k.arg, k.value) for k in call.keywords if k.arg]
+    return out
+
+
+def _default_of(param: ast.arg, fn: _Scope) -> ast.expr | None:
+    """The default value of a parameter of ``fn``, if it has one."""
+    if isinstance(fn, ast.Module):
+        return None
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    if param in positional:
+        index = positional.index(param) - (len(positional) - len(args.defaults))
+        return args.defaults[index] if index >= 0 else None
+    if param in args.kwonlyargs:
+        return args.kw_defaults[args.kwonlyargs.index(param)]
+    return None
 
 
 def _a_place(m: _Module, leaf: ast.AST) -> bool:

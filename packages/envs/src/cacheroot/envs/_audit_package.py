@@ -26,6 +26,7 @@ from ._audit_flow import (
     PER_RUN,
     SINK_RANK,
     WRITE,
+    bind,
     download_paths,
     fetches,
     origins,
@@ -117,9 +118,11 @@ def analyse_package(
             visitor = _Visitor(module, package.dist, package.version, file)
             visitors[id(module)] = visitor
             visitor.collect()
-    summaries = _summaries(list(visitors.values()))
+    known: dict[int, list[Sink]] = {}
+    names: set[str] = set()
+    summaries = _summaries(list(visitors.values()), known, names)
     for visitor in list(visitors.values()):
-        for call, path, sink, how in _sinks(visitor, summaries):
+        for call, path, sink, how in _sinks(visitor, summaries, known, names):
             scope = visitor.m.scope_of.get(call, visitor.m.tree)
             for module, leaf in origins(visitor.m, path, scope):
                 owner = visitors.get(id(module))
@@ -142,10 +145,12 @@ def analyse_package(
 Summaries = dict[int, dict[str, tuple[str, str]]]
 
 
-def _direct(visitor: _Visitor) -> list[Sink]:
+def _direct(visitor: _Visitor, known: dict[int, list[Sink]]) -> list[Sink]:
     """The writes and downloads of a module's own calls; a write inside a function that
-    fetches from the network is a download."""
+    fetches from the network is a download (remembered in ``known``, by module)."""
     m = visitor.m
+    if id(m) in known:
+        return known[id(m)]
     fetching: dict[int, bool] = {}
     out: list[Sink] = []
     for node in m.candidates:
@@ -165,60 +170,62 @@ def _direct(visitor: _Visitor) -> list[Sink]:
                 out.append((node, path, FETCHED, f"{how} in a function that downloads"))
             else:
                 out.append((node, path, sink, how))
+    known[id(m)] = out
     return out
 
 
-def _sinks(visitor: _Visitor, summaries: Summaries) -> list[Sink]:
+def _sinks(
+    visitor: _Visitor, summaries: Summaries, known: dict[int, list[Sink]], names: set[str]
+) -> list[Sink]:
     """A module's writes: its own, and the arguments it gives to a parameter of a function of
-    the package that reaches a write."""
+    the package that reaches a write (``names``: the names of such functions)."""
     m = visitor.m
-    out = _direct(visitor)
+    out = list(_direct(visitor, known))
     for node in m.candidates:
         if not isinstance(node, ast.Call):
             continue
+        func = node.func
+        callee = func.attr if isinstance(func, ast.Attribute) else dotted(func)
+        if callee not in names and not (callee[:1].isupper() and "__init__" in names):
+            continue  # (resolving every call would read every module it names)
         called = m.function_at(node, m.scope_of.get(node, m.tree))
         if called is None:
             continue
         summary = summaries.get(id(called[1]))
         if not summary:
             continue
-        for param, value in _bind(node, called[1]):
+        for param, value in bind(node, called[1]):
             if param in summary:
                 sink, how = summary[param]
                 out.append((node, value, sink, f"{how}, through {called[1].name}({param}=)"))
     return out
 
 
-def _bind(call: ast.Call, fn: _Function) -> list[tuple[str, ast.expr]]:
-    """``(parameter, argument)`` for each argument of ``call`` to ``fn``."""
-    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
-        params = params[1:]
-    out = [(p, a) for p, a in zip(params, call.args, strict=False)]
-    out += [(k.arg, k.value) for k in call.keywords if k.arg]
-    return out
-
-
-def _summaries(visitors: list[_Visitor]) -> Summaries:
-    """Which parameters of each function reach a write, carried :data:`_ROUNDS` calls deep."""
+def _summaries(
+    visitors: list[_Visitor], known: dict[int, list[Sink]], names: set[str]
+) -> Summaries:
+    """Which parameters of each function reach a write, carried :data:`_ROUNDS` calls deep
+    (``names`` gains the names of those functions)."""
     summaries: Summaries = {}
     for _ in range(_ROUNDS):
         changed = False
         for visitor in visitors:
             m = visitor.m
-            for call, path, sink, how in _sinks(visitor, summaries):
+            for call, path, sink, how in _sinks(visitor, summaries, known, names):
                 scope = m.scope_of.get(call, m.tree)
-                if isinstance(scope, ast.Module | ast.Lambda):
-                    continue
                 for module, leaf in origins(m, path, scope):
-                    if module is not m or not isinstance(leaf, ast.arg):
+                    if not isinstance(leaf, ast.arg):
                         continue
-                    if m.params.get((scope, leaf.arg)) is not leaf:
+                    # The parameter's own function: that of the write, or a method that kept
+                    # it in ``self`` (``__init__``).
+                    owner = module.scope_of.get(leaf)
+                    if not isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
                         continue
-                    known = summaries.setdefault(id(scope), {})
-                    old = known.get(leaf.arg)
+                    summary = summaries.setdefault(id(owner), {})
+                    old = summary.get(leaf.arg)
                     if old is None or SINK_RANK[old[0]] < SINK_RANK[sink]:
-                        known[leaf.arg] = (sink, how)
+                        summary[leaf.arg] = (sink, how)
+                        names.add(owner.name)
                         changed = True
         if not changed:
             break
