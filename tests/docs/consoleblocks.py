@@ -10,10 +10,18 @@ before the block's fence may hold a marker:
 - ``<!-- console: origin -->``: a local HTTP origin serves the files of :data:`ORIGIN_FILES`,
   standing in for a remote host; ``127.0.0.1:8000`` in the commands is its real address;
 - ``<!-- console: checkout -->``: the commands run in the repository's root, not in an empty
-  working directory. Several words are separated by commas.
+  working directory;
+- ``<!-- console: example=NAME -->``: the tree ``docs/examples/NAME`` is copied into the working
+  directory first, as ``NAME``;
+- ``<!-- console: root -->``: the block runs as root in a private mount namespace of its own
+  (``unshare``), so its mounts (an overlay, a read-only bind mount) vanish with it and no other
+  process sees them; where that is not permitted, the test is skipped and says why.
+
+Several options are separated by commas.
 
 Every block runs in one fresh ``bash`` with a fresh ``HOME`` and temporary directory, no
-cacheroot variable set, and its own pin file. The paths the docs use by convention
+cacheroot variable set, and its own pin file; its working directory is shown as
+:data:`WORKDIR`. The paths the docs use by convention
 (:data:`DOC_PATHS`) lie inside a sandbox directory: the commands' ``/var/cache/cacheroot`` is
 ``SANDBOX/var/cache/cacheroot``, and the sandbox prefix is taken out of the output again; the
 checkout is shown as ``/srv/cacheroot``. Output is compared line by line after placeholders
@@ -24,13 +32,19 @@ matches any number of lines.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+#: The demo trees and projects the blocks use (``example=NAME``).
+EXAMPLES = REPO / "docs" / "examples"
+#: A private mount namespace (``root``): mounts made in it do not propagate back.
+UNSHARE = ["unshare", "--mount", "--propagation", "private"]
 
 #: Absolute paths the docs use by convention; each lies inside the sandbox when a block runs.
 DOC_PATHS = (
@@ -42,6 +56,8 @@ DOC_PATHS = (
 )
 #: Where the docs say a checkout of this repository is.
 CHECKOUT = "/srv/cacheroot"
+#: Where a block runs (unless it runs in the checkout), as its output shows it.
+WORKDIR = "/srv/project"
 #: The address the docs give the local origin; replaced by the real one.
 ORIGIN_ADDRESS = "127.0.0.1:8000"
 #: What the local origin serves: path -> body (deterministic, so digests in the docs hold).
@@ -88,8 +104,18 @@ class Block:
 
     @property
     def words(self) -> set[str]:
-        """The marker's options (``origin``, ``checkout``)."""
-        return {w.strip() for w in self.options.split(",") if w.strip()}
+        """The marker's options (``origin``, ``checkout``, ``example``, ``root``), less values."""
+        return set(self.settings)
+
+    @property
+    def settings(self) -> dict[str, str]:
+        """The marker's options, each with its value (``example=demo``; ``""`` for none)."""
+        found: dict[str, str] = {}
+        for word in self.options.split(","):
+            name, _, value = word.partition("=")
+            if name.strip():
+                found[name.strip()] = value.strip()
+        return found
 
 
 def pages() -> list[Path]:
@@ -217,6 +243,17 @@ def matches(expected: list[str], actual: list[str]) -> bool:
     return fit(0, 0)
 
 
+def namespace_missing() -> str:
+    """Why a ``root`` block cannot run here (``""`` when it can)."""
+    if shutil.which("unshare") is None:
+        return "unshare(1) is not installed"
+    if os.geteuid() != 0:
+        return "the block mounts file systems: it runs only as root"
+    if subprocess.run([*UNSHARE, "true"], capture_output=True, check=False).returncode != 0:
+        return "a private mount namespace is not permitted here"
+    return ""
+
+
 _SEPARATOR = "@@console-block@@"
 
 
@@ -225,10 +262,15 @@ def run(block: Block, sandbox: Path, origin: str | None) -> list[tuple[list[str]
     for path in DOC_PATHS:
         (sandbox / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
     home = sandbox / "home" / "user"
-    work = sandbox / "work"
+    work = sandbox / WORKDIR.lstrip("/")
     tmp = sandbox / "tmp"
     for directory in (home, work, tmp):
         directory.mkdir(parents=True, exist_ok=True)
+    example = block.settings.get("example")
+    if example:
+        shutil.copytree(
+            EXAMPLES / example, work / example, ignore=shutil.ignore_patterns("__pycache__")
+        )
     lines = ["exec 2>&1", f"cd {REPO if 'checkout' in block.words else work}"]
     for n, command in enumerate(block.commands):
         lines.append(f"printf '%s\\n' '{_SEPARATOR} {n}'")
@@ -240,6 +282,8 @@ def run(block: Block, sandbox: Path, origin: str | None) -> list[tuple[list[str]
     env = {
         "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(home),
+        "USER": "user",  # what getpass.getuser() says (pytest's `pytest-of-user`), as HOME's name
+        "LOGNAME": "user",
         "TMPDIR": str(tmp),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
@@ -247,8 +291,11 @@ def run(block: Block, sandbox: Path, origin: str | None) -> list[tuple[list[str]
         "TERM": "dumb",
         "CACHEROOT_PIN_FILE": str(sandbox / "opt" / "ci-venv" / "etc" / "cacheroot" / "pin"),
     }
+    shell = ["bash", str(script)]
+    if "root" in block.words:
+        shell = [*UNSHARE, *shell]
     ran = subprocess.run(
-        ["bash", str(script)],
+        shell,
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
