@@ -101,11 +101,15 @@ def scan_package(
     across its modules; files where none of the patterns can occur are read only to follow."""
     stats.python_files += len(sources)
     chosen = [f for f, data in sources.items() if any(n in data for n in _NEEDLES)]
-    linked = [
-        f
-        for f, data in sources.items()
-        if f not in chosen and any(n in data for n in _LINK_NEEDLES)
-    ]
+    # A module that may import one of those by name is read too: a value decided there may be
+    # written here.
+    stems = {f.rsplit("/", 1)[-1].removesuffix(".py").encode() for f in chosen}
+    links = (
+        *_LINK_NEEDLES,
+        *(b"import " + n for n in stems),
+        *(b"." + n + b" import" for n in stems),
+    )
+    linked = [f for f, data in sources.items() if f not in chosen and any(n in data for n in links)]
     package = Package(dist, version, sources)
     found, unfollowed = analyse_package(package, [*chosen, *linked])
     stats.parsed += len(chosen) + len(linked) - len(package.unparsable)
