@@ -180,9 +180,11 @@ _PATH_CHARS = r"[\w./-]"
 
 
 def to_sandbox(text: str, sandbox: Path, origin: str | None) -> str:
-    """A command with the docs' paths moved into the sandbox (and the origin's address)."""
+    """A command with the docs' paths (in ``file://`` URLs too) moved into the sandbox, and the
+    origin's address."""
     for path in DOC_PATHS:
         text = re.sub(rf"(?<!{_PATH_CHARS}){re.escape(path)}", str(sandbox) + path, text)
+        text = text.replace(f"file://{path}", f"file://{sandbox}{path}")
     text = re.sub(rf"(?<!{_PATH_CHARS}){re.escape(CHECKOUT)}", str(REPO), text)
     if origin is not None:
         text = text.replace(ORIGIN_ADDRESS, origin)
