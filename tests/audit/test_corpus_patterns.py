@@ -387,3 +387,25 @@ def test_what_only_looks_like_a_place(tmp_path: Path) -> None:
     assert rows(run(tmp_path, NOT_PLACES)) == [
         (25, None, "~/.demo-keys", "config", None),
     ]
+
+
+TEMPORARY = """\
+import tempfile
+from tempfile import TemporaryDirectory
+
+
+def stage(folder):
+    with TemporaryDirectory() as scratch, tempfile.NamedTemporaryFile(dir=folder) as f:
+        return scratch, f.name, tempfile.mkdtemp(), tempfile.mkstemp(".x", "p", None)
+"""
+
+
+def test_a_temporary_name_made_in_the_temporary_directory_is_throwaway(tmp_path: Path) -> None:
+    """Listed, never gating; one made inside a given folder is that folder's business."""
+    report = run(tmp_path, TEMPORARY)
+    assert rows(report) == [
+        (6, None, "$TMPDIR/{TemporaryDirectory()}", "throwaway", None),
+        (7, None, "$TMPDIR/{mkdtemp()}", "throwaway", None),
+        (7, None, "$TMPDIR/{mkstemp()}", "throwaway", None),
+    ]
+    assert [i.failing for i in report.items] == [False, False, False]

@@ -39,6 +39,7 @@ from ._audit_names import (
     _WRAPPERS,
     CACHE,
     LAYOUT_OVERRIDE,
+    THROWAWAY,
     UNCACHED_DOWNLOAD,
 )
 from ._audit_names import dotted as _dotted
@@ -171,6 +172,13 @@ _SETTING_WORDS = frozenset(
     {"TIMEOUT", "RETRIES", "RETRY", "SIZE", "LIMIT", "TTL", "MAX", "MIN", "SECONDS", "LEVEL"}
     | {"VERBOSITY", "URL", "ENDPOINT", "TOKEN", "KEY", "HOST", "PORT", "USER", "PASSWORD"}
 )
+#: ``tempfile`` makers of a named file or directory, and the position of their ``dir``.
+_TEMP_MAKERS = {
+    "mkdtemp": 2,
+    "mkstemp": 2,
+    "TemporaryDirectory": 2,
+    "NamedTemporaryFile": 6,
+}
 #: XDG variables that are not the cache home.
 _OTHER_XDG = frozenset({"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"})
 #: Defaults that make a ``X_CACHE`` variable a switch or a size, not a place.
@@ -1258,6 +1266,7 @@ class _Visitor:
         # value reaches a write.
         out = [f for _, f, keep in self.reads if keep or id(f) in tied or id(f) in self.promoted]
         out += [f for _, f in self.paths] + self.overrides + self._children() + self._uncached()
+        out += self._temporary()
         for each in out:
             self._classify(each)
         return sorted(out, key=lambda f: (f.line, f.variable or ""))
@@ -1521,6 +1530,31 @@ class _Visitor:
                 reason="fetched from the network on every call: no cache keeps it",
             )  # fmt: skip
             self.node_of[id(found)] = each
+            out.append(found)
+        return out
+
+    def _temporary(self) -> list[Finding]:
+        """A temporary file or directory made in the system temporary directory (no ``dir=``):
+        a new name on every run, listed as ``throwaway``."""
+        out = []
+        for node in self.m.candidates:
+            if not isinstance(node, ast.Call):
+                continue
+            name = _dotted(node.func)
+            where = _TEMP_MAKERS.get(name.removeprefix("tempfile."))
+            if where is None or not (name.startswith("tempfile.") or name in self.m.imported):
+                continue
+            given = next((k.value for k in node.keywords if k.arg == "dir"), None)
+            if given is None and len(node.args) > where:
+                given = node.args[where]
+            if given is not None and not (isinstance(given, ast.Constant) and given.value is None):
+                continue  # made inside a place of its own, found where that place is
+            found = Finding(
+                self.dist, self.version, self.file, node.lineno, None,
+                f"$TMPDIR/{{{name.rpartition('.')[2]}()}}", "$TMPDIR", (GETTEMPDIR,),
+                kind=THROWAWAY, reason="a temporary name made anew on every run",
+            )  # fmt: skip
+            self.node_of[id(found)] = node
             out.append(found)
         return out
 

@@ -45,6 +45,10 @@ _NEEDLES = (
     b"__file__",
     b"setenv",
     b"putenv",
+    b"mkdtemp",
+    b"mkstemp",
+    b"TemporaryDirectory",
+    b"NamedTemporaryFile",
 )
 #: A file with none of :data:`_NEEDLES` is still read when it may download into a place decided
 #: in another module of its package (``download_file(url, get_cache_folder())``).
