@@ -255,6 +255,7 @@ def test_a_url_read_on_every_call_is_an_uncached_download(tmp_path: Path) -> Non
     assert rows(report) == [
         (9, None, "{url}", "uncached-download", None),
         (13, None, "{url}", "uncached-download", None),
+        (17, None, "$TMPDIR/{NamedTemporaryFile()}", "throwaway", None),
         (18, None, "{url}", "uncached-download", None),
     ]
     assert report.status == 0  # listed, not gating
