@@ -185,12 +185,6 @@ def test_the_truth_uses_the_audit_classes() -> None:
     assert kinds <= set(KINDS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured below 90 % for cache and download (docs/explanation/audit.md, "
-    "'Measured figures'): the figures are printed; once they reach 90 % this test passes, "
-    "and strict xfail fails the run until this mark is removed",
-)
 def test_recall_and_precision(
     corpus: Report, measured: Measured, report: Callable[[str], None]
 ) -> None:
