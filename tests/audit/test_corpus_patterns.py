@@ -409,3 +409,42 @@ def test_a_temporary_name_made_in_the_temporary_directory_is_throwaway(tmp_path:
         (7, None, "$TMPDIR/{mkstemp()}", "throwaway", None),
     ]
     assert [i.failing for i in report.items] == [False, False, False]
+
+
+#: vLLM's tests' shapes: a module constant a fixture downloads into after ``global``; a
+#: directory named beside the source, then made and downloaded into; a response read later.
+SEED_SHAPES = """\
+import os
+import tempfile
+import urllib.request
+from pathlib import Path
+
+MODEL_PATH = os.path.join(tempfile.gettempdir(), "demo_model")
+DATA_DIR = Path(__file__).parent / "data"
+
+
+def server():
+    global MODEL_PATH
+    MODEL_PATH = fetch_weights("acme/tiny", cache_dir=MODEL_PATH)
+
+
+def ensure(url):
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    urllib.request.urlretrieve(url, DATA_DIR / "vocab.bin")
+
+
+def read(url):
+    answer = urllib.request.urlopen(url)
+    size = len(url)
+    return answer.read(), size
+"""
+
+
+def test_a_global_assigned_in_a_function_and_a_place_named_beside_the_source(
+    tmp_path: Path,
+) -> None:
+    assert rows(run(tmp_path, SEED_SHAPES)) == [
+        (6, None, "$TMPDIR/demo_model", "download", None),
+        (7, None, "{__file__}/../data", "download", None),
+        (21, None, "{url}", "uncached-download", None),
+    ]

@@ -425,7 +425,14 @@ class _Module:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
                 self.functions[stmt.name] = stmt
 
-    def _index(self, node: ast.AST, scope: _Scope) -> None:  # noqa: PLR0912, PLR0915 - one per kind
+    def _index(self, node: ast.AST, scope: _Scope) -> None:
+        self._globals: list[tuple[_Scope, str]] = []
+        self._walk(node, scope)
+        for sc, name in self._globals:  # ``global NAME`` in a function: the module's NAME
+            values = self.assigns.get(sc, {}).pop(name, [])
+            self.assigns.setdefault(self.tree, {}).setdefault(name, []).extend(values)
+
+    def _walk(self, node: ast.AST, scope: _Scope) -> None:  # noqa: PLR0912, PLR0915 - one per kind
         stack: list[tuple[ast.AST, _Scope]] = [(node, scope)]
         while stack:
             current, sc = stack.pop()
@@ -461,6 +468,8 @@ class _Module:
                         if owner is not None:
                             key = (owner, target.attr)
                             self.attributes.setdefault(key, []).append(current.value)
+            elif isinstance(current, ast.Global) and sc is not self.tree:
+                self._globals += [(sc, name) for name in current.names]
             elif isinstance(current, ast.NamedExpr):
                 self.assigns.setdefault(sc, {}).setdefault(current.target.id, []).append(
                     current.value
@@ -1307,6 +1316,14 @@ class _Visitor:
             self.promoted.add(id(found))
             self._mark(found, how)
         elif isinstance(leaf, ast.Name) and leaf.id == "__file__" and where is self:
+            top = self._beside_top(leaf)
+            inside = any(n is top for n in ast.walk(call))
+            if not inside and isinstance(top, ast.BinOp | ast.Call):
+                # ``DATA = Path(__file__).parent / "data"``: the place is where it is named.
+                found = self._place_at(top, how)
+                if found is not None:
+                    self.note_of.setdefault(id(found), f"beside the source file: {sink[1]}")
+                return
             if (id(call), id(path)) in self._beside:
                 return
             self._beside.add((id(call), id(path)))
@@ -1320,13 +1337,7 @@ class _Visitor:
             self._extra.append(found)
         elif isinstance(leaf, ast.Name) and leaf.id == "__file__":
             # Written from another module: the place is the path built beside the source here.
-            top: ast.AST = leaf
-            while isinstance(up := self.m.parent.get(top), ast.Call) and top in up.args:
-                name = _dotted(up.func)
-                if not (name in _JOINERS or name in _WRAPPERS or name == "os.path.dirname"):
-                    break
-                top = up
-            found = self._place_at(top, how)
+            found = self._place_at(self._beside_top(leaf), how)
             if found is not None:
                 self.note_of.setdefault(id(found), "beside the source file")
         elif id(leaf) in self.by_source:
@@ -1336,6 +1347,26 @@ class _Visitor:
             self._place_at(leaf, how)
         elif isinstance(leaf, ast.Call) and self.m.helper(leaf):
             self._unfollowed(leaf, HELPER)
+
+    def _beside_top(self, leaf: ast.AST) -> ast.AST:
+        """The path built from ``__file__`` around ``leaf``: through ``dirname``, ``Path``,
+        ``.parent`` and joins; the source file's own directory when nothing is added to it."""
+        top: ast.AST = leaf
+        bare: ast.AST = leaf
+        while True:
+            up = self.m.parent.get(top)
+            if isinstance(up, ast.Call) and top in up.args:
+                name = _dotted(up.func)
+                if not (name in _JOINERS or name in _WRAPPERS or name == "os.path.dirname"):
+                    break
+                if len(up.args) == 1:
+                    bare = up
+            elif isinstance(up, ast.Attribute) and up.attr in ("parent", "parents"):
+                bare = up
+            elif not (isinstance(up, ast.BinOp) and isinstance(up.op, ast.Div) and top is up.left):
+                break
+            top = up
+        return bare if top is bare else top
 
     def _held_by(self, leaf: ast.AST) -> list[Finding]:
         """The findings made where a name given ``leaf`` as its one value is used."""
@@ -1524,8 +1555,9 @@ class _Visitor:
             if url is None or id(scope) in writing:
                 continue
             text = self.m.render(url, scope).text
+            line = getattr(url, "lineno", 0) or getattr(each, "lineno", 0)  # where it is fetched
             found = Finding(
-                self.dist, self.version, self.file, getattr(each, "lineno", 0), None, text, "", (),
+                self.dist, self.version, self.file, line, None, text, "", (),
                 kind=UNCACHED_DOWNLOAD,
                 reason="fetched from the network on every call: no cache keeps it",
             )  # fmt: skip
