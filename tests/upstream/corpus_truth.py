@@ -518,3 +518,93 @@ TRUTH: dict[str, tuple[Place, ...]] = {
         ),
     ),
 }
+
+
+#: The seed pull request's test files as the pinned vLLM sdist has them (``[[sdist]]`` in
+#: ``wheels.toml``), read by hand the same way; paths as in vLLM's repository. Test code is
+#: audited here (it is what the seed fixed), so a test that sets a layout variable is a place.
+SEED = "vllm-seed-tests"
+SEED_TRUTH: dict[str, tuple[Place, ...]] = {
+    SEED: (
+        Place(
+            "tests/conftest.py",
+            233,
+            "ipc",
+            "mkstemp(): the FileStore file the distributed test processes meet at (file://)",
+        ),
+        Place(
+            "tests/conftest.py",
+            1537,
+            "download",
+            "$TMPDIR/dummy_opt: snapshot_download(local_dir=) when it does not exist yet",
+        ),
+        Place("tests/conftest.py", 1538, "download", "$TMPDIR/dummy_llava: the same"),
+        Place("tests/conftest.py", 1539, "download", "$TMPDIR/dummy_gemma2_embedding: the same"),
+        Place(
+            "tests/conftest.py",
+            1868,
+            "throwaway",
+            "TemporaryDirectory(): fresh_vllm_cache's directory",
+        ),
+        Place(
+            "tests/conftest.py",
+            1869,
+            "layout-override",
+            "monkeypatch.setenv('VLLM_CACHE_ROOT', tmp_dir): the layout's cache root replaced",
+        ),
+        Place(
+            "tests/entrypoints/openai/completion/test_token_in_token_out.py",
+            14,
+            "download",
+            "$TMPDIR/qwen3_06b: download_weights_from_hf(cache_dir=) in the server fixture",
+        ),
+        Place(
+            "tests/evals/gpt_oss/test_gpqa_correctness.py",
+            31,
+            "download",
+            "data/ beside the source: tiktoken files urlretrieve()d, handed to the server",
+        ),
+        Place(
+            "tests/evals/gsm8k/gsm8k_eval.py",
+            29,
+            "download",
+            "$TMPDIR/<name of the URL>: GSM8K fetched with requests and written there",
+        ),
+        Place(
+            "tests/plugins/prithvi_io_processor_plugin/prithvi_io_processor/prithvi_processor.py",
+            65,
+            "output",
+            "prediction.tiff in the working directory: the output written there",
+        ),
+        Place(
+            "tests/plugins/prithvi_io_processor_plugin/prithvi_io_processor/prithvi_processor.py",
+            72,
+            "throwaway",
+            "NamedTemporaryFile(): an output GeoTIFF encoded through a temporary file",
+        ),
+        Place(
+            "tests/plugins/prithvi_io_processor_plugin/prithvi_io_processor/prithvi_processor.py",
+            117,
+            "uncached-download",
+            "urlopen(file_path): a GeoTIFF URL fetched on every request, kept by nothing",
+        ),
+        Place(
+            "tests/plugins/prithvi_io_processor_plugin/prithvi_io_processor/prithvi_processor.py",
+            133,
+            "throwaway",
+            "NamedTemporaryFile(): the fetched bytes written to a temporary file to be read",
+        ),
+        Place(
+            "tests/v1/kv_connector/extract_hidden_states_integration/test_extraction.py",
+            63,
+            "download",
+            "~/.cache/huggingface: from_pretrained(cache_dir=) with the hub's path written out",
+        ),
+        Place(
+            "tests/v1/kv_connector/extract_hidden_states_integration/test_extraction.py",
+            315,
+            "throwaway",
+            "mkdtemp(): the connector's shared_storage_path for one test",
+        ),
+    ),
+}
