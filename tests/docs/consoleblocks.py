@@ -13,6 +13,8 @@ before the block's fence may hold a marker:
   working directory;
 - ``<!-- console: example=NAME -->``: the tree ``docs/examples/NAME`` is copied into the working
   directory first, as ``NAME``;
+- ``<!-- console: hub -->``, ``hub=FAULT[:N]``: a local test hub stands in for the Hugging Face
+  Hub (``hubblocks.py`` says how, and which faults it can show);
 - ``<!-- console: root -->``: the block runs as root in a private mount namespace of its own
   (``unshare``), so its mounts (an overlay, a read-only bind mount) vanish with it and no other
   process sees them; where that is not permitted, the test is skipped and says why.
@@ -26,7 +28,8 @@ cacheroot variable set, and its own pin file; its working directory is shown as
 ``SANDBOX/var/cache/cacheroot``, and the sandbox prefix is taken out of the output again; the
 checkout is shown as ``/srv/cacheroot``. Output is compared line by line after placeholders
 replace what changes from run to run (durations, sizes, ports, dates; a run of white space is
-one space); ``...`` in an expected line matches any text, and a line that is only ``...``
+one space); ``...`` in an expected line (three dots, not a part of a longer run such as pytest's
+progress dots) matches any text, and a line that is only ``...``
 matches any number of lines.
 """
 
@@ -214,12 +217,16 @@ def normal(line: str) -> str:
     return line
 
 
+#: ``...`` as a wildcard: exactly three dots, not a part of a longer run (pytest's progress dots).
+_ELLIPSIS = re.compile(r"(?<!\.)\.\.\.(?!\.)")
+
+
 def matches(expected: list[str], actual: list[str]) -> bool:
     """Whether ``actual`` fits ``expected`` (normalised; ``...`` as described above)."""
     want = [normal(x) for x in expected]
     got = [normal(x) for x in actual]
     patterns = [
-        None if w.strip() == "..." else re.compile(".*".join(map(re.escape, w.split("..."))))
+        None if w.strip() == "..." else re.compile(".*".join(map(re.escape, _ELLIPSIS.split(w))))
         for w in want
     ]
     memo: dict[tuple[int, int], bool] = {}
@@ -259,8 +266,19 @@ def namespace_missing() -> str:
 _SEPARATOR = "@@console-block@@"
 
 
-def run(block: Block, sandbox: Path, origin: str | None) -> list[tuple[list[str], int]]:
-    """Run the block's commands in one fresh bash; each command's output lines and status."""
+def run(
+    block: Block,
+    sandbox: Path,
+    origin: str | None,
+    *,
+    env: dict[str, str] | None = None,
+    before: dict[int, str] | None = None,
+) -> list[tuple[list[str], int]]:
+    """Run the block's commands in one fresh bash; each command's output lines and status.
+
+    ``env`` is added to the fresh environment (a local hub's endpoint); ``before`` holds lines
+    of set-up to run, unseen, before a command (by its index).
+    """
     for path in DOC_PATHS:
         (sandbox / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
     home = sandbox / "home" / "user"
@@ -275,13 +293,15 @@ def run(block: Block, sandbox: Path, origin: str | None) -> list[tuple[list[str]
         )
     lines = ["exec 2>&1", f"cd {REPO if 'checkout' in block.words else work}"]
     for n, command in enumerate(block.commands):
+        if before and n in before:
+            lines.append(before[n])
         lines.append(f"printf '%s\\n' '{_SEPARATOR} {n}'")
         lines.append(to_sandbox(command.text, sandbox, origin))
         lines.append(f"printf '\\n{_SEPARATOR} exit %d\\n' \"$?\"")
     script = sandbox / "block.sh"
     script.write_text("\n".join(lines) + "\n", encoding="utf-8")
     bindir = Path(sys.executable).parent
-    env = {
+    fresh = {
         "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(home),
         "USER": "user",  # what getpass.getuser() says (pytest's `pytest-of-user`), as HOME's name
@@ -292,13 +312,14 @@ def run(block: Block, sandbox: Path, origin: str | None) -> list[tuple[list[str]
         "COLUMNS": "100",
         "TERM": "dumb",
         "CACHEROOT_PIN_FILE": str(sandbox / "opt" / "ci-venv" / "etc" / "cacheroot" / "pin"),
+        **(env or {}),
     }
     shell = ["bash", str(script)]
     if "root" in block.words:
         shell = [*UNSHARE, *shell]
     ran = subprocess.run(
         shell,
-        env=env,
+        env=fresh,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

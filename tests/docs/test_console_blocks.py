@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,12 +16,13 @@ import pytest
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.docs import consoleblocks
+    from tests.docs import consoleblocks, hubblocks
     from tests.docs.consoleblocks import Block
     from tests.origin import Server, static
 else:
     # pytest puts tests/ and tests/docs on sys.path (no packages there); mypy names them tests.*.
     import consoleblocks
+    import hubblocks
     from consoleblocks import Block
     from origin import Server, static
 
@@ -42,12 +44,17 @@ def test_the_block_prints_what_it_shows(
     block: Block, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     assert block.commands, f"{block.where}: a console block without a `$ ` command"
-    unknown = block.words - {"origin", "checkout", "example", "root"}
+    unknown = block.words - {"origin", "checkout", "example", "root", "hub"}
     assert not unknown, f"{block.where}: unknown marker options {sorted(unknown)}"
     if "root" in block.words and (why := consoleblocks.namespace_missing()):
         pytest.skip(f"{block.where}: {why}")
     address = request.getfixturevalue("origin") if "origin" in block.words else None
-    results = consoleblocks.run(block, tmp_path / "s", address)
+    with ExitStack() as stack:
+        env: dict[str, str] = {}
+        before: dict[int, str] = {}
+        if "hub" in block.words:
+            env, before = stack.enter_context(hubblocks.serving(block.settings["hub"]))
+        results = consoleblocks.run(block, tmp_path / "s", address, env=env, before=before)
     assert len(results) == len(block.commands), f"{block.where}: the block stopped early"
     for command, (actual, status) in zip(block.commands, results, strict=True):
         if not consoleblocks.matches(command.expected, actual):
@@ -79,3 +86,6 @@ def test_placeholders_match_what_changes_and_nothing_else() -> None:
     assert not consoleblocks.matches(["miss https://example.org/y ..."], ["miss https://x/"])
     assert consoleblocks.matches(["a", "...", "z"], ["a", "z"])
     assert not consoleblocks.matches(["a"], ["a", "b"])
+    progress = "..............................                                           [100%]"
+    assert consoleblocks.matches([progress], [progress])
+    assert not consoleblocks.matches([progress], ["." * 29 + " [100%]"])
