@@ -23,8 +23,7 @@ def remember(url: str, text: str) -> str:
 
 
 def read(url: str) -> bytes:
-    with urllib.request.urlopen(url) as answer:  # noqa: S310
-        return bytes(answer.read())
+    return bytes(urllib.request.urlopen(url).read())  # noqa: S310
 
 
 def place(kind: str) -> str | None:
