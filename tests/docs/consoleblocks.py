@@ -17,7 +17,10 @@ before the block's fence may hold a marker:
   Hub (``hubblocks.py`` says how, and which faults it can show);
 - ``<!-- console: root -->``: the block runs as root in a private mount namespace of its own
   (``unshare``), so its mounts (an overlay, a read-only bind mount) vanish with it and no other
-  process sees them; where that is not permitted, the test is skipped and says why.
+  process sees them; where that is not permitted, the test is skipped and says why;
+- ``<!-- console: root, service=N -->``: each command is a service that runs until it is
+  stopped: the runner stops it with SIGTERM after ``N`` seconds (``timeout``), and it runs in a
+  network namespace of its own, so the port it listens on is free whatever else runs here.
 
 Several options are separated by commas.
 
@@ -296,7 +299,10 @@ def run(
         if before and n in before:
             lines.append(before[n])
         lines.append(f"printf '%s\\n' '{_SEPARATOR} {n}'")
-        lines.append(to_sandbox(command.text, sandbox, origin))
+        line = to_sandbox(command.text, sandbox, origin)
+        if "service" in block.words:
+            line = f"timeout -s TERM {int(block.settings['service'])} {line}"
+        lines.append(line)
         lines.append(f"printf '\\n{_SEPARATOR} exit %d\\n' \"$?\"")
     script = sandbox / "block.sh"
     script.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -316,7 +322,7 @@ def run(
     }
     shell = ["bash", str(script)]
     if "root" in block.words:
-        shell = [*UNSHARE, *shell]
+        shell = [*UNSHARE, *(["--net"] if "service" in block.words else []), *shell]
     ran = subprocess.run(
         shell,
         env=fresh,

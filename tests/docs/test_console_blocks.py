@@ -44,8 +44,10 @@ def test_the_block_prints_what_it_shows(
     block: Block, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     assert block.commands, f"{block.where}: a console block without a `$ ` command"
-    unknown = block.words - {"origin", "checkout", "example", "root", "hub"}
+    unknown = block.words - {"origin", "checkout", "example", "root", "hub", "service"}
     assert not unknown, f"{block.where}: unknown marker options {sorted(unknown)}"
+    if "service" in block.words:
+        assert "root" in block.words, f"{block.where}: a service runs in its own namespaces (root)"
     if "root" in block.words and (why := consoleblocks.namespace_missing()):
         pytest.skip(f"{block.where}: {why}")
     address = request.getfixturevalue("origin") if "origin" in block.words else None
