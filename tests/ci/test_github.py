@@ -5,8 +5,9 @@ No GitHub is involved. The steps' ``run:`` scripts run under bash as the runner 
 files in ``tmp_path`` whose lines are applied as GitHub applies them. Stood in for, not run:
 ``actions/cache/restore`` and ``actions/cache/save`` by a directory of saved volumes (exact key
 first, then the newest volume under a ``restore-keys`` prefix); ``actions/checkout`` by this tree
-(the job's workspace) and ``actions/setup-python`` by this interpreter, whose environment holds
-what the install step would install, so that step does not run either.
+itself (not a copy under the temporary directory, which the suite's isolated runs replace with a
+fresh one); ``actions/setup-python`` by this interpreter, whose environment holds what the
+install step would install, so that step does not run.
 
 With a toy manifest (a local origin) and a toy suite, three jobs: a cold one (misses, downloads,
 saves), one whose manifest is only reformatted (same key: exact hit, no request, nothing saved),
