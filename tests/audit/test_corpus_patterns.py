@@ -143,19 +143,19 @@ class Layout:
 """,
     "demo/client.py": """\
 from demo.layout import Layout
-from .transfer import fetch_file
+from .transfer import download_file
 
 
 def resolve(handle, url):
     layout = Layout()
-    fetch_file(url, layout.path_of(handle))
+    download_file(url, layout.path_of(handle))
 """,
     "demo/transfer.py": """\
 import shutil
 import urllib.request
 
 
-def fetch_file(url, out_path):
+def download_file(url, out_path):
     with urllib.request.urlopen(url) as answer, open(out_path, "wb") as out:
         shutil.copyfileobj(answer, out)
 """,
@@ -201,18 +201,18 @@ def appdata_dir(appname):
 import os
 
 from .appdir import appdata_dir
-from .net import get_remote
+from .net import download_to
 
 
 def resource(name, url):
     folder = appdata_dir("demo")
-    return get_remote(url, os.path.join(folder, name))
+    return download_to(url, os.path.join(folder, name))
 """,
     "demo/net.py": """\
 import urllib.request
 
 
-def get_remote(url, filename):
+def download_to(url, filename):
     urllib.request.urlretrieve(url, filename)
     return filename
 """,
@@ -331,11 +331,15 @@ class DiskStore:
             f.write(value)
 """,
     "demo/extract.py": """\
+import os
+
 from .cache import DiskStore, get_cache_dir
+
+TIMEOUT = os.environ.get("DEMO_FETCH_TIMEOUT")
 
 
 class Extract:
-    def __init__(self, folder=get_cache_dir(), timeout=None):
+    def __init__(self, folder=get_cache_dir()):
         self._store = DiskStore(folder)
 """,
 }

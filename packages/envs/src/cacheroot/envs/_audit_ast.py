@@ -352,6 +352,24 @@ def canonical(tree: ast.Module) -> ast.Module:
 
 
 _Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+#: Nodes the index notes nothing of but their place (scope, parent): only their children.
+_PLAIN = frozenset(
+    {
+        ast.Expr, ast.Return, ast.BinOp, ast.BoolOp, ast.UnaryOp, ast.Compare, ast.keyword,
+        ast.JoinedStr, ast.FormattedValue, ast.Tuple, ast.List, ast.Dict, ast.Set, ast.Starred,
+        ast.IfExp, ast.Await, ast.Yield, ast.YieldFrom, ast.Raise, ast.Try, ast.While, ast.With,
+        ast.AsyncWith, ast.ExceptHandler, ast.Delete, ast.Assert, ast.Pass, ast.Break,
+        ast.Continue, ast.Slice, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+    }
+)  # fmt: skip
+#: Children never indexed: contexts and operators (shared, and no place of their own).
+_LEAVES = frozenset(
+    {ast.Load, ast.Store, ast.Del}
+    | {type(op) for op in (ast.Add(), ast.Sub(), ast.Mult(), ast.Div(), ast.Mod(), ast.Pow())}
+    | {ast.FloorDiv, ast.BitOr, ast.BitAnd, ast.BitXor, ast.LShift, ast.RShift, ast.MatMult}
+    | {ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Invert}
+    | {ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Is, ast.IsNot, ast.In, ast.NotIn}
+)
 
 
 def absolute(name: str, file: str, level: int, module: str | None) -> str:
@@ -438,6 +456,12 @@ class _Module:
             current, sc = stack.pop()
             self.scope_of[current] = sc
             inner = sc
+            if type(current) in _PLAIN:  # nothing to note: its children only
+                for child in ast.iter_child_nodes(current):
+                    if type(child) not in _LEAVES:
+                        self.parent[child] = current
+                        stack.append((child, sc))
+                continue
             if isinstance(current, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 inner = current
             if isinstance(current, ast.Assign | ast.AnnAssign) and current.value is not None:
@@ -531,8 +555,9 @@ class _Module:
             if isinstance(current, ast.If) and _dotted(current.test).endswith("TYPE_CHECKING"):
                 continue  # annotations only: never run
             for child in ast.iter_child_nodes(current):
-                self.parent[child] = current
-                stack.append((child, inner))
+                if type(child) not in _LEAVES:
+                    self.parent[child] = current
+                    stack.append((child, inner))
 
     def base_call(self, node: ast.AST) -> bool:
         """Whether ``node`` is a bare base: ``Path.home()``, ``expanduser("~...")``,

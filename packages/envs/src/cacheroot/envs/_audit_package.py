@@ -186,7 +186,7 @@ def _sinks(
             continue
         func = node.func
         callee = func.attr if isinstance(func, ast.Attribute) else dotted(func)
-        if callee not in names and not (callee[:1].isupper() and "__init__" in names):
+        if callee not in names:
             continue  # (resolving every call would read every module it names)
         called = m.function_at(node, m.scope_of.get(node, m.tree))
         if called is None:
@@ -226,6 +226,9 @@ def _summaries(
                     if old is None or SINK_RANK[old[0]] < SINK_RANK[sink]:
                         summary[leaf.arg] = (sink, how)
                         names.add(owner.name)
+                        made = module.owner(owner) if owner.name == "__init__" else None
+                        if made is not None:  # ``Store(folder)`` calls ``Store.__init__``
+                            names.add(made.name)
                         changed = True
         if not changed:
             break
