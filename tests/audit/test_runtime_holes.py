@@ -155,6 +155,32 @@ def test_pycache_is_exempt_only_for_bytecode_of_imported_modules(tmp_path: Path)
     assert sorted(_written(tmp_path)) == [str(lib / "__pycache__" / "demo_mod.f-1.py312.nbi")]
 
 
+def test_pytest_s_rewritten_bytecode_of_a_test_module_is_exempt(tmp_path: Path) -> None:
+    """pytest writes a test module's bytecode under a name of its own
+    (``test_x.cpython-311-pytest-9.2.0.pyc``): bytecode of a module the process imports, not an
+    escape, even in a working tree that holds HOME; a file written into HOME still is."""
+    work, env = _around(tmp_path)
+    (work / "test_x.py").write_text(
+        "import os\n\n\ndef test_x():\n"
+        "    open(os.path.expanduser('~/written.txt'), 'w').close()\n",
+        encoding="utf-8",
+    )
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:cacheroot"],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    written = [p.name for p in (work / "__pycache__").iterdir()]
+    assert any(n.startswith("test_x.") and "-pytest-" in n for n in written), written
+    assert sorted(_written(tmp_path)) == [str(work / "home" / "written.txt")]
+
+
 def test_a_write_relative_to_a_directory_descriptor_is_resolved(tmp_path: Path) -> None:
     work, env = _around(tmp_path)
     target = work / "home" / "nltk_data"

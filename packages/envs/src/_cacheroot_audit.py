@@ -149,11 +149,16 @@ def _open_with_dir_fd() -> None:
 
 def bytecode(path: str) -> bool:
     """Whether ``path`` is Python's bytecode of a module this process imported (or its
-    ``__pycache__`` directory, or the temporary file the bytecode is written through)."""
+    ``__pycache__`` directory, or the temporary file the bytecode is written through).
+
+    A tagged variant of a module's bytecode counts too: pytest writes a test module's rewritten
+    bytecode beside the plain one, as ``NAME.cpython-311-pytest-9.2.0.pyc`` for the module whose
+    ``__cached__`` is ``NAME.cpython-311.pyc``.
+    """
     name = path
     head, _, tail = path.rpartition(".")
     if tail.isdigit():
-        name = head  # importlib writes PATH.<id> first, then renames it to PATH
+        name = head  # importlib (and pytest) write PATH.<id> first, then rename it to PATH
     is_pyc = name.endswith(".pyc")
     if not is_pyc and os.path.basename(name) != "__pycache__" and not os.path.isdir(name):
         return False
@@ -162,7 +167,10 @@ def bytecode(path: str) -> bool:
         if not isinstance(cached, str):
             continue
         cached = os.path.abspath(cached)
-        if cached == name if is_pyc else cached.startswith(name.rstrip(os.sep) + os.sep):
+        if not is_pyc:
+            if cached.startswith(name.rstrip(os.sep) + os.sep):
+                return True
+        elif cached == name or name.startswith(cached.removesuffix(".pyc") + "-"):
             return True
     return False
 
