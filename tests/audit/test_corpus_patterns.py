@@ -452,3 +452,40 @@ def test_a_global_assigned_in_a_function_and_a_place_named_beside_the_source(
         (7, None, "{__file__}/../data", "download", None),
         (21, None, "{url}", "uncached-download", None),
     ]
+
+
+#: vLLM's shapes: a lock directory in the temporary directory (file locks shared by users), a
+#: shared-memory segment; and a recipe given a kernel's ``uri``, which is no URL.
+MEETING_PLACES = """\
+import os
+import tempfile
+from pathlib import Path
+
+temp_dir = tempfile.gettempdir()
+SHM = "/dev/shm"
+
+
+def lock_for(name, cache_dir=None):
+    lock_dir = cache_dir or temp_dir
+    os.makedirs(os.path.dirname(lock_dir), exist_ok=True)
+    return os.path.join(lock_dir, name + ".lock")
+
+
+def segment(size):
+    with tempfile.NamedTemporaryFile(dir=SHM) as f:
+        f.truncate(size)
+
+
+def recipe(kernel):
+    return make_recipe(kernel.uri, templates=(Path(__file__).parent / "templates",))
+"""
+
+
+def test_locks_and_shared_memory_are_where_processes_meet(tmp_path: Path) -> None:
+    """Listed as ``ipc`` by the name of what is written there; nothing gates."""
+    report = run(tmp_path, MEETING_PLACES)
+    assert rows(report) == [
+        (5, None, "$TMPDIR", "ipc", None),
+        (6, None, "/dev/shm", "ipc", None),
+    ]
+    assert report.status == 0

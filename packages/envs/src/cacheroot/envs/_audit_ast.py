@@ -1117,6 +1117,9 @@ class _Visitor:
         self.sink_of: dict[int, tuple[str, str]] = {}
         self.note_of: dict[int, str] = {}
         self._beside: set[tuple[int, int]] = set()
+        #: The names of the written paths a leaf reached, and those of a finding.
+        self._written: dict[int, set[str]] = {}
+        self.written_as: dict[int, set[str]] = {}
         #: Filled by :meth:`collect`: the reads, the fixed places, and the findings by node.
         self.overrides: list[Finding] = []
         self.reads: list[tuple[_EnvRead, Finding, bool]] = []
@@ -1307,8 +1310,11 @@ class _Visitor:
 
     # -- following values -----------------------------------------------------------------
 
-    def _mark(self, found: Finding, sink: tuple[str, str]) -> None:
-        """Note the sink a finding's value reaches (a download says more than a write)."""
+    def _mark(self, found: Finding, sink: tuple[str, str], leaf: ast.AST | None = None) -> None:
+        """Note the sink a finding's value reaches (a download says more than a write), and
+        the names of the paths written (``lock_dir``)."""
+        if leaf is not None:
+            self.written_as.setdefault(id(found), set()).update(self._written.get(id(leaf), ()))
         known = self.sink_of.get(id(found))
         if known is None or SINK_RANK.get(known[0], 0) < SINK_RANK.get(sink[0], 0):
             self.sink_of[id(found)] = sink
@@ -1328,6 +1334,7 @@ class _Visitor:
         helper."""
         line = f"line {call.lineno}" if where is self else f"{where.file}:{call.lineno}"
         how = (sink[0], f"{sink[1]} ({line})")
+        self._written.setdefault(id(leaf), set()).update(_identifiers(path))
         read = self.m.env_read(leaf)
         if read is not None and read.name not in _BASES:
             found = self.by_read.get(id(leaf))
@@ -1339,11 +1346,12 @@ class _Visitor:
                 self.reads.append((read, found, True))
                 self.by_read[id(leaf)] = found
             self.promoted.add(id(found))
-            self._mark(found, how)
+            self._mark(found, how, leaf)
         elif isinstance(leaf, ast.Name) and leaf.id == "__file__" and where is self:
             top = self._beside_top(leaf)
             inside = any(n is top for n in ast.walk(call))
-            if not inside and isinstance(top, ast.BinOp | ast.Call):
+            named = top is not leaf and not self._bare_source_dir(top)
+            if not inside and named:
                 # ``DATA = Path(__file__).parent / "data"``: the place is where it is named.
                 found = self._place_at(top, how)
                 if found is not None:
@@ -1366,7 +1374,7 @@ class _Visitor:
             if found is not None:
                 self.note_of.setdefault(id(found), "beside the source file")
         elif id(leaf) in self.by_source:
-            self._mark(self.by_source[id(leaf)], how)
+            self._mark(self.by_source[id(leaf)], how, leaf)
         elif self._bare(leaf) or (isinstance(leaf, ast.expr) and runs_on(self.m, leaf)):
             # (the value given on one platform's branch, :func:`._audit_flow.origins` says)
             self._place_at(leaf, how)
@@ -1392,6 +1400,12 @@ class _Visitor:
                 break
             top = up
         return bare if top is bare else top
+
+    def _bare_source_dir(self, top: ast.AST) -> bool:
+        """Whether a path built from ``__file__`` adds no fixed name (``Path(__file__).parent``)."""
+        return not any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) for n in ast.walk(top)
+        )
 
     def _held_by(self, leaf: ast.AST) -> list[Finding]:
         """The findings made where a name given ``leaf`` as its one value is used."""
@@ -1426,17 +1440,17 @@ class _Visitor:
         held = self._held_by(leaf)
         if held:  # ``home = os.getenv("HOME")``: the places are where ``home`` is used
             for found in held:
-                self._mark(found, how)
+                self._mark(found, how, leaf)
             return held[0]
         top, nested = self._outermost(leaf)
         outer = self._first_outer_read(leaf) if nested else None
         if outer is not None:  # in a variable's default: that read's place
             if id(outer) in self.by_read:
-                self._mark(self.by_read[id(outer)], how)
+                self._mark(self.by_read[id(outer)], how, leaf)
                 return self.by_read[id(outer)]
             return None
         if id(top) in self.by_source:
-            self._mark(self.by_source[id(top)], how)
+            self._mark(self.by_source[id(top)], how, leaf)
             return self.by_source[id(top)]
         rendered = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
         variable = rendered.first_variable if rendered.root in ("xdg", "var") else None
@@ -1448,7 +1462,7 @@ class _Visitor:
         self.node_of[id(found)] = top
         self.by_source[id(top)] = self.by_source[id(leaf)] = found
         self.paths.append((top, found))
-        self._mark(found, how)
+        self._mark(found, how, leaf)
         return found
 
     def _children(self) -> list[Finding]:
@@ -1650,7 +1664,10 @@ class _Visitor:
         sink, how = self.sink_of.get(id(found), ("", ""))
         names = (found.variable or "", *self._targets(node))
         beside = self.note_of.get(id(found), "").startswith("beside the source")
-        found.kind, found.reason = kind_of(names, found.expression, sink, beside_source=beside)
+        written = tuple(sorted(self.written_as.get(id(found), ())))
+        found.kind, found.reason = kind_of(
+            names, found.expression, sink, beside_source=beside, written=written
+        )
         found.reason += "".join(f"; {t}" for t in (note, how) if t)
 
     def _targets(self, node: ast.AST | None) -> list[str]:
@@ -1821,6 +1838,15 @@ class _Visitor:
                 return parent.test
             child, parent = parent, self.m.parent.get(parent)
         return None
+
+
+def _identifiers(node: ast.AST) -> set[str]:
+    """The names and attributes a path expression is written with (``lock_dir``)."""
+    return {
+        n.id if isinstance(n, ast.Name) else n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name | ast.Attribute)
+    }
 
 
 def _style(rendered: Rendered) -> tuple[str, ...]:

@@ -95,7 +95,9 @@ _PER_RUN = re.compile(r"getpid|uuid|mkdtemp|TemporaryDirectory|time\(|token_hex|
 _CACHE_WORDS = frozenset(
     {"CACHE", "CACHES", "CACHEDIR", "JIT", "AOT", "COMPILE", "KERNELS", "PYCACHE"}
 )
-_IPC_WORDS = frozenset({"SOCK", "SOCKET", "SOCKETS", "IPC", "RPC", "ZMQ", "FIFO", "RUNTIME"})
+_IPC_WORDS = frozenset(
+    {"SOCK", "SOCKET", "SOCKETS", "IPC", "RPC", "ZMQ", "FIFO", "RUNTIME", "LOCK", "LOCKS"}
+)
 _OUTPUT_WORDS = frozenset(
     {
         "OUT",
@@ -209,7 +211,7 @@ _LOOKING = ("find", "search", "locate", "lookup", "check", "validate", "is_", "h
 
 
 def _urlish(node: ast.AST) -> bool:
-    """Whether an argument is a URL: ``"https://..."``, a name that ends in ``url``/``uri``,
+    """Whether an argument is a URL: ``"https://..."``, a name that ends in ``url``,
     or a string built from either."""
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str) and node.value.startswith(
@@ -217,7 +219,7 @@ def _urlish(node: ast.AST) -> bool:
         )
     if isinstance(node, ast.Name | ast.Attribute):
         name = node.id if isinstance(node, ast.Name) else node.attr
-        return name.lower().endswith(("url", "uri", "urls"))
+        return name.lower().endswith(("url", "urls"))
     if isinstance(node, ast.JoinedStr):
         return bool(node.values) and _urlish(node.values[0])
     if isinstance(node, ast.BinOp):
@@ -627,13 +629,19 @@ def words(*texts: str) -> frozenset[str]:
 
 
 def kind_of(  # noqa: PLR0911 - one per class
-    names: tuple[str, ...], expression: str, sink: str, *, beside_source: bool = False
+    names: tuple[str, ...],
+    expression: str,
+    sink: str,
+    *,
+    beside_source: bool = False,
+    written: tuple[str, ...] = (),
 ) -> tuple[str, str]:
     """The class of a location and why, from the words of its names and path and the kind of
     sink its value reaches (``""``: none seen). A value that reaches a download is a download
     whatever it is called; a write where the function downloads is one unless its words say
-    output, configuration or IPC. Otherwise the place's own names speak first, then the fixed
-    parts of its path, then the variables it hangs from (``EXTRACTED_PATH`` under ``X_CACHE``
+    output, configuration or IPC. Otherwise the place's own names speak first, then the names
+    of the paths written under it (``lock_dir``), then the fixed parts of its path, then the
+    variables it hangs from (``EXTRACTED_PATH`` under ``X_CACHE``
     is what its name says). The user's cache base (``$XDG_CACHE_HOME``, ``~/.cache``) is no
     word of the place's own: what lies under it is a cache unless something says otherwise. A
     file written beside the source that names no cache nor download is output (generated code,
@@ -649,14 +657,15 @@ def kind_of(  # noqa: PLR0911 - one per class
     bare = _USER_CACHE_BASE.sub("", expression)
     levels = (
         words(*(_USER_CACHE_BASE.sub("", n) for n in names)),
+        words(*written),
         words(_VARIABLE.sub("", bare)),
         words(*_VARIABLE.findall(bare)),
     )
     every = frozenset().union(*levels)
     if sink == FETCHED and not every & (_IPC_WORDS | _OUTPUT_WORDS | _CONFIG_WORDS):
         return DOWNLOAD_KIND, "written where the function downloads"
-    if expression.endswith((".sock", ".ipc", ".socket")):
-        return IPC, "a socket or IPC place (socket file)"
+    if expression.endswith((".sock", ".ipc", ".socket")) or expression.startswith("/dev/shm"):
+        return IPC, "a socket, shared memory or IPC place"
     under_cache = bool(_USER_CACHE_BASE.search(" ".join((*names, expression))))
     for said in levels:
         decided = _by_words(said, under_cache=under_cache)
