@@ -132,6 +132,8 @@ _DOWNLOAD_WORDS = frozenset(
     {"DOWNLOAD", "DOWNLOADS", "DOWNLOADED", "DATA", "DATASET", "DATASETS", "HUB", "ASSETS"}
     | {"WEIGHTS", "MODELS"}
 )
+#: Shared memory: where processes meet.
+_SHM = "/dev/shm"  # noqa: S108 - the place this audit classifies, not one it writes
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 #: The user's cache base in a rendered place: it says that a library keeps something there,
 #: not what (``${XDG_CACHE_HOME:-~/.cache}/demo/models`` is a download).
@@ -664,7 +666,7 @@ def kind_of(  # noqa: PLR0911 - one per class
     every = frozenset().union(*levels)
     if sink == FETCHED and not every & (_IPC_WORDS | _OUTPUT_WORDS | _CONFIG_WORDS):
         return DOWNLOAD_KIND, "written where the function downloads"
-    if expression.endswith((".sock", ".ipc", ".socket")) or expression.startswith("/dev/shm"):
+    if expression.endswith((".sock", ".ipc", ".socket")) or expression.startswith(_SHM):
         return IPC, "a socket, shared memory or IPC place"
     under_cache = bool(_USER_CACHE_BASE.search(" ".join((*names, expression))))
     for said in levels:
