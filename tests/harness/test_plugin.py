@@ -60,7 +60,8 @@ def _failure(text: str, test: str) -> str:
 
 
 #: What to do about a miss of an offline run that names no manifest.
-WARM = "list it in a manifest and run `cacheroot warm MANIFEST` before the tests"
+#: The end of a manifest entry without a known digest, for a namespace.
+SHA_NS = 'sha256 = "<64 hex digits: sha256sum of the file>"\nnamespace = "{}"'
 
 
 def _sha(origin: ServedOrigin, path: str) -> tuple[str, int]:
@@ -155,15 +156,25 @@ def test_offline_run_fails_misses_and_foreign_connections(
     # section), and a fetch's own error (which says it: no section repeats it).
     fixture = _failure(text, "test_fixture_miss")
     assert fixture.startswith(f"cacheroot offline run: {origin.url}{GSM8K} is not in the cache")
+    # The origin ran on this machine for the tests: no later `cacheroot fetch` reaches it, so
+    # the message gives the manifest entry instead, to warm while a server listens there.
+    where = origin.url.removeprefix("http://")
     assert fixture.endswith(
-        f"warm it with `cacheroot fetch {origin.url}{GSM8K} --namespace adopter`, or {WARM}"
+        f"its server ({where}) is on the machine that ran the tests, so no later `cacheroot "
+        "fetch` reaches it: add this entry to the run's manifest and run `cacheroot warm "
+        f"MANIFEST` while a server listens at {where}, before the tests:\n"
+        f'[[asset]]\nurl = "{origin.url}{GSM8K}"\n'
+        'sha256 = "<64 hex digits: sha256sum of the file>"\nnamespace = "adopter"'
     )
     assert fixture.count("cacheroot warm") == 1
     assert "The above exception" not in fixture
     direct = _failure(text, "test_direct_fetch_miss")
     assert f"CacheMissError: offline and {origin.url}{BPE} is not cached at " in direct
     assert direct.count("is not cached at") == 1  # (the traceback quotes the code around it)
-    assert "- cacheroot -" not in direct  # no section
+    assert f"warm it while its server ({where}, on this machine) listens" in direct
+    # The section adds the entry the error cannot know to give.
+    assert f'cache miss on an offline run: its server ({where}) is on the machine' in direct
+    assert f'url = "{origin.url}{BPE}"' in direct
     assert "nox -s warm" not in text
     assert 'socket.socket.connect() with host "192.0.2.7"' in text  # the guard names it
     assert "allows loopback connections only" in text
@@ -205,9 +216,12 @@ def test_offline_miss_report_names_the_namespace_and_never_the_password(
     text = out.stdout + out.stderr
     assert out.returncode == pytest.ExitCode.TESTS_FAILED, text
     shown = origin.url.replace("://", "://alice:***@", 1)
-    assert f"cacheroot fetch {shown}{GSM8K} --namespace adopter`" in text
+    assert f'url = "{shown}{GSM8K}"\nsha256 = "<64 hex digits: sha256sum of the file>"\n' in text
+    assert 'namespace = "adopter"\n' in text
     assert f"offline and {shown}{BPE} is not cached at " in text
     assert f"cacheroot fetch {shown}{BPE} --namespace adopter --filename bpe.tiktoken`" in text
+    assert f'url = "{shown}{BPE}"' in text
+    assert 'namespace = "adopter"\nfilename = "bpe.tiktoken"' in text
     assert secret not in text
 
 
@@ -238,13 +252,20 @@ def test_an_offline_miss_names_the_run_s_manifest(tmp_path: Path, origin: Served
         f"list it in this run's manifest (--cacheroot-manifest {manifest}) and run "
         f"`cacheroot warm {manifest}` before the tests"
     )
+    where = origin.url.removeprefix("http://")
+    entry = (
+        f"add this entry to this run's manifest ({manifest}) and run `cacheroot warm {manifest}` "
+        f"while a server listens at {where}, before the tests:\n[[asset]]\n"
+    )
     fixture = _failure(text, "test_fixture_miss")
-    assert fixture.endswith(f"warm it with `cacheroot fetch {origin.url}{GSM8K}`, or {hint}")
+    assert entry in fixture
+    assert fixture.endswith(f'url = "{origin.url}{GSM8K}"\n' + SHA_NS.format("downloads"))
     assert fixture.count("cacheroot warm") == 1
     direct = _failure(text, "test_direct_fetch_miss")
     # The fetch's error names `cacheroot warm MANIFEST`; the section adds the run's manifest.
-    assert f"cache miss on an offline run: {hint}\n" in direct + "\n"
-    assert direct.count(hint) == 1
+    assert f"cache miss on an offline run: its server ({where}) is on the machine" in direct
+    assert direct.count(entry) == 1
+    assert hint not in direct
 
 
 def test_offline_runs_are_cache_only_for_upstream_vllm_helpers_too(

@@ -12,6 +12,8 @@ given, and the message it is given, with :func:`~._redact.redact_url`.
 
 from __future__ import annotations
 
+import urllib.parse
+
 from ._redact import redact_url
 
 TYPE_CHECKING = False
@@ -102,9 +104,15 @@ class EmptyDownloadError(FetchError, ValueError):
 class CacheMissError(FetchError, FileNotFoundError):
     """Offline mode and the entry is not in the cache: no request was made."""
 
+    #: The digest, namespace and file name the missed fetch asked for (where the raiser knows
+    #: them), so that what explains the miss can spell the manifest entry that warms it.
+    sha256: str | None = None
+    namespace: str = "downloads"
+    filename: str | None = None
+
     def __init__(self, url: str, path: str, hint: str = "") -> None:
         url, hint = redact_url(url), redact_url(hint)
-        hint = hint or f"warm it first with `cacheroot fetch {url}` (or `cacheroot warm MANIFEST`)"
+        hint = hint or fetch_hint(url)
         super().__init__(f"offline and {url} is not cached at {path}: {hint}")
         self._url, self._path, self._hint = url, path, hint
 
@@ -192,3 +200,31 @@ class LockTimeout(FetchError, TimeoutError):  # noqa: N818 - filelock names it T
     def timeout(self) -> float:
         """How long the caller waited, in seconds."""
         return self._timeout
+
+
+def loopback_address(url: str) -> str:
+    """``url``'s ``host:port`` when its host is this machine, else ``""``.
+
+    A server on loopback lives as long as whatever started it (a test's origin, a local
+    mirror): advice to fetch from it later must say that it has to be listening then.
+    """
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if host != "localhost":
+        import ipaddress  # noqa: PLC0415 - only when a miss is explained
+
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                return ""
+        except ValueError:
+            return ""
+    return parts.netloc.rpartition("@")[2]
+
+
+def fetch_hint(url: str, options: str = "") -> str:
+    """How to warm ``url`` (redacted) for an offline run; ``options`` are the fetch's own."""
+    command = f"`cacheroot fetch {url}{options}` (or `cacheroot warm MANIFEST`)"
+    where = loopback_address(url)
+    if where:
+        return f"warm it while its server ({where}, on this machine) listens, with {command}"
+    return f"warm it first with {command}"

@@ -50,6 +50,7 @@ from ._errors import (
     DownloadError,
     EmptyDownloadError,
     FetchError,
+    fetch_hint,
 )
 from ._lock import PathLock
 from ._naming import entry_path, record_key, url_key
@@ -492,11 +493,10 @@ class Fetcher:
         elif filename is not None or namespace != "downloads":
             extra = f" --namespace {namespace}" if namespace != "downloads" else ""
             extra += f" --filename {filename}" if filename is not None else ""
-            hint = (
-                f"warm it first with `cacheroot fetch {redact_url(url)}{extra}` "
-                "(or `cacheroot warm MANIFEST`)"
-            )
-        raise CacheMissError(url, dest, hint)
+            hint = fetch_hint(redact_url(url), extra)
+        miss = CacheMissError(url, dest, hint)
+        miss.sha256, miss.namespace, miss.filename = digest, namespace, filename
+        raise miss
 
     def _serve(
         self,

@@ -26,7 +26,7 @@ from .._fetcher import cache_dir, cache_only, fetch
 from .._models.model import Model
 from .._models.snapshot import offline_snapshot_path
 from .._redact import redact_url
-from .offline import FAILURE_HOLD, PLUGIN_ATTEMPTS, manifests, warm_hint
+from .offline import FAILURE_HOLD, PLUGIN_ATTEMPTS, manifests, miss_hint
 from .state import STATE, State
 
 if TYPE_CHECKING:
@@ -47,10 +47,14 @@ __all__ = [
 class CachedFile:
     """``cached_file(url, sha256=..., namespace=..., filename=...)``: the entry's local path."""
 
-    def __init__(self, *, offline: bool, manifests: list[str] | None = None) -> None:
+    def __init__(
+        self, *, offline: bool, manifests: list[str] | None = None, state: State | None = None
+    ) -> None:
         self.offline = offline
         #: The run's manifests (``--cacheroot-manifest``), named in the message of a miss.
         self.manifests = manifests or []
+        #: The session's state: whether a miss is on the run's volume or in a test's own root.
+        self.state = state
 
     def __call__(
         self,
@@ -71,12 +75,17 @@ class CachedFile:
         except CacheMissError as exc:
             if not self.offline:
                 raise
-            extra = f" --namespace {namespace}" if namespace != "downloads" else ""
-            extra += f" --filename {filename}" if filename is not None else ""
-            shown = redact_url(url)
+            hint = miss_hint(
+                url,
+                sha256=sha256,
+                namespace=namespace,
+                filename=filename,
+                paths=self.manifests,
+                own_root=self.state is not None and not self.state.on_volume(exc.path),
+            )
             msg = (
-                f"cacheroot offline run: {shown} is not in the cache (expected at {exc.path}); "
-                f"warm it with `cacheroot fetch {shown}{extra}`, or {warm_hint(self.manifests)}"
+                f"cacheroot offline run: {redact_url(url)} is not in the cache "
+                f"(expected at {exc.path}); {hint}"
             )
             # The miss's own message says the same: shown once (the guard still finds the miss
             # as the context, and counts it).
@@ -92,7 +101,8 @@ def test_cache_dir() -> Path:
 @pytest.fixture
 def cached_file(pytestconfig: pytest.Config) -> CachedFile:
     """:func:`cacheroot.fetch.fetch` bound to the test cache (and to the run's offline mode)."""
-    return CachedFile(offline=pytestconfig.stash[STATE].offline, manifests=manifests(pytestconfig))
+    state = pytestconfig.stash[STATE]
+    return CachedFile(offline=state.offline, manifests=manifests(pytestconfig), state=state)
 
 
 class ModelSnapshot:

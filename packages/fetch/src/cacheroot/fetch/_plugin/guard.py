@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .._errors import CacheMissError, FetchError
+from .._errors import CacheMissError, FetchError, loopback_address
 from .._redact import redact_url
-from .offline import WARM_HINT, manifests, warm_hint
+from .offline import WARM_HINT, manifest_entry, manifests, miss_hint
 from .state import STATE
 
 if TYPE_CHECKING:
@@ -94,12 +94,23 @@ def pytest_runtest_makereport(
             state.offline_misses += 1  # read with the other counters
         else:  # a test's own root: set apart at once (this runs between test phases)
             state.own_roots.offline_misses += 1
-        # The failure shows the miss's URL, path and hint already: the section adds only how to
-        # warm it, where the failure does not say so (the run's manifest, or nothing at all).
+        # The failure shows the miss's URL, path and hint already: the section adds only what
+        # it cannot know (the run's manifest, a test's own root, the entry for a server that
+        # ran here for the tests), or how to warm at all where the failure does not say so.
         paths = manifests(item.config)
-        hint = warm_hint(paths)
+        own_root = not state.on_volume(miss.path)
+        hint = miss_hint(
+            miss.url,
+            sha256=miss.sha256,
+            namespace=miss.namespace,
+            filename=miss.filename,
+            paths=paths,
+            own_root=own_root,
+        )
         shown = str(report.longrepr)
-        if hint not in shown and (paths or WARM_HINT not in shown):
+        said = WARM_HINT in shown and not (paths or own_root or loopback_address(miss.url))
+        entry = manifest_entry(miss.url, sha256=None).partition("\nsha256")[0]
+        if hint not in shown and entry not in shown and not said:
             report.sections.append(("cacheroot", f"cache miss on an offline run: {hint}"))
     elif state.no_network and "socket.socket.connect()" in str(call.excinfo.value):
         report.sections.append(

@@ -11,12 +11,10 @@ session with the list.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import subprocess
 import sys
-import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -28,7 +26,7 @@ from cacheroot.envs import (
     VLLM_TEST_CACHE_ONLY,
 )
 
-from .._errors import FetchError
+from .._errors import FetchError, loopback_address
 from .._progress import counted
 from .._redact import redact_url
 from .._warm.warm import HIT, warm_manifest
@@ -48,7 +46,6 @@ __all__ = [
     "manifests",
     "miss_hint",
     "offline_first",
-    "warm_hint",
 ]
 
 #: The command that fills a volume before an offline run.
@@ -86,22 +83,6 @@ def manifests(config: pytest.Config) -> list[str]:
     return [os.path.abspath(p) for p in config.getini("cacheroot_manifest")]
 
 
-def warm_hint(paths: Sequence[str]) -> str:
-    """What fills the cache for an entry an offline run missed: :data:`WARM_HINT`, or the run's
-    own manifests (``--cacheroot-manifest``) where it names any."""
-    if not paths:
-        return f"list it in a manifest and run {WARM_HINT} before the tests"
-    if len(paths) == 1:
-        return (
-            f"list it in this run's manifest (--cacheroot-manifest {paths[0]}) and run "
-            f"`cacheroot warm {paths[0]}` before the tests"
-        )
-    return (
-        f"list it in one of this run's manifests (--cacheroot-manifest {', '.join(paths)}) and "
-        f"run {WARM_HINT} on it before the tests"
-    )
-
-
 def manifest_entry(
     url: str, *, sha256: str | None, namespace: str = "downloads", filename: str | None = None
 ) -> str:
@@ -115,17 +96,6 @@ def manifest_entry(
     if filename is not None:
         lines.append(f"filename = {json.dumps(filename)}")
     return "\n".join(lines)
-
-
-def _on_loopback(url: str) -> bool:
-    """Whether ``url``'s host is this machine (a server that lives as long as what started it)."""
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def miss_hint(
@@ -155,8 +125,8 @@ def miss_hint(
     manifest = f"this run's manifest ({paths[0]})" if len(paths) == 1 else "the run's manifest"
     warm = f"`cacheroot warm {paths[0]}`" if len(paths) == 1 else WARM_HINT
     entry = manifest_entry(url, sha256=sha256, namespace=namespace, filename=filename)
-    if _on_loopback(url):
-        where = urllib.parse.urlsplit(url).netloc.rpartition("@")[2]
+    where = loopback_address(url)
+    if where:
         return (
             f"its server ({where}) is on the machine that ran the tests, so no later "
             f"`cacheroot fetch` reaches it: add this entry to {manifest} and run {warm} while a "
