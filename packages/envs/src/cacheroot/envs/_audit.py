@@ -290,9 +290,10 @@ def text(report: Report) -> str:
     apart = [i for i in listed if not i.gating]
     lines = [
         (
-            f"cacheroot audit: {s.sources} sources, {s.python_files} Python files ({s.parsed} "
-            f"parsed), {len(report.items)} cache locations, {len(failing)} not covered "
-            f"({report.seconds:.1f} s)"
+            f"cacheroot audit: {s.sources} {_plural('source', s.sources)}, {s.python_files} "
+            f"Python {_plural('file', s.python_files)} ({s.parsed} parsed), "
+            f"{len(report.items)} {_plural('location', len(report.items))}, "
+            f"{len(failing)} not covered ({report.seconds:.1f} s)"
         ),
     ]
     if failing:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from _cacheroot_layout import CACHEROOT_AUDIT_DIR, CACHEROOT_AUDIT_REPORT
+
 __all__ = ["FUNCTIONS", "VARIABLES", "Function", "Reader"]
 
 
@@ -67,6 +69,18 @@ VARIABLES: dict[str, Reader] = {
             "GENSIM_DATA_DIR",
             "download",
             "gensim gensim/downloader.py base_dir",
+        ),
+        Reader(
+            CACHEROOT_AUDIT_DIR,
+            "throwaway",
+            "cacheroot-envs _cacheroot_audit.py install: the run-time audit's session directory, "
+            "made by tempfile.mkdtemp for each session and handed to its child processes",
+        ),
+        Reader(
+            CACHEROOT_AUDIT_REPORT,
+            "output",
+            "cacheroot-envs cacheroot/envs/_audit_report.py report_at_exit: the run-time audit's "
+            "JSON report",
         ),
     )
 }
