@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -207,9 +208,38 @@ def download_pinned(session: nox.Session) -> tuple[list[str], list[str]]:
         f"{len(wheels)} pinned wheels ({size / 1e6:.0f} MB, {len(missing)} downloaded now), "
         f"sha256 verified, in {where}"
     )
+    download_sdists(session, where)
     venv = [str(where / w["filename"]) for w in wheels if w.get("install") is True]
     jit = [str(where / w["filename"]) for w in wheels if w.get("install") == "jit"]
     return venv, jit
+
+
+def download_sdists(session: nox.Session, where: Path) -> None:
+    """Every ``[[sdist]]`` of wheels.toml in ``where``, fetched by its URL and sha256-checked.
+
+    pip cannot download these: it prepares an sdist's metadata by building it, and vLLM's build
+    needs torch. Only the archive is read (the audit corpus's test files), never built.
+    """
+    for sdist in UPSTREAM_PINS.get("sdist", []):
+        path = where / str(sdist["filename"])
+        if path.is_file() and sha256_of(path) == str(sdist["sha256"]):
+            continue
+        url = str(sdist["url"])
+        if not url.startswith("https://"):
+            session.error(f"{sdist['name']}: url = {url!r}; expected an https:// URL")
+        part = path.with_name(path.name + ".part")
+        session.log(f"downloading {sdist['url']} ({int(sdist['size']) / 1e6:.0f} MB)")
+        where.mkdir(parents=True, exist_ok=True)
+        with urllib.request.urlopen(url, timeout=60) as resp, part.open("wb") as f:  # noqa: S310
+            shutil.copyfileobj(resp, f, 1 << 20)
+        found = sha256_of(part)
+        if found != str(sdist["sha256"]):
+            part.unlink()
+            session.error(
+                f"{sdist['url']}: sha256 {found}, expected {sdist['sha256']}; fix "
+                f"{sdist['name']}=={sdist['version']} in {UPSTREAM_WHEELS.relative_to(ROOT)}"
+            )
+        part.replace(path)
 
 
 def interpreter(version: str) -> str:
