@@ -1,14 +1,16 @@
 """The generated part of ``_cacheroot_start``: the compact table the start-up hook applies.
 
 :mod:`_cacheroot_layout` is the source of truth; :mod:`_cacheroot_start` holds a copy of what
-applying the layout needs (the names the hook reads, the limits, and one tuple per row it may
-set), between two marker lines. ``nox -s start_table`` (or ``python tests/envs/start_table.py``)
-writes it; ``test_start.py`` fails when it is stale. The output is formatted as ``ruff format``
-leaves it, and does not depend on the Python version.
+applying the layout needs (the names the hook reads, the limits, one tuple per row it may set,
+and the layout's own helpers that read, expand and normalise a value), between two marker lines.
+``nox -s start_table`` (or ``python tests/envs/start_table.py``) writes it; ``test_start.py``
+fails when it is stale. The output is formatted as ``ruff format`` leaves it, and does not depend
+on the Python version.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
@@ -37,6 +39,10 @@ NAMES = (
     "_NAME_MAX",
     "_PATH_MAX",
 )
+
+#: The layout's helpers that the fast path calls, copied as they are (source text): one
+#: definition of how a value is read, expanded and normalised, in both modules.
+FUNCTIONS = ("_blank", "_expand", "_get", "_inherited", "_inside", "_norm", "truthy")
 
 #: One row: name, path, parent, tags (empty: every tag), opt-in, blank kept, legacy, off.
 Row = tuple[str, str, str, tuple[str, ...], bool, bool, tuple[str, ...], tuple[str, ...]]
@@ -93,7 +99,10 @@ def block() -> str:
     lines.append("ROWS = (")
     for row in rows():
         lines += _row(row)
-    lines += [")", END]
+    lines.append(")")
+    for name in FUNCTIONS:
+        lines += ["", "", inspect.getsource(getattr(layout, name)).rstrip("\n")]
+    lines += ["", "", END]
     return "\n".join(lines) + "\n"
 
 

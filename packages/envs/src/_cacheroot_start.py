@@ -118,6 +118,59 @@ ROWS = (
     ("CUPY_CACHE_DIR", "cupy/kernel_cache", "", (), False, False, (), ()),
     ("NUMBA_CACHE_DIR", "numba", "", (), False, False, (), ()),
 )
+
+
+def _blank(value: str | None) -> bool:
+    return value is None or not value.strip()
+
+
+def _expand(value: str, environ: "Mapping[str, str]") -> str:
+    """``~`` and ``~/x`` against the mapping's ``HOME`` (so :func:`resolve` stays pure)."""
+    if not value.startswith("~"):
+        return value
+    user, _, tail = value[1:].partition("/")
+    home = environ.get("HOME")
+    if user or home is None or _blank(home):
+        return os.path.expanduser(value)  # ~user, or no HOME: the password database decides
+    return os.path.join(home.strip(), tail) if tail else home.strip()
+
+
+def _get(environ: "Mapping[str, str]", inherited: dict[str, str], name: str) -> str | None:
+    """The user's value of ``name``: ``None`` when unset, or when a parent's hook derived it."""
+    value = environ.get(name)
+    if value is not None and inherited.get(name) == value:
+        return None
+    return value
+
+
+def _inherited(environ: "Mapping[str, str]") -> dict[str, str]:
+    """What a parent process's hook derived (``CACHEROOT_APPLIED``), by name."""
+    raw = environ.get(CACHEROOT_APPLIED)
+    if not raw:
+        return {}
+    found = {}
+    for line in raw.split("\n"):
+        name, sep, value = line.partition("=")
+        if sep:
+            found[name] = value
+    return found
+
+
+def _inside(path: str, other: str) -> bool:
+    return path == other or path.startswith(other.rstrip("/") + "/")
+
+
+def _norm(path: str) -> str:
+    """``normpath``, but POSIX's implementation-defined leading ``//`` becomes ``/``."""
+    path = os.path.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+def truthy(value: str | None) -> bool:
+    """Whether a switch variable is on (``1``, ``true``, ``yes``, ``on``; any case)."""
+    return value is not None and value.strip().lower() in _TRUE
+
+
 # generated part ends
 
 #: Where a value came from, as :mod:`_cacheroot_layout` names it (``EXPLICIT``, ...): only
@@ -136,7 +189,7 @@ def hook(environ: "MutableMapping[str, str] | None" = None) -> bool:
     return value (whether the run-time audit was asked for); never raises."""
     env = os.environ if environ is None else environ
     try:
-        if _truthy(env.get(CACHEROOT_DISABLE)):
+        if truthy(env.get(CACHEROOT_DISABLE)):
             return False
         if _blank(env.get(CACHEROOT)) and _pin_may_exist():
             import _cacheroot_layout  # noqa: PLC0415 - a pin to read and judge: the full layout
@@ -283,18 +336,6 @@ def _given(
     return _norm(value), (_LEGACY if old else _EXPLICIT)
 
 
-def _inside(path: str, other: str) -> bool:
-    return path == other or path.startswith(other.rstrip("/") + "/")
-
-
-def _blank(value: "str | None") -> bool:
-    return value is None or not value.strip()
-
-
-def _truthy(value: "str | None") -> bool:
-    return value is not None and value.strip().lower() in _TRUE
-
-
 def _problem(value: str) -> bool:
     """Whether :func:`_cacheroot_layout.path_problem` finds ``value`` unusable."""
     if "\x00" in value or "\n" in value or not os.path.isabs(value):
@@ -304,37 +345,3 @@ def _problem(value: str) -> bool:
     except UnicodeEncodeError:
         return True
     return len(encoded) > _PATH_MAX or any(len(p) > _NAME_MAX for p in encoded.split(b"/"))
-
-
-def _norm(path: str) -> str:
-    path = os.path.normpath(path)
-    return "/" + path.lstrip("/") if path.startswith("//") else path
-
-
-def _expand(value: str, env: "Mapping[str, str]") -> str:
-    if not value.startswith("~"):
-        return value
-    user, _, tail = value[1:].partition("/")
-    home = env.get("HOME")
-    if user or home is None or _blank(home):
-        return os.path.expanduser(value)
-    return os.path.join(home.strip(), tail) if tail else home.strip()
-
-
-def _inherited(env: "Mapping[str, str]") -> "dict[str, str]":
-    raw = env.get(CACHEROOT_APPLIED)
-    if not raw:
-        return {}
-    found = {}
-    for line in raw.split("\n"):
-        name, sep, value = line.partition("=")
-        if sep:
-            found[name] = value
-    return found
-
-
-def _get(env: "Mapping[str, str]", inherited: "dict[str, str]", name: str) -> "str | None":
-    value = env.get(name)
-    if value is not None and inherited.get(name) == value:
-        return None
-    return value
