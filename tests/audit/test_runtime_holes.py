@@ -27,9 +27,12 @@ if TYPE_CHECKING:
 NUMBA_CACHE_DIR = next(v.name for v in TABLE if v.name == "NUMBA_CACHE_DIR")
 
 
-def _run(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    code: str, env: dict[str, str], cwd: Path, *, argv: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` (or ``python ARGV...``) in ``cwd`` with ``env``."""
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, *(argv or ["-c", textwrap.dedent(code)])],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -166,15 +169,8 @@ def test_pytest_s_rewritten_bytecode_of_a_test_module_is_exempt(tmp_path: Path) 
         encoding="utf-8",
     )
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:cacheroot"],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:cacheroot"]
+    run = _run("", env, work, argv=argv)
     assert run.returncode == 0, run.stdout + run.stderr
     written = [p.name for p in (work / "__pycache__").iterdir()]
     assert any(n.startswith("test_x.") and "-pytest-" in n for n in written), written
