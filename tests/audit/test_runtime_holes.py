@@ -177,6 +177,26 @@ def test_pytest_s_rewritten_bytecode_of_a_test_module_is_exempt(tmp_path: Path) 
     assert sorted(_written(tmp_path)) == [str(work / "home" / "written.txt")]
 
 
+def test_the_bytecode_python_m_writes_for_its_module_is_exempt(tmp_path: Path) -> None:
+    """``python -m NAME`` compiles NAME before it is a module in ``sys.modules``: its bytecode
+    is still Python's own; what the module writes into HOME is reported."""
+    work, env = _around(tmp_path)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "demo_main.py").write_text(
+        "import os\n\nopen(os.path.expanduser('~/written.txt'), 'w').close()\n",
+        encoding="utf-8",
+    )
+    env["PYTHONPATH"] = str(lib)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    run = _run("", env, work, argv=["-m", "demo_main"])
+    assert run.returncode == 0, run.stderr
+    assert [p.name for p in (lib / "__pycache__").iterdir()] == [
+        f"demo_main.{sys.implementation.cache_tag}.pyc"
+    ]
+    assert sorted(_written(tmp_path)) == [str(work / "home" / "written.txt")]
+
+
 def test_a_write_relative_to_a_directory_descriptor_is_resolved(tmp_path: Path) -> None:
     work, env = _around(tmp_path)
     target = work / "home" / "nltk_data"

@@ -172,7 +172,30 @@ def bytecode(path: str) -> bool:
                 return True
         elif cached == name or name.startswith(cached.removesuffix(".pyc") + "-"):
             return True
-    return False
+    return _compiled_source(name, is_pyc=is_pyc)
+
+
+def _compiled_source(name: str, *, is_pyc: bool) -> bool:
+    """Whether ``name`` is bytecode as Python names it for a source file that is there
+    (``DIR/__pycache__/NAME.<cache tag>[.opt-N][-TAG].pyc`` for ``DIR/NAME.py``), or such a
+    ``__pycache__`` directory beside Python sources.
+
+    ``python -m NAME`` (runpy) compiles the module, and writes its bytecode, before the module
+    is in :data:`sys.modules`; so does ``compileall``. A cache that only sits in ``__pycache__``
+    (numba's index) is not named so, and is still reported.
+    """
+    folder, base = os.path.split(name.rstrip(os.sep))
+    if not is_pyc:
+        try:
+            return base == "__pycache__" and any(n.endswith(".py") for n in os.listdir(folder))
+        except OSError:
+            return False
+    if os.path.basename(folder) != "__pycache__":
+        return False
+    stem, tag, rest = base.partition("." + sys.implementation.cache_tag)
+    if not tag or not rest.endswith(".pyc") or rest[:1] not in (".", "-"):
+        return False
+    return os.path.isfile(os.path.join(os.path.dirname(folder), stem + ".py"))
 
 
 def _bases() -> dict[str, str]:
