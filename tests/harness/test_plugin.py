@@ -173,7 +173,7 @@ def test_offline_run_fails_misses_and_foreign_connections(
     assert direct.count("is not cached at") == 1  # (the traceback quotes the code around it)
     assert f"warm it while its server ({where}, on this machine) listens" in direct
     # The section adds the entry the error cannot know to give.
-    assert f'cache miss on an offline run: its server ({where}) is on the machine' in direct
+    assert f"cache miss on an offline run: its server ({where}) is on the machine" in direct
     assert f'url = "{origin.url}{BPE}"' in direct
     assert "nox -s warm" not in text
     assert 'socket.socket.connect() with host "192.0.2.7"' in text  # the guard names it

@@ -726,7 +726,8 @@ def prune(
                 continue
         strays.append({"path": path, "size": size, "reason": why})
     strays += _stray_locks(cache, grace, dry_run=dry_run)
-    strays += _empty_levels(cache, grace, now, dry_run=dry_run)
+    # The clock read again: removing a stray lock just touched its directory, after `now`.
+    strays += _empty_levels(cache, grace, time.time(), dry_run=dry_run)
     return {
         "cache": cache,
         "dry_run": dry_run,
