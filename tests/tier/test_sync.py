@@ -110,9 +110,41 @@ def _cli_sync(l1: Path, l2: Path) -> subprocess.Popen[str]:
 
 
 def _copied(out: str) -> int:
-    m = re.search(r"copied (\d+) files", out)
+    m = re.search(r"copied (\d+) files?\b", out)
     assert m is not None, out
     return int(m[1])
+
+
+def test_a_partial_left_beside_its_published_copy_is_removed_by_the_next_sync(
+    tmp_path: Path,
+) -> None:
+    """A sync killed after publishing a copy and before removing its partial leaves a complete
+    directory with a hidden partial in it: the next sync, with nothing to copy there, removes
+    it."""
+    l1, l2 = tmp_path / "l1", tmp_path / "l2"
+    tree = _tree(l1, 7, 1024)
+    _tree(l2, 7, 1024)
+    dead = subprocess.run(  # a writer that made its partial and is gone
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys; from cacheroot.fetch import _store; "
+                "p = _store.partial_path(sys.argv[1]); open(p, 'wb').close(); print(p)"
+            ),
+            str(l2 / "hub" / "d0" / "f0000.bin"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert hidden_partials(str(l2)) == [dead]
+    again = _cli_sync(l1, l2)
+    out, _ = again.communicate()
+    assert again.returncode == 0
+    assert _copied(out) == 0
+    assert visible_files(str(l2)) == tree
+    assert hidden_partials(str(l2)) == []
 
 
 def test_a_sync_killed_mid_copy_is_finished_by_the_next(tmp_path: Path) -> None:

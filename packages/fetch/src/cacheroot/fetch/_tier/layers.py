@@ -284,6 +284,27 @@ def _settle_one(state: _Pass, dst: str, st: os.stat_result, job: Future[str]) ->
     state.count(outcome, st.st_size)
 
 
+def _listing(top: str, rel: str) -> tuple[int, set[str]]:
+    """L2's directory ``rel``, open (``-1`` when it is not there yet), and the names in it.
+
+    The partials of a writer that is gone are removed here, whether or not the directory needs
+    a copy now: a sync killed between publishing a copy and removing its partial leaves one in a
+    directory that may be complete.
+    """
+    try:
+        fd = open_below(top, rel)
+    except FileNotFoundError:
+        return -1, set()
+    try:
+        there = set(os.listdir(fd))
+        if any(_store.parse_partial(n) is not None for n in there):
+            _store.remove_abandoned(fd_path(fd))
+    except OSError:
+        os.close(fd)
+        raise
+    return fd, there
+
+
 def _sync_dir(
     state: _Pass, pool: ThreadPoolExecutor, src_fd: int, rel: str, names: list[str]
 ) -> list[tuple[str, os.stat_result, Future[str]]]:
@@ -291,10 +312,7 @@ def _sync_dir(
     report = state.report
     dst_dir = os.path.join(state.top, rel)
     try:
-        dst_fd = open_below(state.top, rel)
-        there = set(os.listdir(dst_fd))
-    except FileNotFoundError:
-        dst_fd, there = -1, set()
+        dst_fd, there = _listing(state.top, rel)
     except OSError as exc:
         report.failed += 1
         log.warning("tier sync: %s not used: %s", dst_dir, exc.strerror or exc)
