@@ -7,15 +7,16 @@ says why in its marker; those are counted and listed at the end of the session.
 from __future__ import annotations
 
 import difflib
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from tests.docs import consoleblocks, hubblocks
     from tests.docs.consoleblocks import Block
     from tests.origin import Server, static
@@ -39,9 +40,25 @@ def origin() -> Iterator[str]:
         yield f"127.0.0.1:{server.port}"
 
 
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Path]:
+    """Where a block runs: ``tmp_path``, unless that lies inside this repository (the nox
+    sessions keep their temporary directory there). A reader's project has no pytest
+    configuration above it; inside the checkout, pytest would take the repository's as the
+    block's rootdir. Then the block runs in a directory of its own in ``/tmp``, removed after."""
+    if consoleblocks.REPO not in tmp_path.parents:
+        yield tmp_path / "s"
+        return
+    outside = Path(tempfile.mkdtemp(prefix="cacheroot-console-", dir="/tmp"))
+    try:
+        yield outside / "s"
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
 @pytest.mark.parametrize("block", [pytest.param(b, id=b.where) for b in RUN])
 def test_the_block_prints_what_it_shows(
-    block: Block, tmp_path: Path, request: pytest.FixtureRequest
+    block: Block, sandbox: Path, request: pytest.FixtureRequest
 ) -> None:
     assert block.commands, f"{block.where}: a console block without a `$ ` command"
     unknown = block.words - {"origin", "checkout", "example", "root", "hub", "service"}
@@ -56,7 +73,7 @@ def test_the_block_prints_what_it_shows(
         before: dict[int, str] = {}
         if "hub" in block.words:
             env, before = stack.enter_context(hubblocks.serving(block.settings["hub"]))
-        results = consoleblocks.run(block, tmp_path / "s", address, env=env, before=before)
+        results = consoleblocks.run(block, sandbox, address, env=env, before=before)
     assert len(results) == len(block.commands), f"{block.where}: the block stopped early"
     for command, (actual, status) in zip(block.commands, results, strict=True):
         if not consoleblocks.matches(command.expected, actual):
