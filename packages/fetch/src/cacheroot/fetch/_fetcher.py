@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import logging
 import os
 import re
@@ -408,20 +407,17 @@ class Fetcher:
         digest = _check_sha256(sha256)
         dest = entry_path(cache_dir(), namespace, url, filename)
         key = record_key(url)
-        serve = functools.partial(
-            self._serve, url, dest, started=started, extract=extract, max_unpacked=max_unpacked
-        )
         size = self._cached_size(url, dest, key, digest)
         if size is not None:
             _stats.add(hits=1, bytes_from_cache=size)
-            return serve(HIT, size=size)
+            return self._serve(url, dest, HIT, size, started, extract, max_unpacked)
         if os.path.isdir(dest) and not os.path.islink(dest):
             raise _in_the_way(url, dest)
         if cache_only() if offline is None else offline:
             size = self._offline_miss(
                 url, dest, key, digest, namespace=namespace, filename=filename
             )
-            return serve(MISS, size=size, served=SHARED_TIER)
+            return self._serve(url, dest, MISS, size, started, extract, max_unpacked, SHARED_TIER)
         kind, served = self._fill(
             url,
             dest,
@@ -432,7 +428,7 @@ class Fetcher:
             fallbacks=fallbacks,
             base=cache_dir(),
         )
-        return serve(kind, size=None, served=served)
+        return self._serve(url, dest, kind, None, started, extract, max_unpacked, served)
 
     def cached(
         self,
@@ -498,15 +494,14 @@ class Fetcher:
         miss.sha256, miss.namespace, miss.filename = digest, namespace, filename
         raise miss
 
-    def _serve(
+    def _serve(  # noqa: PLR0917 - the state of one fetch, passed on as it is
         self,
         url: str,
         dest: str,
         kind: str,
-        *,
         size: int | None,
         started: float,
-        extract: bool,
+        extract: bool,  # noqa: FBT001
         max_unpacked: int | None,
         served: str = "",
     ) -> Path:
