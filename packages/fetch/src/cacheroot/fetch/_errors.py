@@ -16,6 +16,9 @@ import urllib.parse
 
 from ._redact import redact_url
 
+#: The command that fills a volume before an offline run, as the messages of a miss name it.
+WARM_HINT = "`cacheroot warm MANIFEST`"
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Any
@@ -223,7 +226,7 @@ def loopback_address(url: str) -> str:
 
 def fetch_hint(url: str, options: str = "") -> str:
     """How to warm ``url`` (redacted) for an offline run; ``options`` are the fetch's own."""
-    command = f"`cacheroot fetch {url}{options}` (or `cacheroot warm MANIFEST`)"
+    command = f"`cacheroot fetch {url}{options}` (or {WARM_HINT})"
     where = loopback_address(url)
     if where:
         return f"warm it while its server ({where}, on this machine) listens, with {command}"

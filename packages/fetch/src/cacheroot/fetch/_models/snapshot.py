@@ -57,7 +57,7 @@ from cacheroot.envs import (
     truthy,
 )
 
-from .._errors import CacheMissError, ChecksumError, DownloadError
+from .._errors import WARM_HINT, CacheMissError, ChecksumError, DownloadError
 from .._fetcher import cache_only
 from .._lock import PathLock
 from .._progress import counted
@@ -471,7 +471,7 @@ def _miss(spec: Model, report: SnapshotReport) -> CacheMissError:
     if len(report.problems) > 5:
         shown += f"; ... ({len(report.problems) - 5} more)"
     hint = (
-        f"{shown}. Add this entry to the test manifest and run `cacheroot warm MANIFEST` "
+        f"{shown}. Add this entry to the test manifest and run {WARM_HINT} "
         f"with network access:\n{spec.to_toml()}"
     )
     where = report.path if report.path is not None else record_path(spec)

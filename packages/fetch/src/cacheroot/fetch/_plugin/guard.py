@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .._errors import CacheMissError, FetchError, loopback_address
+from .._errors import WARM_HINT, CacheMissError, FetchError, loopback_address
 from .._redact import redact_url
-from .offline import WARM_HINT, manifest_entry, manifests, miss_hint
+from .offline import manifest_entry, manifests, miss_hint
 from .state import STATE
 
 if TYPE_CHECKING:

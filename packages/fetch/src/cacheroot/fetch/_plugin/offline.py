@@ -26,7 +26,7 @@ from cacheroot.envs import (
     VLLM_TEST_CACHE_ONLY,
 )
 
-from .._errors import FetchError, loopback_address
+from .._errors import WARM_HINT, FetchError, loopback_address
 from .._progress import counted
 from .._redact import redact_url
 from .._warm.warm import HIT, warm_manifest
@@ -39,7 +39,6 @@ __all__ = [
     "FAILURE_HOLD",
     "INCOMPLETE_MANIFEST",
     "PLUGIN_ATTEMPTS",
-    "WARM_HINT",
     "flush_said",
     "go_offline",
     "manifest_entry",
@@ -48,8 +47,6 @@ __all__ = [
     "offline_first",
 ]
 
-#: The command that fills a volume before an offline run.
-WARM_HINT = "`cacheroot warm MANIFEST`"
 #: The exit status of a forced-offline session whose manifest is incomplete: a usage error, as
 #: the run was started in a state in which its tests cannot work (nothing ran).
 INCOMPLETE_MANIFEST = pytest.ExitCode.USAGE_ERROR
