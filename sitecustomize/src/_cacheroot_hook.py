@@ -1,21 +1,16 @@
-"""The hook's start-up top, its command (``cacheroot hook``) and the folder for ``PYTHONPATH``.
+"""The hook's audit switch, its command (``cacheroot hook``) and the folder for ``PYTHONPATH``.
 
 The hook itself is one line in ``cacheroot.pth``, run by ``site`` at every interpreter start:
-it imports ``_cacheroot_start`` (one top-level module of cacheroot-envs that imports only
-:mod:`os` and :mod:`sys`, with a compact copy of the layout table generated from
-``_cacheroot_layout``) and calls its ``hook()``, which applies the layout and returns whether the
-run-time audit was asked for (``CACHEROOT_AUDIT`` set); only then does the line import this
-module and call :func:`audit`. The full ``_cacheroot_layout`` is loaded at start-up only where a
-process without ``CACHEROOT`` finds a pin file (``cacheroot hook pin``). All of it sits inside a
-``try``, so that a broken install never stops an interpreter or prints. The line goes through
-``exec`` because a ``.pth`` line must start with ``import`` and be a single line; importing this
-module from it unconditionally would cost one more module at every start (about 0.25 ms,
-measured), so with the audit off it stays unloaded.
-The ``sitecustomize.py`` of :data:`PYTHONPATH_FOLDER` does the same as the line.
+it imports ``_cacheroot_start`` (a top-level module of this distribution that imports only
+:mod:`os` and :mod:`sys`) and calls its ``start()``, which applies the layout once per
+interpreter (a plain environment from a template, anything else from ``_cacheroot_compact``, a
+pin from ``_cacheroot_layout``, both of cacheroot-envs) and, only when the run-time audit is
+asked for (``CACHEROOT_AUDIT`` set), imports this module and calls :func:`audit`. ``start()``
+never raises, so the hook never stops an interpreter. The ``sitecustomize.py`` of
+:data:`PYTHONPATH_FOLDER` does the same as the line.
 
 Python 3.15 and later read ``cacheroot.start`` (PEP 829) instead of the line's import. It names
-one ``module:function``, :func:`start` here, which does what the line does; so on those versions
-this module is imported at every start, one module more than the ``.pth`` line costs.
+``_cacheroot_start:start``, the function the line calls.
 
 This module sits above the layout and the audit (``_cacheroot_audit`` imports the layout, the
 audit's report imports the audit): the layout never imports the audit and the audit never
@@ -29,20 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Folder that holds the ``sitecustomize.py`` for images that use ``PYTHONPATH``.
 PYTHONPATH_FOLDER = "_cacheroot_pythonpath"
-
-
-def start() -> None:
-    """The start-up hook for Python 3.15 and later (``cacheroot.start``, PEP 829); never raises.
-
-    What the ``.pth`` line does: apply the layout, then the audit only when it is asked for.
-    """
-    try:
-        import _cacheroot_start  # noqa: PLC0415 - a broken install is caught here
-
-        if _cacheroot_start.hook():
-            audit()
-    except Exception:  # noqa: BLE001, S110 - an interpreter must always start
-        pass
 
 
 def audit() -> None:

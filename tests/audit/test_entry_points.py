@@ -1,7 +1,7 @@
 """The start-up entry points and the audit: installed only when asked, reported once, at exit.
 
 Each of the three ways the hook starts (the ``.pth`` line, ``cacheroot.start``'s
-``_cacheroot_hook:start`` for Python 3.15 and later, the ``sitecustomize`` of the ``PYTHONPATH``
+``_cacheroot_start:start`` for Python 3.15 and later, the ``sitecustomize`` of the ``PYTHONPATH``
 folder) applies the layout, and installs the audit only when ``CACHEROOT_AUDIT`` is set. Only
 the process that made the audit session reports at its exit; the processes that join it do not.
 The report's modules are imported at exit, not at start-up.
@@ -38,8 +38,6 @@ PROBE = (
     "print(os.environ.get('HF_HOME'))"
 )
 ENTRY_POINTS = ("pth", "start", "pythonpath")
-#: Python 3.15 and later run ``cacheroot.start`` instead of the ``.pth`` line's import.
-READS_START = sys.version_info >= (3, 15)
 
 
 def _base_python() -> str:
@@ -59,7 +57,7 @@ def _start(entry: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedPr
         # What Python 3.15 does with cacheroot.start, here without site (-S: no .pth runs).
         code = (
             f"import sys; sys.path[:0] = {[ENVS_DIR, HOOK_DIR]!r}; "
-            f"import _cacheroot_hook; _cacheroot_hook.start()\n{PROBE}"
+            f"import _cacheroot_start; _cacheroot_start.start()\n{PROBE}"
         )
         argv = [sys.executable, "-S", "-c", code]
     else:
@@ -78,11 +76,9 @@ def test_off_applies_the_layout_and_imports_no_audit(tmp_path: Path, entry: str)
     project = Project.make(tmp_path)
     run = _start(entry, project.env(), project.work)
     assert (run.returncode, run.stderr) == (0, "")
-    # The .pth line and the PYTHONPATH sitecustomize import only the layout; start() is in
-    # _cacheroot_hook, the one more module that Python 3.15's cacheroot.start costs.
-    hook = entry == "start" or (entry == "pth" and READS_START)
-    loaded = "['_cacheroot_hook']" if hook else "[]"
-    assert run.stdout.splitlines() == [loaded, "False", str(project.root / "huggingface")]
+    # Every entry calls _cacheroot_start.start(): with the audit off, _cacheroot_hook (and the
+    # audit, and the report's package) stay unloaded, Python 3.15's cacheroot.start included.
+    assert run.stdout.splitlines() == ["[]", "False", str(project.root / "huggingface")]
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)

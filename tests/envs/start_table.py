@@ -1,11 +1,14 @@
-"""The generated part of ``_cacheroot_start``: the compact table the start-up hook applies.
+"""The generated parts of the start-up hook: ``_cacheroot_start``'s templates and
+``_cacheroot_compact``'s table.
 
-:mod:`_cacheroot_layout` is the source of truth; :mod:`_cacheroot_start` holds a copy of what
-applying the layout needs (the names the hook reads, the limits, one tuple per row it may set,
-and the layout's own helpers that read, expand and normalise a value), between two marker lines.
-``nox -s start_table`` (or ``python tests/envs/start_table.py``) writes it; ``test_start.py``
-fails when it is stale. The output is formatted as ``ruff format`` leaves it, and does not depend
-on the Python version.
+:mod:`_cacheroot_layout` is the source of truth. :mod:`_cacheroot_start` holds, per tag, the
+record the layout derives for a plain environment with the root left out, and the names whose
+presence makes an environment not plain. :mod:`_cacheroot_compact` holds a copy of what applying
+the layout needs (the names the hook reads, the limits, one tuple per row it may set, and the
+layout's own helpers that read, expand and normalise a value). Each sits between two marker
+lines. ``nox -s start_table`` (or ``python tests/envs/start_table.py``) writes both;
+``test_start.py`` fails when either is stale. The output is formatted as ``ruff format`` leaves
+it, and does not depend on the Python version.
 """
 
 from __future__ import annotations
@@ -17,9 +20,15 @@ from pathlib import Path
 import _cacheroot_layout as layout
 
 REPO = Path(__file__).resolve().parents[2]
-START = REPO / "packages" / "envs" / "src" / "_cacheroot_start.py"
+START = REPO / "sitecustomize" / "src" / "_cacheroot_start.py"
+COMPACT = REPO / "packages" / "envs" / "src" / "_cacheroot_compact.py"
 BEGIN = "# generated: start (python tests/envs/start_table.py writes it from _cacheroot_layout)"
+BEGIN_TEMPLATES = (
+    "# generated: templates (python tests/envs/start_table.py writes them from _cacheroot_layout)"
+)
 END = "# generated part ends"
+#: The root the templates are derived under, cut out of each value afterwards.
+MARK = "/@"
 LINE_LENGTH = 100
 
 #: The layout's names that the fast path reads, copied as they are.
@@ -106,27 +115,81 @@ def block() -> str:
     return "\n".join(lines) + "\n"
 
 
-def current(text: str) -> str:
+def templates() -> dict[str, str]:
+    """Per tag (``""`` for none), the record the layout derives for a plain environment, with
+    the root cut out of each value: ``NAME=`` and the row's path below the root, a line a row.
+    """
+    found = {}
+    for tag in ("", *layout.TAGS):
+        env = {layout.CACHEROOT: MARK, layout.CACHEROOT_TAG: tag}
+        layout.hook(env)
+        lines = env[layout.CACHEROOT_APPLIED].split("\n")
+        for line in lines:
+            _, sep, value = line.partition("=")
+            if not sep or not value.startswith(MARK) or "=" in value:
+                raise ValueError(f"{line!r}: expected NAME={MARK}[/path] from the layout")
+        found[tag] = "\n".join(line.replace(f"={MARK}", "=", 1) for line in lines)
+    return found
+
+
+def others() -> tuple[str, ...]:
+    """The names whose presence makes an environment not plain: the opt-in switch, the legacy
+    names, and the opt-in rows (sorted)."""
+    names = {layout.CACHEROOT_OPT_IN}
+    for v in layout.TABLE:
+        if v.mode in (layout.DEFAULT, layout.OPT_IN):
+            names.update(v.legacy)
+        if v.mode == layout.OPT_IN:
+            names.add(v.name)
+    return tuple(sorted(names))
+
+
+def templates_block() -> str:
+    """``_cacheroot_start``'s generated part, marker lines included."""
+    lines = [BEGIN_TEMPLATES, "TEMPLATES = {"]
+    for tag, record in templates().items():
+        rows = record.split("\n")
+        lines.append(f'    b"{tag}": (')
+        lines += [f'        b"{row}\\n"' for row in rows[:-1]]
+        lines += [f'        b"{rows[-1]}"', "    ),"]
+    lines.append("}")
+    lines.append("OTHERS = (")
+    lines += [f'    b"{name}",' for name in others()]
+    lines.append(")")
+    true = ", ".join(f'b"{value}"' for value in sorted(layout._TRUE))
+    lines.append(f"TRUE = ({true})")
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def current(text: str, begin: str = BEGIN) -> str:
     """The generated part of ``text`` (the module's source), marker lines included."""
-    start = text.index(BEGIN)
+    start = text.index(begin)
     end = text.index(END, start) + len(END) + 1
     return text[start:end]
 
 
-def regenerate() -> bool:
-    """Write the generated part into ``_cacheroot_start.py``; whether it changed."""
-    text = START.read_text(encoding="utf-8")
-    new = text.replace(current(text), block())
-    if new == text:
-        return False
-    START.write_text(new, encoding="utf-8")
-    return True
+def regenerate() -> list[Path]:
+    """Write the generated parts into both modules; those that changed."""
+    changed = []
+    for path, begin, fresh in (
+        (START, BEGIN_TEMPLATES, templates_block()),
+        (COMPACT, BEGIN, block()),
+    ):
+        text = path.read_text(encoding="utf-8")
+        new = text.replace(current(text, begin), fresh)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(path)
+    return changed
 
 
 def main() -> int:
-    """Regenerate; say whether anything changed."""
+    """Regenerate; say what changed."""
     changed = regenerate()
-    sys.stdout.write(f"{'regenerated' if changed else 'unchanged'}: {START.relative_to(REPO)}\n")
+    for path in (START, COMPACT):
+        what = "regenerated" if path in changed else "unchanged"
+        sys.stdout.write(f"{what}: {path.relative_to(REPO)}\n")
     return 0
 
 

@@ -1,19 +1,25 @@
-"""The start-up hook's fast path (``_cacheroot_start``) against the layout it is generated from.
+"""The start-up hook (``_cacheroot_start``, ``_cacheroot_compact``) against the layout.
 
-Its generated part must be what ``start_table.py`` writes from ``_cacheroot_layout`` now, and
-its ``hook()`` must leave every environment exactly as ``_cacheroot_layout.hook()`` leaves it:
-the same variables set and removed, the same ``CACHEROOT_APPLIED``, the same return value. A few
-environments are written out with the expected result as literals; many more are drawn at
-random (hypothesis) from values that exercise each rule: blank, relative, ``~``, too long,
-undecodable, a library's "off", legacy names, tags, opt-ins, a parent's hook's values.
+The generated parts of both modules must be what ``start_table.py`` writes from
+``_cacheroot_layout`` now, and the hook must leave every environment exactly as
+``_cacheroot_layout.hook()`` leaves it: the same variables set and removed, the same
+``CACHEROOT_APPLIED``, the same return value. ``_cacheroot_start.plain`` is held to that on the
+bytes a POSIX :data:`os.environ` keeps, must write (``putenv``) exactly what changes, and must
+take the plain environments itself: a fresh one that names a root, and a child of a hooked
+process. A few environments are written out with the expected result as literals; many more are
+drawn at random (hypothesis) from values that exercise each rule: blank, relative, ``~``, too
+long, undecodable, a library's "off", legacy names, tags, opt-ins, a parent's hook's values.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import _cacheroot_compact
 import _cacheroot_layout
 import _cacheroot_start
 import pytest
@@ -22,7 +28,6 @@ from hypothesis import strategies as st
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from tests.envs import start_table
 else:
@@ -47,41 +52,99 @@ def fast_hook(env: dict[str, str]) -> dict[str, str]:
 # -- the generated part -----------------------------------------------------------------------
 
 
+STALE = "is stale: the layout changed since it was generated; run `nox -s start_table` (or "
+STALE += "`python tests/envs/start_table.py`) and commit the result"
+
+
 def test_the_generated_table_is_fresh() -> None:
+    text = start_table.COMPACT.read_text(encoding="utf-8")
+    assert start_table.current(text) == start_table.block(), f"{start_table.COMPACT.name} {STALE}"
+
+
+def test_the_generated_templates_are_fresh() -> None:
     text = start_table.START.read_text(encoding="utf-8")
-    assert start_table.current(text) == start_table.block(), (
-        f"{start_table.START.name} is stale: the layout changed since it was generated; run "
-        "`nox -s start_table` (or `python tests/envs/start_table.py`) and commit the result"
+    fresh = start_table.templates_block()
+    assert start_table.current(text, start_table.BEGIN_TEMPLATES) == fresh, (
+        f"{start_table.START.name} {STALE}"
     )
 
 
-def test_a_new_row_makes_the_generated_table_stale(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The freshness check sees a row added to the layout (or a path changed)."""
-    text = start_table.START.read_text(encoding="utf-8")
+def test_a_new_row_makes_the_generated_parts_stale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The freshness checks see a row added to the layout (or a path changed)."""
+    compact = start_table.COMPACT.read_text(encoding="utf-8")
+    start = start_table.START.read_text(encoding="utf-8")
     row = _cacheroot_layout.Variable(
         "NEW_CACHE_DIR", "new", purpose="a test row", replaces="~/.new", upstream=("doc: test",)
     )
     monkeypatch.setattr(_cacheroot_layout, "TABLE", (*_cacheroot_layout.TABLE, row))
     assert '("NEW_CACHE_DIR", "new", "", (), False, False, (), ()),' in start_table.block()
-    assert start_table.current(text) != start_table.block()
+    assert start_table.current(compact) != start_table.block()
+    assert '        b"NEW_CACHE_DIR=/new"\n' in start_table.templates_block()
+    assert start_table.current(start, start_table.BEGIN_TEMPLATES) != (
+        start_table.templates_block()
+    )
 
 
-def test_the_fast_path_holds_the_rows_the_hook_may_set() -> None:
-    names = [row[0] for row in _cacheroot_start.ROWS]
+def test_the_compact_table_holds_the_rows_the_hook_may_set() -> None:
+    names = [row[0] for row in _cacheroot_compact.ROWS]
     assert names[:4] == ["XDG_CACHE_HOME", "HF_HOME", "MODELSCOPE_CACHE", "VLLM_CACHE_ROOT"]
     # Never-set rows are not there: the hook does not need them.
     assert "HF_HUB_CACHE" not in names
     assert "TRITON_HOME" not in names
-    assert _cacheroot_start.TAGS == ("cuda", "rocm")
+    assert _cacheroot_compact.TAGS == ("cuda", "rocm")
 
 
-def test_the_fast_path_imports_os_and_sys_and_the_layout_only_for_a_pin() -> None:
-    tree = ast.parse(start_table.START.read_text(encoding="utf-8"))
+def test_the_templates_hold_each_tags_rows_under_an_empty_root() -> None:
+    assert sorted(_cacheroot_start.TEMPLATES) == [b"", b"cuda", b"rocm"]
+    untagged = _cacheroot_start.TEMPLATES[b""].split(b"\n")
+    assert untagged[:3] == [
+        b"XDG_CACHE_HOME=",
+        b"HF_HOME=/huggingface",
+        b"MODELSCOPE_CACHE=/modelscope",
+    ]
+    assert b"VLLM_ASSETS_CACHE=/vllm/assets" in untagged
+    assert len(untagged) == 16
+    cuda = _cacheroot_start.TEMPLATES[b"cuda"].split(b"\n")
+    assert b"CUDA_CACHE_PATH=/nv/ComputeCache" in cuda
+    assert (
+        b"FLASHINFER_MOE_EP_KNOB_CACHE=/flashinfer/.cache/flashinfer/moe_ep_knob_cache.json" in cuda
+    )
+    assert b"MIOPEN_USER_DB_PATH=/miopen/db" not in cuda
+    # Opt-in rows are never in a template: their presence hands the environment on.
+    assert b"VLLM_MEDIA_CACHE=/vllm/media_cache" not in cuda
+    assert _cacheroot_start.TRUE == (b"1", b"on", b"true", b"yes")
+    assert _cacheroot_start.OTHERS == (
+        b"AITER_ROOT_DIR",
+        b"CACHEROOT_MEDIA_CACHE",
+        b"CACHEROOT_OPT_IN",
+        b"VLLM_MEDIA_CACHE",
+        b"VLLM_TEST_CACHE",
+    )
+
+
+def _imports(path: Path, function: str) -> tuple[list[str], list[str]]:
+    """The module's top-level imports, and those inside ``function``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert [ast.unparse(n) for n in top] == ["import os", "import sys"]
-    (hook,) = (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "hook")
-    inner = [n for n in ast.walk(hook) if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert [ast.unparse(n) for n in inner] == ["import _cacheroot_layout"]
+    (body,) = (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+    inner = [n for n in ast.walk(body) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return [ast.unparse(n) for n in top], [ast.unparse(n) for n in inner]
+
+
+def test_the_start_up_modules_import_os_and_sys_and_the_next_step_only_when_needed() -> None:
+    assert _imports(start_table.START, "hook") == (
+        ["import os", "import sys"],
+        ["import _cacheroot_compact"],
+    )
+    assert _imports(start_table.START, "start") == (
+        ["import os", "import sys"],
+        ["import _cacheroot_hook"],
+    )
+    assert _imports(start_table.START, "plain") == (["import os", "import sys"], [])
+    assert _imports(start_table.COMPACT, "hook") == (
+        ["import os", "import sys"],
+        ["import _cacheroot_layout"],
+    )
 
 
 # -- literal cases ----------------------------------------------------------------------------
@@ -234,7 +297,7 @@ def real_environ() -> Iterator[None]:
 def test_the_audit_is_asked_for_only_in_the_real_environment(
     audit: str | None, asked: bool
 ) -> None:
-    for name in [*(row[0] for row in _cacheroot_start.ROWS), "CACHEROOT_APPLIED"]:
+    for name in [*(row[0] for row in _cacheroot_compact.ROWS), "CACHEROOT_APPLIED"]:
         os.environ.pop(name, None)
     os.environ["CACHEROOT"] = "/r"
     os.environ.pop("CACHEROOT_AUDIT", None)
@@ -364,7 +427,7 @@ def test_drawn_environments_end_alike(env: dict[str, str], child: dict[str, str]
     fast_hook({**env, **child})
 
 
-@pytest.mark.parametrize("name", [row[0] for row in _cacheroot_start.ROWS])
+@pytest.mark.parametrize("name", [row[0] for row in _cacheroot_compact.ROWS])
 def test_each_row_set_by_hand_ends_alike(name: str) -> None:
     for value in ("/x", "", " ", "rel", "0", "~/y", DEEP):
         for tag in ("cuda", "rocm", ""):
@@ -375,5 +438,209 @@ def test_each_row_set_by_hand_ends_alike(name: str) -> None:
 def test_the_path_checks_agree_with_the_layouts() -> None:
     for value in ["/ok", "rel", "", "/a\x00", "/a\n", "/\udcff", DEEP, DEEP + "/" + "z" * 80, WIDE]:
         expected = bool(_cacheroot_layout.path_problem(value))
-        assert _cacheroot_start._problem(value) is expected, value
-    assert _cacheroot_start._norm("//a//b/../c") == "/a/c"
+        assert _cacheroot_compact._problem(value) is expected, value
+    assert _cacheroot_compact._norm("//a//b/../c") == "/a/c"
+
+
+# -- the plain environments: _cacheroot_start.plain on the bytes os.environ keeps --------------
+
+
+def _encoded(env: dict[str, str]) -> dict[bytes, bytes]:
+    return {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+
+
+def plain_hook(env: dict[str, str]) -> dict[str, str] | None:
+    """The environment after :func:`_cacheroot_start.plain`, or ``None`` where it handed on.
+
+    Either way it is checked: handed on, nothing was written; taken, the result is the layout's,
+    ``putenv`` was called for exactly what changed, and the return value says whether the audit
+    was asked for.
+    """
+    data = _encoded(env)
+    before = dict(data)
+    written: list[tuple[bytes, bytes]] = []
+    asked = _cacheroot_start.plain(data, lambda name, value: written.append((name, value)))
+    if asked is None:
+        assert data == before
+        assert written == []
+        return None
+    after = {os.fsdecode(k): os.fsdecode(v) for k, v in data.items()}
+    full = dict(env)
+    _cacheroot_layout.hook(full)
+    assert after == full
+    assert sorted(written) == sorted((k, v) for k, v in data.items() if before.get(k) != v)
+    assert asked is bool(env.get("CACHEROOT_AUDIT", "").strip())
+    return after
+
+
+def test_a_fresh_environment_with_a_root_is_plain() -> None:
+    after = plain_hook({"CACHEROOT": "/r/", "CACHEROOT_TAG": " ROCm ", "HOME": "/h"})
+    assert after == fast_hook({"CACHEROOT": "/r/", "CACHEROOT_TAG": " ROCm ", "HOME": "/h"})
+    assert after is not None
+    assert {k: after[k] for k in ROCM_FROM_R} == ROCM_FROM_R
+    assert after["CACHEROOT_APPLIED"].startswith("XDG_CACHE_HOME=/r\nHF_HOME=/r/huggingface\n")
+
+
+def test_a_child_of_a_hooked_process_is_plain_and_writes_nothing() -> None:
+    parent = plain_hook({"CACHEROOT": "/r", "CACHEROOT_TAG": "cuda", "HOME": "/h"})
+    assert parent is not None
+    assert parent["CUDA_CACHE_PATH"] == "/r/nv/ComputeCache"
+    data = _encoded(parent)
+    written: list[tuple[bytes, bytes]] = []
+    assert _cacheroot_start.plain(data, lambda k, v: written.append((k, v))) is False
+    assert written == []
+    # A child that lost one of the derived values gets it back, and only it.
+    del data[b"TORCH_HOME"]
+    assert _cacheroot_start.plain(data, lambda k, v: written.append((k, v))) is False
+    assert written == [(b"TORCH_HOME", b"/r/torch")]
+
+
+def test_no_root_is_plain_under_home() -> None:
+    after = plain_hook({"HOME": "/home/u/", "CACHEROOT": " "})
+    assert after is not None
+    assert after["XDG_CACHE_HOME"] == "/home/u/.cache"
+    assert after["HF_HOME"] == "/home/u/.cache/huggingface"
+    assert "CUDA_CACHE_PATH" not in after
+
+
+def test_the_audit_switch_is_read_in_a_plain_environment() -> None:
+    assert _cacheroot_start.plain(_encoded({"CACHEROOT": "/r", "CACHEROOT_AUDIT": "1"}), _no_putenv)
+    assert not _cacheroot_start.plain(
+        _encoded({"CACHEROOT": "/r", "CACHEROOT_AUDIT": " "}), _no_putenv
+    )
+
+
+@pytest.mark.parametrize(
+    ("switch", "applied"), [("1", False), (" YES ", False), ("0", True), ("", True)]
+)
+def test_the_off_switch_is_read_in_a_plain_environment(switch: str, applied: bool) -> None:
+    after = plain_hook({"CACHEROOT": "/r", "CACHEROOT_DISABLE": switch})
+    assert after is not None
+    assert ("HF_HOME" in after) is applied
+
+
+def _no_putenv(name: bytes, value: bytes) -> None:
+    """A ``putenv`` for calls whose writes this test does not look at."""
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"CACHEROOT": "/r", "HF_HOME": "/mine"},  # the user's value of a row
+        {"CACHEROOT": "/r", "HF_HOME": "/r/huggingface"},  # the same, spelt as derived
+        {"CACHEROOT": "/r", "VLLM_TEST_CACHE": "/old"},  # a legacy name
+        {"CACHEROOT": "/r", "CACHEROOT_OPT_IN": ""},  # an opt-in, even blank
+        {"CACHEROOT": "/r", "CACHEROOT_DISABLE": "1\x1c"},  # on, as str.strip() reads it
+        {"CACHEROOT": "/r", "CACHEROOT_TAG": "bogus"},
+        {"CACHEROOT": "relative"},
+        {"CACHEROOT": "~/c", "HOME": "/h"},
+        {"CACHEROOT": " /r"},
+        {"CACHEROOT": "/a/./b"},
+        {"CACHEROOT": "/a/.."},
+        {"CACHEROOT": "//r"},
+        {"CACHEROOT": "/"},
+        {"CACHEROOT": "/caf\u00e9"},
+        {"CACHEROOT": "/r\x1c"},
+        {"CACHEROOT": "/" + "r" * 200},
+        {"HOME": "relative"},
+        {"HOME": " /h"},
+        {},  # no HOME: the password database decides
+    ],
+)
+def test_other_environments_are_handed_on_untouched(env: dict[str, str]) -> None:
+    assert plain_hook(env) is None
+
+
+def test_a_child_told_of_another_root_is_handed_on() -> None:
+    parent = plain_hook({"CACHEROOT": "/a", "HOME": "/h"})
+    assert parent is not None
+    assert plain_hook({**parent, "CACHEROOT": "/b"}) is None
+    assert plain_hook({**parent, "CACHEROOT_TAG": "rocm"}) is None
+    assert plain_hook({**parent, "HF_HOME": "/elsewhere"}) is None
+
+
+@pytest.mark.usefixtures("real_environ")
+def test_a_pin_that_may_be_there_is_handed_on(tmp_path: Path) -> None:
+    pin = write_pin(tmp_path / "etc", "CACHEROOT=/pinned\n")
+    assert plain_hook({"HOME": "/h", "CACHEROOT_PIN_FILE": str(pin)}) is None
+    after = plain_hook({"HOME": "/h", "CACHEROOT_PIN_FILE": str(tmp_path / "none")})
+    assert after is not None
+    assert after["HF_HOME"] == "/h/.cache/huggingface"
+    assert plain_hook({"HOME": "/h", "CACHEROOT_PIN_FILE": " "}) is not None
+
+
+@pytest.mark.usefixtures("real_environ")
+def test_start_applies_the_layout_once_per_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``site`` runs a venv's ``.pth`` line twice; the second ``start()`` changes nothing."""
+    for name in [
+        *(row[0] for row in _cacheroot_compact.ROWS),
+        "CACHEROOT_APPLIED",
+        "CACHEROOT_TAG",
+    ]:
+        os.environ.pop(name, None)
+    os.environ.pop("CACHEROOT_AUDIT", None)
+    monkeypatch.setattr(_cacheroot_start, "_started", False)
+    os.environ["CACHEROOT"] = "/first"
+    _cacheroot_start.start()
+    assert os.environ["HF_HOME"] == "/first/huggingface"
+    os.environ["CACHEROOT"] = "/second"
+    _cacheroot_start.start()
+    assert os.environ["HF_HOME"] == "/first/huggingface"
+
+
+@pytest.mark.usefixtures("real_environ")
+def test_the_real_environment_is_applied_for_child_processes_too() -> None:
+    """``plain`` writes through ``putenv``: a child started with the inherited environment sees
+    the values (``subprocess`` passes the C environment, not :data:`os.environ`)."""
+    for name in [
+        *(row[0] for row in _cacheroot_compact.ROWS),
+        "CACHEROOT_APPLIED",
+        "CACHEROOT_TAG",
+    ]:
+        os.environ.pop(name, None)
+    os.environ["CACHEROOT"] = "/real-root"
+    os.environ.pop("CACHEROOT_AUDIT", None)
+    assert _cacheroot_start.hook() is False
+    assert os.environ["TORCH_HOME"] == "/real-root/torch"
+    shell = subprocess.run(
+        ["sh", "-c", 'printf "%s|%s" "$TORCH_HOME" "$XDG_CACHE_HOME"'],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert shell.stdout == "/real-root/torch|/real-root"
+
+
+PLAIN_ROOTS = st.sampled_from(["/r", "/r/", "/home/u/.cache", "/x/y-z/", "/a b", "/v1.2/c"])
+PLAIN_TAGS = st.sampled_from(["", " ", "cuda", "rocm", " CUDA ", "Rocm"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    root=st.one_of(st.none(), PLAIN_ROOTS),
+    home=PLAIN_ROOTS,
+    tag=st.one_of(st.none(), PLAIN_TAGS),
+    audit=st.sampled_from([None, "", "1"]),
+)
+def test_drawn_plain_environments_and_their_children_are_taken(
+    root: str | None, home: str, tag: str | None, audit: str | None
+) -> None:
+    drawn = {"CACHEROOT": root, "CACHEROOT_TAG": tag, "CACHEROOT_AUDIT": audit}
+    env = {"HOME": home, **{k: v for k, v in drawn.items() if v is not None}}
+    parent = plain_hook(env)
+    assert parent is not None
+    child = plain_hook(parent)
+    assert child == parent
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(env=ENVIRONMENTS, child=ENVIRONMENTS)
+def test_drawn_environments_are_taken_as_the_layout_would_or_handed_on(
+    env: dict[str, str], child: dict[str, str]
+) -> None:
+    """Whatever ``plain`` takes ends as the layout's; what it hands on it leaves untouched."""
+    after = fast_hook(env)
+    plain_hook(env)
+    plain_hook(after)
+    plain_hook({**after, **child})

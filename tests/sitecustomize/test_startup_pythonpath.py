@@ -32,6 +32,8 @@ with open(os.environ["SHADOWED_MARKER"], "w") as f:
 
 #: Where ``cacheroot.envs`` is importable from without this environment's ``.pth`` files.
 ENVS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(cacheroot.envs.__file__)))
+#: The same for the hook's modules (``_cacheroot_start`` included): both, as an image has them.
+LIBS = (ENVS_DIR, os.path.dirname(os.path.abspath(_cacheroot_hook.__file__)))
 
 
 @pytest.fixture
@@ -77,7 +79,7 @@ def test_base_interpreter_has_no_hook(
 ) -> None:
     """The control: without the folder, the image's sitecustomize runs and nothing is derived."""
     marker = tmp_path / "marker"
-    env = _env(child_env, tmp_path / "root", marker, ENVS_DIR, str(shadowed))
+    env = _env(child_env, tmp_path / "root", marker, *LIBS, str(shadowed))
 
     layout = interp.layout(env, python=base_python)
 
@@ -90,7 +92,7 @@ def test_applies_the_layout_then_chains(
 ) -> None:
     root = tmp_path / "root"
     marker = tmp_path / "marker"
-    env = _env(child_env, root, marker, _cacheroot_hook.pythonpath(), ENVS_DIR, str(shadowed))
+    env = _env(child_env, root, marker, _cacheroot_hook.pythonpath(), *LIBS, str(shadowed))
 
     started = interp.run([base_python, "-c", "pass"], env)
     layout = interp.layout(env, python=base_python)
@@ -106,7 +108,7 @@ def test_without_a_shadowed_sitecustomize(
     interp: Interpreter, child_env: dict[str, str], tmp_path: Path, base_python: str
 ) -> None:
     root = tmp_path / "root"
-    env = _env(child_env, root, tmp_path / "marker", _cacheroot_hook.pythonpath(), ENVS_DIR)
+    env = _env(child_env, root, tmp_path / "marker", _cacheroot_hook.pythonpath(), *LIBS)
 
     started = interp.run([base_python, "-c", "pass"], env)
 
@@ -123,7 +125,7 @@ def test_a_failing_shadowed_sitecustomize_does_not_stop_start_up(
     broken.mkdir()
     (broken / "sitecustomize.py").write_text("raise RuntimeError('the image hook is broken')\n")
     root = tmp_path / "root"
-    env = _env(child_env, root, tmp_path / "marker", _cacheroot_hook.pythonpath(), ENVS_DIR)
+    env = _env(child_env, root, tmp_path / "marker", _cacheroot_hook.pythonpath(), *LIBS)
     env["PYTHONPATH"] += os.pathsep + str(broken)
 
     started = interp.run([base_python, "-c", "import os; print(os.environ['HF_HOME'])"], env)
@@ -169,7 +171,7 @@ def test_the_folder_twice_on_pythonpath_runs_once_and_still_chains(  # noqa: PLR
         shutil.copytree(real, other)
     root = tmp_path / "root"
     marker = tmp_path / "marker"
-    env = _env(child_env, root, marker, real, str(other), ENVS_DIR, str(shadowed))
+    env = _env(child_env, root, marker, real, str(other), *LIBS, str(shadowed))
 
     started = interp.run([base_python, "-c", "import os; print(os.environ['HF_HOME'])"], env)
 

@@ -28,11 +28,8 @@ else:
 import pytest
 
 DISTRIBUTION = Path(__file__).resolve().parents[2] / "sitecustomize"
-PTH = (
-    "import sys; exec('try:\\n import _cacheroot_start\\n if _cacheroot_start.hook():\\n"
-    "  import _cacheroot_hook\\n  _cacheroot_hook.audit()\\nexcept Exception:\\n pass')\n"
-)
-START = "_cacheroot_hook:start\n"
+PTH = "import _cacheroot_start; _cacheroot_start.start()\n"
+START = "_cacheroot_start:start\n"
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +65,7 @@ def test_wheel_ships_the_start_up_files_at_its_root(wheel: zipfile.ZipFile) -> N
     assert {
         "cacheroot.pth",
         "cacheroot.start",
+        "_cacheroot_start.py",
         "_cacheroot_hook.py",
         "_cacheroot_pythonpath/sitecustomize.py",
     } <= names

@@ -1,15 +1,17 @@
 """The layout: the one table where every variable name is spelled, and its resolver.
 
 The start-up hook applies this table in every Python process, before any user import, through
-:mod:`_cacheroot_start`: a compact copy of the rows it may set, generated from :data:`TABLE`
-(``python tests/envs/start_table.py``), with the rules of :func:`apply` and none of the
-documentation, so that start-up does not pay for loading this module (about 0.5 ms). This module
-is loaded at start-up only where a process without ``CACHEROOT`` finds a pin file, so it stays a
-single top-level module that imports only :mod:`os` and :mod:`sys`: no package to initialise, no
-``from __future__`` import, no ``dataclasses``, ``typing`` or ``pathlib``. ``cacheroot.envs``
-re-exports everything public from here; the exporters and the doctor, which may be slow, live
-there. A change to the table or to :func:`resolve` is a change to ``_cacheroot_start`` too:
-``tests/envs/test_start.py`` says when it is stale or behaves otherwise.
+:mod:`_cacheroot_start` (what this module derives for a plain environment, one template per tag)
+and :mod:`_cacheroot_compact` (a compact copy of the rows it may set with the rules of
+:func:`apply`, for every other environment), both generated from :data:`TABLE`
+(``python tests/envs/start_table.py``) with none of the documentation, so that start-up does not
+pay for loading this module (about 0.5 ms). This module is loaded at start-up only where a
+process without ``CACHEROOT`` finds a pin file, so it stays a single top-level module that
+imports only :mod:`os` and :mod:`sys`: no package to initialise, no ``from __future__`` import,
+no ``dataclasses``, ``typing`` or ``pathlib``. ``cacheroot.envs`` re-exports everything public
+from here; the exporters and the doctor, which may be slow, live there. A change to the table or
+to :func:`resolve` is a change to both start-up modules: ``tests/envs/test_start.py`` says when
+they are stale or behave otherwise.
 
 :func:`resolve` is pure (a mapping in, a :class:`Layout` out) and touches no file system. Whether
 a directory exists or is writable is the doctor's business, not the hook's.
@@ -1206,8 +1208,9 @@ _WARNED: set[str] = set()
 def hook(environ: "MutableMapping[str, str] | None" = None) -> bool:
     """The start-up hook in full: :func:`apply`, unless disabled; never raises.
 
-    At start-up, :func:`_cacheroot_start.hook` does the same from its compact table and hands
-    over here only a process without ``CACHEROOT`` that finds a pin file. A process without
+    At start-up, :func:`_cacheroot_start.hook` does the same from its templates and
+    :func:`_cacheroot_compact.hook` from its compact table; they hand over here only a process
+    without ``CACHEROOT`` that finds a pin file. A process without
     ``CACHEROOT`` takes the environment's pinned root, if any. Returns whether the run-time audit
     was asked for (``CACHEROOT_AUDIT`` set, after :func:`apply`, in the real :data:`os.environ`;
     never for a given mapping): the start-up files then call ``_cacheroot_hook.audit()``. The
@@ -1220,7 +1223,7 @@ def hook(environ: "MutableMapping[str, str] | None" = None) -> bool:
         why: list[str] = []
         apply(env, pin=read_pin(why=why) if _blank(env.get(CACHEROOT)) else None)
         if why and why[0] not in _WARNED:
-            # Once per process: site runs a .pth line twice where a venv's lib64 links to lib.
+            # Once per process, however often the hook is called in it.
             _WARNED.add(why[0])
             sys.stderr.write(f"cacheroot: ignoring the pinned root: {why[0]}\n")
         return environ is None and not _blank(env.get(CACHEROOT_AUDIT))

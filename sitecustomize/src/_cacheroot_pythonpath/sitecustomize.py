@@ -13,16 +13,13 @@ import sys
 
 
 def _apply() -> None:
-    """What the ``.pth`` line does: the layout, then the audit only when it is asked for."""
+    """What the ``.pth`` line does: the layout, then the audit only when it is asked for (once
+    per interpreter: not again where the line already ran)."""
     try:
-        from _cacheroot_start import hook  # noqa: PLC0415 - a broken install is caught here
-
-        if hook():
-            from _cacheroot_hook import audit  # noqa: PLC0415 - only with CACHEROOT_AUDIT set
-
-            audit()
-    except Exception:  # noqa: BLE001, S110 - an interpreter must always start
-        pass
+        from _cacheroot_start import start  # noqa: PLC0415 - a broken install is caught here
+    except Exception:  # noqa: BLE001 - an interpreter must always start
+        return
+    start()
 
 
 #: Attribute of :mod:`sys` that holds the real paths of the copies of this file already run, so

@@ -1,15 +1,14 @@
 # ruff: noqa: I002 - no `from __future__` import: one module less at every interpreter start
-"""The start-up hook's fast path: the layout applied from a compact copy of its table.
+"""The layout's rules over a compact copy of its table: the start-up hook's second step.
 
-The hook runs in every Python process, so what it loads is paid at every interpreter start.
-:mod:`_cacheroot_layout` is the source of truth: every variable with its documentation, the
-resolver that reports why a value is unusable, the pin file's checks. Loading it in a fresh
-interpreter costs about 0.4 ms (unmarshalling and executing some fifty table rows, three classes
-and their docstrings), where applying the layout takes about 0.1 ms. This module holds what
-applying needs and nothing more: the rows the hook may set, as one literal tuple (a single
-constant of the bytecode: nothing to execute), and the rules of :func:`_cacheroot_layout.apply`
-over them, with no classes and no explanations. Loading it costs what loading an empty module
-from site-packages costs, within what a busy machine lets one measure.
+:mod:`_cacheroot_start` applies the layout itself only to a plain environment (a root and none
+of the layout's variables, or exactly what a parent's hook derived); every other environment,
+and every given mapping, comes here. :mod:`_cacheroot_layout` is the source of truth: every
+variable with its documentation, the resolver that reports why a value is unusable, the pin
+file's checks; loading it costs about 0.4 ms (some fifty table rows, three classes and their
+docstrings). This module holds what applying needs and nothing more: the rows the hook may set,
+as one literal tuple (a single constant of the bytecode: nothing to execute), and the rules of
+:func:`_cacheroot_layout.apply` over them, with no classes and no explanations.
 
 The part between the ``generated`` markers is written from the layout by
 ``python tests/envs/start_table.py`` (``nox -s start_table``); ``tests/envs/test_start.py``
