@@ -326,6 +326,6 @@ def readme(session: nox.Session) -> None:
 
 @nox.session(name="start_table", default=False)
 def start_table(session: nox.Session) -> None:
-    """Regenerate the start-up hook's compact table (_cacheroot_start) from the layout."""
+    """Regenerate the start-up hook's templates and compact table from the layout."""
     session.install("-e", "packages/envs")
     session.run("python", "tests/envs/start_table.py")
