@@ -1,17 +1,24 @@
 """Start-up cost of the cacheroot hook: ``python -c pass`` with the hook installed vs without.
 
-Two virtual environments are made from the same base Python: one with the built wheels of
-``cacheroot-envs`` and ``cacheroot-sitecustomize``, one with nothing. A third arm runs the
-hooked environment with ``CACHEROOT_DISABLE=1``, which separates the cost of importing the hook
-from the cost of resolving and applying the layout. Runs are interleaved (the order of the arms
-rotates every round) so that drift in machine load hits every arm alike; medians are reported.
+Three virtual environments are made from the same base Python: one with the built wheels of
+``cacheroot-envs`` and ``cacheroot-sitecustomize``, one with nothing, and one with the floor of
+any ``.pth`` hook: a ``.pth`` line of the same shape as ``cacheroot.pth`` that imports an empty
+module and calls its no-op ``start()``. What ``site`` pays to read a ``.pth`` file (twice in a
+venv) and the import system pays to load one module from site-packages is paid by every hook
+installed this way; the difference between the hook and the floor is what cacheroot's own code
+costs. Three more arms run the hooked environment as a child of a hooked process (it inherits
+``CACHEROOT_APPLIED``: the xdist worker's case), the same environment without the hook (a child
+starts with some thirty more variables, which the interpreter pays for with or without a hook),
+and the hooked one with ``CACHEROOT_DISABLE=1``. Runs are
+interleaved (the order of the arms rotates every round) so that drift in machine load hits every
+arm alike; medians are reported.
 
 Bytecode: wheels are installed with ``--compile-bytecode``. Without it, a machine that sets
 ``PYTHONDONTWRITEBYTECODE=1`` (as CI images often do) would recompile the hook's modules from
 source at every start, which measures the compiler, not the hook.
 
 Each arm runs once per round, in an order rotated every round (``benchmarks/_rounds.py``); the
-default 201 rounds put each of the three arms in each position 67 times. Per arm the median,
+default 402 rounds put each of the six arms in each position 67 times. Per arm the median,
 min-max and interquartile range are printed, the ratio to the arm without the hook is taken
 round by round, and the Python, nproc and the load average before and after are printed too.
 
@@ -23,13 +30,15 @@ still grows with cache and frequency effects). The target (the issue's: at most 
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_startup.py            # 201 rounds
+    .venv/bin/python benchmarks/bench_startup.py            # 402 rounds
     .venv/bin/python benchmarks/bench_startup.py --quick    # smoke test: 15 rounds
+    .venv/bin/python benchmarks/bench_startup.py --instructions   # and callgrind's counts
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -50,9 +59,11 @@ if TYPE_CHECKING:
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DISTRIBUTIONS = ("packages/envs", "sitecustomize")
-#: Modules the hook may import at start-up, as ``-X importtime`` names them: the fast path alone
-#: where ``CACHEROOT`` is set and the audit is off.
-HOOK_MODULES = ("_cacheroot_start", "_cacheroot_layout", "_cacheroot_hook")
+#: Modules the hook may import at start-up, as ``-X importtime`` names them: ``_cacheroot_start``
+#: alone in a plain environment with the audit off.
+HOOK_MODULES = ("_cacheroot_start", "_cacheroot_compact", "_cacheroot_layout", "_cacheroot_hook")
+#: The floor's module: empty but for a no-op ``start()``, imported by a copy of ``cacheroot.pth``.
+FLOOR_MODULE = "_bench_empty_hook"
 #: The overhead the hook may add to ``python -c pass`` (issue 24): a ratio and milliseconds.
 TARGET_RATIO = 1.03
 TARGET_MS = 0.4
@@ -77,14 +88,15 @@ def _check(argv: Sequence[str]) -> None:
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
 
 
-def build(work: str, base: str) -> tuple[str, str]:
-    """Build the wheels and make both environments; return their interpreters."""
+def build(work: str, base: str) -> tuple[str, str, str]:
+    """Build the wheels and make the three environments; return their interpreters (with the
+    hook, without it, the floor)."""
     uv = _uv()
     wheels = os.path.join(work, "wheels")
     for dist in DISTRIBUTIONS:
         _check([uv, "build", "--wheel", "--quiet", os.path.join(REPO, dist), "-o", wheels])
     pythons = []
-    for name in ("with-hook", "without-hook"):
+    for name in ("with-hook", "without-hook", "floor"):
         venv = os.path.join(work, name)
         _check([uv, "venv", "--quiet", "--python", base, venv])
         pythons.append(os.path.join(venv, "bin", "python"))
@@ -93,7 +105,30 @@ def build(work: str, base: str) -> tuple[str, str]:
         uv, "pip", "install", "--quiet", "--compile-bytecode", "--offline",
         "--python", pythons[0], *built,
     ])  # fmt: skip
-    return pythons[0], pythons[1]
+    _floor(pythons[2])
+    return pythons[0], pythons[1], pythons[2]
+
+
+def _floor(python: str) -> None:
+    """Install the floor into ``python``'s environment: :data:`FLOOR_MODULE` (compiled, as the
+    wheels are) and ``cacheroot.pth``'s line with the module's name in place of the hook's."""
+    found = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    purelib = found.stdout.strip()
+    with open(os.path.join(REPO, "sitecustomize", "src", "cacheroot.pth"), encoding="utf-8") as f:
+        line = f.read()
+    if "_cacheroot_start" not in line:
+        sys.exit(f"bench_startup: expected cacheroot.pth to name _cacheroot_start: {line}")
+    with open(os.path.join(purelib, "floor.pth"), "w", encoding="utf-8") as f:
+        f.write(line.replace("_cacheroot_start", FLOOR_MODULE))
+    module = os.path.join(purelib, f"{FLOOR_MODULE}.py")
+    with open(module, "w", encoding="utf-8") as f:
+        f.write('def start():\n    """Nothing: the floor of a .pth hook."""\n')
+    _check([python, "-m", "compileall", "-q", module])
 
 
 def clean_env(root: str) -> dict[str, str]:
@@ -173,6 +208,25 @@ def importtime(python: str, env: Mapping[str, str], runs: int) -> dict[str, tupl
     }
 
 
+def instructions(python: str, env: Mapping[str, str], work: str) -> int | None:
+    """User-space instructions of one ``python -c pass`` under callgrind (``None`` without
+    valgrind). With ``PYTHONHASHSEED=0`` the count repeats to the instruction: the figure to
+    compare arms by where wall time is too noisy for a difference of 0.1 ms."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    out = os.path.join(work, "callgrind.out")
+    proc = subprocess.run(
+        [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", python, "-c", "pass"],
+        env={**env, "PYTHONHASHSEED": "0"},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    found = [line for line in proc.stderr.splitlines() if "Collected :" in line]
+    return int(found[-1].rsplit(":", 1)[1]) if found else None
+
+
 def module_count(python: str, env: Mapping[str, str]) -> int:
     proc = subprocess.run(
         [python, "-c", "import sys; print(len(sys.modules))"],
@@ -201,15 +255,63 @@ def print_figures(unit: str, samples: Mapping[str, Sequence[float]], what: str) 
     print()
 
 
+def print_overhead(
+    times: Mapping[str, Sequence[float]], cpu: Mapping[str, Sequence[float]]
+) -> None:
+    """The hook's overhead against the target, and how much of it is the floor of any hook."""
+    base = statistics.median(times["without hook"])
+    cpu_base = statistics.median(cpu["without hook"])
+    added = statistics.median(times["with hook"]) - base
+    over = statistics.median(times["with hook"]) / base - 1
+    cpu_added = statistics.median(cpu["with hook"]) - cpu_base
+    cpu_over = statistics.median(cpu["with hook"]) / cpu_base - 1 if cpu_base else 0.0
+    floor_added = statistics.median(times["empty .pth hook"]) - base
+    own = statistics.median(times["with hook"]) - statistics.median(times["empty .pth hook"])
+    print()
+    print(
+        f"overhead (median with / median without - 1): wall {over:+.1%} ({added:+.2f} ms), "
+        f"CPU {cpu_over:+.1%} ({cpu_added:+.2f} ms); target: at most "
+        f"{TARGET_RATIO - 1:+.0%} and {TARGET_MS:+.1f} ms on the wall time of a quiet machine"
+    )
+    print(
+        f"of which the floor of any .pth hook (empty module): {floor_added:+.2f} ms "
+        f"({floor_added / base:+.1%}); cacheroot's own code: {own:+.2f} ms"
+    )
+    child = statistics.median(times["with hook, child"])
+    child_base = statistics.median(times["without hook, child's environment"])
+    print(
+        f"in a child of a hooked process (same environment without the hook): "
+        f"{child / child_base - 1:+.1%} ({child - child_base:+.2f} ms)"
+    )
+
+
+def print_instructions(arms: Mapping[str, tuple[str, Mapping[str, str]]], work: str) -> None:
+    """Each arm's instruction count (callgrind), and its difference to the arm without the hook."""
+    counts = {name: instructions(python, env, work) for name, (python, env) in arms.items()}
+    base = counts["without hook"]
+    if base is None:
+        print("instructions: valgrind not found")
+        return
+    print("instructions per `python -c pass` (callgrind, PYTHONHASHSEED=0):")
+    for name, count in counts.items():
+        if count is not None:
+            print(f"  {name:<36}{count:>14,}  {count - base:>+12,} ({count / base - 1:+.2%})")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke test: 15 rounds, 3 warm-up")
-    parser.add_argument("--runs", type=int, help="rounds, one run per arm each (default 201)")
+    parser.add_argument("--runs", type=int, help="rounds, one run per arm each (default 402)")
     parser.add_argument("--warmup", type=int, help="rounds dropped first (default 10)")
     parser.add_argument("--python", default=_base_python(), help="base interpreter")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count each arm's instructions once under valgrind's callgrind",
+    )
     args = parser.parse_args(argv)
     if args.runs is None:
-        args.runs = 15 if args.quick else 201
+        args.runs = 15 if args.quick else 402
     if args.warmup is None:
         args.warmup = 3 if args.quick else 10
     conditions = Conditions.now()
@@ -220,26 +322,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"note: fewer than {MIN_ROUNDS} rounds: not figures to report")
 
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as work:
-        hooked, plain = build(work, args.python)
+        hooked, plain, floor = build(work, args.python)
         root = os.path.join(work, "cache-root")
         env = clean_env(root)
         disabled = {**env, "CACHEROOT_DISABLE": "1"}
         probe = subprocess.run(
-            [hooked, "-c", "import os; print(os.environ.get('HF_HOME'))"],
+            [hooked, "-c", "import json, os; print(json.dumps(dict(os.environ)))"],
             env=env,
             check=True,
             capture_output=True,
             text=True,
         )
-        assert probe.stdout.strip() == os.path.join(root, "huggingface"), "hook not active"
+        child: dict[str, str] = json.loads(probe.stdout)
+        assert child.get("HF_HOME") == os.path.join(root, "huggingface"), "hook not active"
+        assert "CACHEROOT_APPLIED" in child, "hook not active"
         assert not os.path.exists(root), "the hook created the root"
 
-        arms = {"without hook": (plain, env), "with hook": (hooked, env)}
-        arms["with hook, disabled"] = (hooked, disabled)
+        arms = {
+            "without hook": (plain, env),
+            "empty .pth hook": (floor, env),
+            "with hook": (hooked, env),
+            "with hook, child": (hooked, child),
+            "without hook, child's environment": (plain, child),
+            "with hook, disabled": (hooked, disabled),
+        }
         result, cpu = interleaved(arms, args.runs, args.warmup)
         times = result.samples
-        base = statistics.median(times["without hook"])
-        cpu_base = statistics.median(cpu["without hook"])
         print(f"python measured: {args.python} ({sys.version.split()[0]} here)")
         print(f"runs: {args.runs} rounds, one run per arm each, order rotated every round,")
         print(f"      {args.warmup} warm-up rounds dropped")
@@ -256,16 +364,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {'module':<26}{'self':>8}{'cumulative':>12}")
         for module, (own, cumulative) in importtime(hooked, env, starts).items():
             print(f"  {module:<26}{own:>8.0f}{cumulative:>12.0f}")
-        added = statistics.median(times["with hook"]) - base
-        over = statistics.median(times["with hook"]) / base - 1
-        cpu_added = statistics.median(cpu["with hook"]) - cpu_base
-        cpu_over = statistics.median(cpu["with hook"]) / cpu_base - 1 if cpu_base else 0.0
-        print()
-        print(
-            f"overhead (median with / median without - 1): wall {over:+.1%} ({added:+.2f} ms), "
-            f"CPU {cpu_over:+.1%} ({cpu_added:+.2f} ms); target: at most "
-            f"{TARGET_RATIO - 1:+.0%} and {TARGET_MS:+.1f} ms on the wall time of a quiet machine"
-        )
+        print_overhead(times, cpu)
+        if args.instructions:
+            print_instructions(arms, work)
         print(conditions.footer())
     return 0
 
