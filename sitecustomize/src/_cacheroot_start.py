@@ -204,7 +204,7 @@ def _root(data: "dict[bytes, bytes]") -> "bytes | None":
     root = data.get(b"CACHEROOT")
     if root is not None and root.strip():
         return _clean(root) if root.strip(b" \t") == root else None
-    if _pin_may_exist(data):
+    if _pin_may_exist():
         return None
     home = data.get(b"HOME")
     if not home or home.strip() != home:
@@ -249,17 +249,15 @@ def _missing(data: "dict[bytes, bytes]", record: bytes) -> "list[tuple[bytes, by
     return missing
 
 
-def _pin_may_exist(data: "dict[bytes, bytes]") -> bool:
-    """Whether anything sits where :func:`_cacheroot_layout.pin_path` looks (only "no such
-    file" counts as no pin; a ``CACHEROOT_PIN_FILE`` that is not plain ASCII is the layout's to
-    read)."""
-    where = data.get(b"CACHEROOT_PIN_FILE")
+def _pin_may_exist() -> bool:
+    """Whether anything sits where :func:`_cacheroot_layout.pin_path` looks: the real
+    environment's ``CACHEROOT_PIN_FILE``, as the layout reads it, or the default under
+    ``sys.prefix`` (only "no such file" counts as no pin)."""
+    where = os.environ.get("CACHEROOT_PIN_FILE")
     if where is not None:
         where = where.strip()
         if not where:
             return False
-        if not where.isascii() or not where.decode().isprintable():
-            return True
     try:
         os.lstat(os.path.join(sys.prefix, *_PIN) if where is None else where)
     except FileNotFoundError:

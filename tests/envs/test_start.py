@@ -561,12 +561,17 @@ def test_a_child_told_of_another_root_is_handed_on() -> None:
 
 @pytest.mark.usefixtures("real_environ")
 def test_a_pin_that_may_be_there_is_handed_on(tmp_path: Path) -> None:
+    """Where the pin is comes from the real environment, as the layout reads it."""
     pin = write_pin(tmp_path / "etc", "CACHEROOT=/pinned\n")
-    assert plain_hook({"HOME": "/h", "CACHEROOT_PIN_FILE": str(pin)}) is None
-    after = plain_hook({"HOME": "/h", "CACHEROOT_PIN_FILE": str(tmp_path / "none")})
+    os.environ["CACHEROOT_PIN_FILE"] = str(pin)
+    assert plain_hook({"HOME": "/h"}) is None
+    assert plain_hook({"HOME": "/h", "CACHEROOT": "/r"}) is not None  # a root: no pin is read
+    os.environ["CACHEROOT_PIN_FILE"] = str(tmp_path / "none")
+    after = plain_hook({"HOME": "/h"})
     assert after is not None
     assert after["HF_HOME"] == "/h/.cache/huggingface"
-    assert plain_hook({"HOME": "/h", "CACHEROOT_PIN_FILE": " "}) is not None
+    os.environ["CACHEROOT_PIN_FILE"] = " "
+    assert plain_hook({"HOME": "/h"}) is not None
 
 
 @pytest.mark.usefixtures("real_environ")
