@@ -5,12 +5,13 @@ Every Python process of the environment runs :func:`start` (``cacheroot.pth``: i
 imports this module and calls it), so what this module loads and does is paid at every
 interpreter start. It ships in cacheroot-sitecustomize beside ``cacheroot.pth``, so the line
 needs no ``try`` (which would cost a compile of the line's code at every start): one is never
-installed without the other. Most processes start in one of two
-plain environments: a fresh one that names a root (``CACHEROOT``, or ``HOME`` for
-``~/.cache``) and none of the layout's variables, or a child of a hooked process that inherited
-exactly what its parent derived (``CACHEROOT_APPLIED``). In both, the layout derives the same
+installed without the other.
+
+Most processes start in one of two plain environments: a fresh one that names a root
+(``CACHEROOT``, or ``HOME`` for ``~/.cache``) and none of the layout's variables, or a child of
+a hooked process that inherited exactly what its parent derived (``CACHEROOT_APPLIED``). In both, the layout derives the same
 thing: every row of the tag, the root followed by the row's path, in the table's order. So this
-module holds that record as one ``bytes`` template per tag, written by
+module holds that record as one ``bytes`` template per tag (with the names it reads), written by
 ``python tests/envs/start_table.py`` (``nox -s start_table``) from what
 :func:`_cacheroot_layout.hook` derives, and applies it in one pass over the bytes that
 :data:`os.environ` keeps: no decoding, no ``KeyError`` per absent name, a ``putenv`` only for
@@ -115,13 +116,18 @@ OTHERS = (
     b"VLLM_TEST_CACHE",
 )
 TRUE = (b"1", b"on", b"true", b"yes")
+CACHEROOT = b"CACHEROOT"
+CACHEROOT_APPLIED = b"CACHEROOT_APPLIED"
+CACHEROOT_AUDIT = b"CACHEROOT_AUDIT"
+CACHEROOT_DISABLE = b"CACHEROOT_DISABLE"
+CACHEROOT_PIN_FILE = b"CACHEROOT_PIN_FILE"
+CACHEROOT_TAG = b"CACHEROOT_TAG"
+PIN_FILE = ("etc", "cacheroot", "pin")
 # generated part ends
 
 #: The longest plain root, in bytes: every derived value stays far below ``PATH_MAX`` and every
 #: component below ``NAME_MAX``, so no value needs the layout's length checks.
 _PLAIN_MAX = 200
-#: Where :func:`_cacheroot_layout.pin_path` looks by default, under ``sys.prefix``.
-_PIN = ("etc", "cacheroot", "pin")
 #: Whether :func:`start` ran in this interpreter.
 _started = False
 
@@ -174,7 +180,7 @@ def plain(data: "dict[bytes, bytes]", putenv: "Callable[[bytes, bytes], None]") 
     the run-time audit was asked for (never where ``CACHEROOT_DISABLE`` is on, which writes
     nothing). ``None``, with nothing written: not plain.
     """
-    off = data.get(b"CACHEROOT_DISABLE")
+    off = data.get(CACHEROOT_DISABLE)
     if off is not None:
         off = off.strip().lower()
         if off in TRUE:
@@ -184,7 +190,7 @@ def plain(data: "dict[bytes, bytes]", putenv: "Callable[[bytes, bytes], None]") 
     for name in OTHERS:
         if name in data:
             return None
-    tag = data.get(b"CACHEROOT_TAG")
+    tag = data.get(CACHEROOT_TAG)
     template = TEMPLATES.get(tag.strip().lower() if tag else b"")
     root = _root(data)
     if template is None or root is None:
@@ -195,13 +201,13 @@ def plain(data: "dict[bytes, bytes]", putenv: "Callable[[bytes, bytes], None]") 
     for name, value in missing:
         putenv(name, value)
         data[name] = value
-    audit = data.get(b"CACHEROOT_AUDIT")
+    audit = data.get(CACHEROOT_AUDIT)
     return audit is not None and bool(os.fsdecode(audit).strip())
 
 
 def _root(data: "dict[bytes, bytes]") -> "bytes | None":
     """The root, when ``CACHEROOT`` (or, without it and without a pin, ``HOME``) is plain."""
-    root = data.get(b"CACHEROOT")
+    root = data.get(CACHEROOT)
     if root is not None and root.strip():
         return _clean(root) if root.strip(b" \t") == root else None
     if _pin_may_exist():
@@ -233,7 +239,7 @@ def _missing(data: "dict[bytes, bytes]", record: bytes) -> "list[tuple[bytes, by
     """What to write for ``record`` (the layout's ``CACHEROOT_APPLIED`` for this root and tag):
     every value that is absent, and the record itself in a fresh environment. ``None`` where a
     row holds a value of its own, or the environment inherited another record."""
-    inherited = data.get(b"CACHEROOT_APPLIED")
+    inherited = data.get(CACHEROOT_APPLIED)
     if inherited is not None and inherited != record:
         return None
     missing = []
@@ -245,7 +251,7 @@ def _missing(data: "dict[bytes, bytes]", record: bytes) -> "list[tuple[bytes, by
         elif old != value or inherited is None:
             return None  # the user's own value, even one spelt as the layout would derive it
     if inherited is None:
-        missing.append((b"CACHEROOT_APPLIED", record))
+        missing.append((CACHEROOT_APPLIED, record))
     return missing
 
 
@@ -253,13 +259,13 @@ def _pin_may_exist() -> bool:
     """Whether anything sits where :func:`_cacheroot_layout.pin_path` looks: the real
     environment's ``CACHEROOT_PIN_FILE``, as the layout reads it, or the default under
     ``sys.prefix`` (only "no such file" counts as no pin)."""
-    where = os.environ.get("CACHEROOT_PIN_FILE")
+    where = os.environ.get(CACHEROOT_PIN_FILE.decode())
     if where is not None:
         where = where.strip()
         if not where:
             return False
     try:
-        os.lstat(os.path.join(sys.prefix, *_PIN) if where is None else where)
+        os.lstat(os.path.join(sys.prefix, *PIN_FILE) if where is None else where)
     except FileNotFoundError:
         return False
     except OSError:

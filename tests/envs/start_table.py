@@ -27,6 +27,15 @@ BEGIN_TEMPLATES = (
     "# generated: templates (python tests/envs/start_table.py writes them from _cacheroot_layout)"
 )
 END = "# generated part ends"
+#: The layout's names that ``_cacheroot_start`` reads, copied as the bytes ``os.environ`` keeps.
+START_NAMES = (
+    "CACHEROOT",
+    "CACHEROOT_APPLIED",
+    "CACHEROOT_AUDIT",
+    "CACHEROOT_DISABLE",
+    "CACHEROOT_PIN_FILE",
+    "CACHEROOT_TAG",
+)
 #: The root the templates are derived under, cut out of each value afterwards.
 MARK = "/@"
 LINE_LENGTH = 100
@@ -145,7 +154,9 @@ def others() -> tuple[str, ...]:
 
 
 def templates_block() -> str:
-    """``_cacheroot_start``'s generated part, marker lines included."""
+    """``_cacheroot_start``'s generated part, marker lines included: the templates, the names
+    whose presence hands an environment on, the switch's "on" values, the names it reads and
+    where the pin file is by default."""
     lines = [BEGIN_TEMPLATES, "TEMPLATES = {"]
     for tag, record in templates().items():
         rows = record.split("\n")
@@ -158,6 +169,8 @@ def templates_block() -> str:
     lines.append(")")
     true = ", ".join(f'b"{value}"' for value in sorted(layout._TRUE))
     lines.append(f"TRUE = ({true})")
+    lines += [f'{name} = b"{getattr(layout, name)}"' for name in START_NAMES]
+    lines.append(f"PIN_FILE = {_literal(layout.PIN_FILE)}")
     lines.append(END)
     return "\n".join(lines) + "\n"
 
