@@ -65,6 +65,23 @@ def test_error_messages_name_what_matters() -> None:
     assert DownloadError("u", "m", status=503).status == 503
 
 
+def test_a_miss_keeps_what_the_fetch_asked_for_through_pickling() -> None:
+    """The plugin spells the manifest entry from these, also for a miss raised in an xdist
+    worker."""
+    sha = "ab" * 32
+    miss = CacheMissError(
+        "https://u:p@h/x.bin", "/c/gsm8k/x.bin", sha256=sha, namespace="gsm8k", filename="x.bin"
+    )
+    assert str(miss) == (
+        "offline and https://u:***@h/x.bin is not cached at /c/gsm8k/x.bin: warm it first with "
+        "`cacheroot fetch https://u:***@h/x.bin --namespace gsm8k --filename x.bin` "
+        "(or `cacheroot warm MANIFEST`)"
+    )
+    back = pickle.loads(pickle.dumps(miss))  # noqa: S301 - our own bytes
+    assert (back.sha256, back.namespace, back.filename) == (sha, "gsm8k", "x.bin")
+    assert str(back) == str(miss)
+
+
 def test_lock_excludes_and_times_out(tmp_path: Path) -> None:
     path = str(tmp_path / "e.lock")
     with PathLock(path) as first:

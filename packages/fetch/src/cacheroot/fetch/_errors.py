@@ -105,22 +105,32 @@ class EmptyDownloadError(FetchError, ValueError):
 
 
 class CacheMissError(FetchError, FileNotFoundError):
-    """Offline mode and the entry is not in the cache: no request was made."""
+    """Offline mode and the entry is not in the cache: no request was made.
 
-    #: The digest, namespace and file name the missed fetch asked for (where the raiser knows
-    #: them), so that what explains the miss can spell the manifest entry that warms it.
-    sha256: str | None = None
-    namespace: str = "downloads"
-    filename: str | None = None
+    ``sha256``, ``namespace`` and ``filename`` are what the missed fetch asked for (where the
+    raiser knows them), so that what explains the miss can spell the command or the manifest
+    entry that warms it; without a ``hint`` the message gives that command.
+    """
 
-    def __init__(self, url: str, path: str, hint: str = "") -> None:
+    def __init__(
+        self,
+        url: str,
+        path: str,
+        hint: str = "",
+        *,
+        sha256: str | None = None,
+        namespace: str = "downloads",
+        filename: str | None = None,
+    ) -> None:
         url, hint = redact_url(url), redact_url(hint)
-        hint = hint or fetch_hint(url)
+        hint = hint or fetch_hint(url, namespace=namespace, filename=filename)
         super().__init__(f"offline and {url} is not cached at {path}: {hint}")
         self._url, self._path, self._hint = url, path, hint
+        self.sha256, self.namespace, self.filename = sha256, namespace, filename
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._url, self._path, self._hint))
+        keywords = {"sha256": self.sha256, "namespace": self.namespace, "filename": self.filename}
+        return (_rebuild_miss, (self._url, self._path, self._hint, keywords))
 
     def __str__(self) -> str:
         # FileNotFoundError would render only its errno fields; show the whole message.
@@ -224,10 +234,25 @@ def loopback_address(url: str) -> str:
     return parts.netloc.rpartition("@")[2]
 
 
-def fetch_hint(url: str, options: str = "") -> str:
-    """How to warm ``url`` (redacted) for an offline run; ``options`` are the fetch's own."""
-    command = f"`cacheroot fetch {url}{options}` (or {WARM_HINT})"
+def fetch_command(url: str, *, namespace: str = "downloads", filename: str | None = None) -> str:
+    """The ``cacheroot fetch`` command line that warms ``url`` (redacted) as it was fetched."""
+    command = f"cacheroot fetch {redact_url(url)}"
+    if namespace != "downloads":
+        command += f" --namespace {namespace}"
+    if filename is not None:
+        command += f" --filename {filename}"
+    return command
+
+
+def fetch_hint(url: str, *, namespace: str = "downloads", filename: str | None = None) -> str:
+    """How to warm ``url`` (redacted) for an offline run, into its namespace and file name."""
+    command = f"`{fetch_command(url, namespace=namespace, filename=filename)}` (or {WARM_HINT})"
     where = loopback_address(url)
     if where:
         return f"warm it while its server ({where}, on this machine) listens, with {command}"
     return f"warm it first with {command}"
+
+
+def _rebuild_miss(url: str, path: str, hint: str, keywords: dict[str, Any]) -> CacheMissError:
+    """Unpickle a :class:`CacheMissError` with its keyword arguments."""
+    return CacheMissError(url, path, hint, **keywords)

@@ -49,7 +49,6 @@ from ._errors import (
     DownloadError,
     EmptyDownloadError,
     FetchError,
-    fetch_hint,
 )
 from ._lock import PathLock
 from ._naming import entry_path, record_key, url_key
@@ -486,13 +485,7 @@ class Fetcher:
                 f"{dest} is {planted}, not a cached file: refused, not followed (another "
                 "job may have planted it); remove it and warm the cache again"
             )
-        elif filename is not None or namespace != "downloads":
-            extra = f" --namespace {namespace}" if namespace != "downloads" else ""
-            extra += f" --filename {filename}" if filename is not None else ""
-            hint = fetch_hint(redact_url(url), extra)
-        miss = CacheMissError(url, dest, hint)
-        miss.sha256, miss.namespace, miss.filename = digest, namespace, filename
-        raise miss
+        raise CacheMissError(url, dest, hint, sha256=digest, namespace=namespace, filename=filename)
 
     def _serve(  # noqa: PLR0917 - the state of one fetch, passed on as it is
         self,

@@ -26,7 +26,7 @@ from cacheroot.envs import (
     VLLM_TEST_CACHE_ONLY,
 )
 
-from .._errors import WARM_HINT, FetchError, loopback_address
+from .._errors import WARM_HINT, FetchError, fetch_command, loopback_address
 from .._progress import counted
 from .._redact import redact_url
 from .._warm.warm import HIT, warm_manifest
@@ -129,10 +129,9 @@ def miss_hint(
             f"`cacheroot fetch` reaches it: add this entry to {manifest} and run {warm} while a "
             f"server listens at {where}, before the tests:\n{entry}"
         )
-    extra = f" --namespace {namespace}" if namespace != "downloads" else ""
-    extra += f" --filename {filename}" if filename is not None else ""
+    command = fetch_command(url, namespace=namespace, filename=filename)
     return (
-        f"warm it with `cacheroot fetch {redact_url(url)}{extra}`, or add this entry to "
+        f"warm it with `{command}`, or add this entry to "
         f"{manifest} and run {warm} before the tests:\n{entry}"
     )
 
