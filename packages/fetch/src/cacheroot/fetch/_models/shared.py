@@ -291,13 +291,15 @@ def _copy_maker(src: str, want: _File, git_sha1: str | None = None) -> Callable[
     return lambda path: _copy_checked(src, path, want, git_sha1)
 
 
+def _on_both(tier: Tiers, relative: str) -> tuple[str, str]:
+    """``relative`` (a repository, or a snapshot of one) on the shared tier and on this host."""
+    return os.path.join(tier.shared_hub, relative), os.path.join(tier.hub, relative)
+
+
 def _hf_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
     repo = snapshot.split("/", maxsplit=1)[0]
-    shared_repo, repo_dir = os.path.join(tier.shared_hub, repo), os.path.join(tier.hub, repo)
-    shared_dir, snapshot_dir = (
-        os.path.join(tier.shared_hub, snapshot),
-        os.path.join(tier.hub, snapshot),
-    )
+    shared_repo, repo_dir = _on_both(tier, repo)
+    shared_dir, snapshot_dir = _on_both(tier, snapshot)
     links: dict[str, Callable[[str], None]] = {}
     for want in files:
         name = _blob_name(os.path.join(shared_dir, *want.path.split("/")), shared_repo)
@@ -321,11 +323,8 @@ def _hf_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
 
 def _hf_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
     repo = snapshot.split("/", maxsplit=1)[0]
-    shared_repo, repo_dir = os.path.join(tier.shared_hub, repo), os.path.join(tier.hub, repo)
-    shared_dir, snapshot_dir = (
-        os.path.join(tier.shared_hub, snapshot),
-        os.path.join(tier.hub, snapshot),
-    )
+    shared_repo, repo_dir = _on_both(tier, repo)
+    shared_dir, snapshot_dir = _on_both(tier, snapshot)
     links: dict[str, Callable[[str], None]] = {}
     # Written through held directories: a directory of the shared tier swapped for a link
     # is refused, never followed (the shared tier is written by other jobs).
@@ -364,10 +363,7 @@ def _copy_tree_listing(src_trees: str, dst_trees: str, snapshot: str) -> None:
 
 
 def _ms_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
-    shared_dir, snapshot_dir = (
-        os.path.join(tier.shared_hub, snapshot),
-        os.path.join(tier.hub, snapshot),
-    )
+    shared_dir, snapshot_dir = _on_both(tier, snapshot)
     copies: dict[str, Callable[[str], None]] = {}
     for want in files:
         here = os.path.join(snapshot_dir, *want.path.split("/"))
@@ -378,10 +374,7 @@ def _ms_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
 
 
 def _ms_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
-    shared_dir, snapshot_dir = (
-        os.path.join(tier.shared_hub, snapshot),
-        os.path.join(tier.hub, snapshot),
-    )
+    shared_dir, snapshot_dir = _on_both(tier, snapshot)
     copies: dict[str, Callable[[str], None]] = {}
     for want in files:
         if not os.path.lexists(os.path.join(shared_dir, *want.path.split("/"))):
