@@ -9,13 +9,13 @@ installed without the other.
 
 Most processes start in one of two plain environments: a fresh one that names a root
 (``CACHEROOT``, or ``HOME`` for ``~/.cache``) and none of the layout's variables, or a child of
-a hooked process that inherited exactly what its parent derived (``CACHEROOT_APPLIED``). In both, the layout derives the same
-thing: every row of the tag, the root followed by the row's path, in the table's order. So this
-module holds that record as one ``bytes`` template per tag (with the names it reads), written by
-``python tests/envs/start_table.py`` (``nox -s start_table``) from what
-:func:`_cacheroot_layout.hook` derives, and applies it in one pass over the bytes that
-:data:`os.environ` keeps: no decoding, no ``KeyError`` per absent name, a ``putenv`` only for
-what changes.
+a hooked process that inherited exactly what its parent derived (``CACHEROOT_APPLIED``). In
+both, the layout derives the same thing: every row of the tag, the root followed by the row's
+path, in the table's order. So this module holds that record as one ``bytes`` template per tag
+(with the names it reads), written by ``python tests/envs/start_table.py``
+(``nox -s start_table``) from what :func:`_cacheroot_layout.hook` derives, and applies it in
+one pass over the bytes that :data:`os.environ` keeps: no decoding, no ``KeyError`` per absent
+name, a ``putenv`` only for what changes.
 
 Anything else is handed on, unchanged, to :mod:`_cacheroot_compact` (the layout's rules over a
 compact copy of its table), which hands a pin file on to :mod:`_cacheroot_layout`: a variable of
