@@ -90,6 +90,7 @@ def isolated(
     return run
 
 
+@pytest.mark.e2e
 def test_runs_share_the_volume_and_nothing_else(
     isolated: Run, isolated_cache: Path, tmp_path: Path
 ) -> None:
@@ -129,6 +130,7 @@ def test_runs_share_the_volume_and_nothing_else(
     assert second.stdout == "first\n"
 
 
+@pytest.mark.e2e
 def test_the_layout_is_the_containers_and_the_host_environment_stays_out(
     isolated: Run, script_env: dict[str, str]
 ) -> None:
@@ -152,6 +154,7 @@ def test_the_layout_is_the_containers_and_the_host_environment_stays_out(
     assert inside["TMPDIR"] == "/tmp"
 
 
+@pytest.mark.e2e
 def test_only_loopback_networking(isolated: Run) -> None:
     out = isolated("--", "python", "-c", NETWORK_PROBE)
     assert out.returncode == 0, out.stderr
@@ -159,6 +162,7 @@ def test_only_loopback_networking(isolated: Run) -> None:
     assert probe == {"routed": "ENETUNREACH", "interfaces": ["lo"], "loopback": "ok"}
 
 
+@pytest.mark.e2e
 def test_the_repository_and_venv_are_read_only(isolated: Run) -> None:
     venv = this_venv()
     assert venv is not None
@@ -177,6 +181,7 @@ def test_the_repository_and_venv_are_read_only(isolated: Run) -> None:
         assert not target.exists()
 
 
+@pytest.mark.e2e
 def test_the_exit_status_is_the_commands(isolated: Run) -> None:
     assert isolated("--", "bash", "-c", "exit 7").returncode == 7
 

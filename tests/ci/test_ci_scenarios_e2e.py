@@ -28,6 +28,9 @@ else:
     # pytest puts tests/ci on sys.path (no package there); mypy names it tests.ci.
     import isolated
 
+#: bubblewrap runs each job: `nox -s e2e`, never the default sessions.
+pytestmark = pytest.mark.e2e
+
 SCENARIOS = isolated.REPO / "tests" / "scenarios"
 
 #: Runs inside an isolated run, from the repository. argv: the report path, then optionally the

@@ -27,6 +27,9 @@ else:
     # pytest puts tests/ci on sys.path (no package there); mypy names it tests.ci.
     import isolated
 
+#: bubblewrap runs each job: `nox -s e2e`, never the default sessions.
+pytestmark = pytest.mark.e2e
+
 CONTAINER_ROOT = "/cacheroot"
 ASSETS = 6
 SIZE = 256 * 1024

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 else:
     from origin import Server, gated, paced, static
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 SSHD = "/usr/sbin/sshd"
 
