@@ -1,18 +1,24 @@
 """The doctor: where each cache resolves, why, and whether it can be used.
 
 Unlike :func:`~cacheroot.envs.resolve`, the doctor looks at the disk (exists, writable, free
-space), so it lives off the start-up path.
+space, the file system's type), so it lives off the start-up path. Whether a directory is
+writable is tried, with a file created and removed at once (:func:`write_problem`): the one
+trace the doctor leaves, and only for that instant.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import stat
 from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
 from _cacheroot_layout import (
+    BY_NAME,
     CACHEROOT,
+    CACHEROOT_DISABLE,
     CACHEROOT_PIN_FILE,
     CACHEROOT_SHARED,
     CACHEROOT_SHARED_MODE,
@@ -22,11 +28,13 @@ from _cacheroot_layout import (
     NEVER,
     PINNED,
     TABLE,
+    XDG_CACHE_HOME,
     Layout,
     pin_path,
     read_pin,
     resolve,
     shared_root,
+    truthy,
 )
 
 from ._shared_tier import (
@@ -61,6 +69,33 @@ class Check:
         self.under_root = under_root
 
 
+#: Where the kernel mounts its own virtual file systems, by path: a root there is refused even
+#: where something else is mounted over part of it (a container's ``/sys/fs/cgroup`` tmpfs).
+VIRTUAL_PREFIXES = {"/proc": "proc", "/sys": "sysfs"}
+#: File system types (``/proc/self/mountinfo``) whose files the kernel makes up: a write there
+#: is a request to the kernel, never a file kept for the next run.
+VIRTUAL_TYPES = frozenset(
+    {
+        "binfmt_misc",
+        "bpf",
+        "cgroup",
+        "cgroup2",
+        "configfs",
+        "debugfs",
+        "devpts",
+        "efivarfs",
+        "fusectl",
+        "mqueue",
+        "nsfs",
+        "proc",
+        "pstore",
+        "securityfs",
+        "sysfs",
+        "tracefs",
+    }
+)
+
+
 def _nearest_existing(path: str) -> str:
     current = path
     while not os.path.lexists(current):
@@ -71,37 +106,173 @@ def _nearest_existing(path: str) -> str:
     return current
 
 
-def check(path: str, root: str | None) -> Check:
-    """Inspect ``path``; a missing directory is judged by its nearest existing ancestor."""
+def virtual_fs(path: str) -> str:
+    """The virtual file system (``proc``, ``sysfs``, ...) that ``path`` lies on, or ``""``.
+
+    Judged by the path (also after links) and by the type of the mount that holds its nearest
+    existing ancestor, so ``/proc/nope`` and a ``proc`` mounted elsewhere are both found.
+    """
+    for candidate in (os.path.normpath(path), os.path.realpath(path)):
+        for prefix, kind in VIRTUAL_PREFIXES.items():
+            if candidate == prefix or candidate.startswith(prefix + "/"):
+                return kind
+    kind = fs_type(_nearest_existing(path))
+    return kind if kind in VIRTUAL_TYPES else ""
+
+
+def write_problem(directory: str) -> str:
+    """Why no file can be created in ``directory`` (``""`` when one can), as the end of a
+    sentence whose subject is ``directory``.
+
+    Tried, not asked of :func:`os.access`: root passes every permission check, and a full file
+    system, a server that squashes root or a virtual file system answers otherwise than the
+    permission bits. The probe is a new file (``O_EXCL``, never through a link), removed at once.
+    """
+    kind = virtual_fs(directory)
+    if kind:
+        return f"is on a virtual file system ({kind})"
+    if not os.path.isdir(directory):
+        return "is not a directory"
+    if read_only_mount(directory):
+        return "is on a read-only mount"
+    probe = os.path.join(directory, f".cacheroot-doctor-{os.getpid()}-{os.urandom(4).hex()}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        os.close(os.open(probe, flags, 0o600))
+    except OSError as exc:
+        return f"is not writable by uid {os.getuid()} ({exc.strerror or exc})"
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return ""
+
+
+def check(path: str, root: str | None, probed: dict[str, str] | None = None) -> Check:
+    """Inspect ``path``; a missing directory is judged by its nearest existing ancestor.
+
+    ``probed`` holds :func:`write_problem`'s answers by directory, so that one report tries
+    each directory once however many variables lie in it.
+    """
     exists = os.path.exists(path)
     is_dir = os.path.isdir(path)
     anchor = path if exists else _nearest_existing(path)
-    writable = os.path.isdir(anchor) and os.access(anchor, os.W_OK | os.X_OK)
+    probed = {} if probed is None else probed
+    if anchor not in probed:
+        probed[anchor] = write_problem(anchor)
     try:
         st = os.statvfs(anchor)
         free: int | None = st.f_bavail * st.f_frsize
     except OSError:
         free = None
     under = root is not None and (path == root or path.startswith(root.rstrip("/") + "/"))
+    writable = not probed[anchor]
     return Check(exists=exists, is_dir=is_dir, writable=writable, free=free, under_root=under)
 
 
-def diagnose(layout: Layout) -> list[str]:
+def _found(path: str) -> str:
+    """What sits at ``path`` where a directory was expected, in words."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "nothing readable"
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link to nothing" if not os.path.exists(path) else "a symbolic link"
+    return "a regular file" if stat.S_ISREG(st.st_mode) else "a special file"
+
+
+def root_problem(root: str, probed: dict[str, str] | None = None) -> str:
+    """Why nothing can be cached under ``root`` (a valid absolute path), or ``""``.
+
+    The order is the order of the fixes: a root on a virtual file system can never work; a file
+    where a directory is expected must go first; only then do permissions and mounts count.
+    """
+    kind = virtual_fs(root)
+    if kind:
+        return (
+            f"the root {root!r} is on a virtual file system ({kind}), whose files the kernel "
+            "makes up: expected a directory on a disk, where files persist between runs; point "
+            f"{CACHEROOT} at one (nothing can be cached there)"
+        )
+    if os.path.lexists(root) and not os.path.isdir(root):
+        return (
+            f"the root {root!r} is not a directory: expected a directory, found "
+            f"{_found(root)}; point {CACHEROOT} at a directory, or remove the file"
+        )
+    anchor = _nearest_existing(root)
+    if not os.path.isdir(anchor):
+        return (
+            f"the root {root!r} cannot be created: {anchor!r} is not a directory (expected a "
+            f"directory, found {_found(anchor)}); point {CACHEROOT} elsewhere, or remove the file"
+        )
+    probed = {} if probed is None else probed
+    if anchor not in probed:
+        probed[anchor] = write_problem(anchor)
+    why = probed[anchor]
+    if not why:
+        return ""
+    where = "it" if anchor == root else f"its nearest existing ancestor {anchor!r}"
+    fix = (
+        "remount it read-write"
+        if why == "is on a read-only mount"
+        else "fix its permissions (or free space)"
+    )
+    return (
+        f"the root {root!r} is not writable: expected a directory this user (uid {os.getuid()}) "
+        f"can create files in, found that {where} {why}; {fix}, or point {CACHEROOT} elsewhere"
+    )
+
+
+def diagnose(layout: Layout, probed: dict[str, str] | None = None) -> list[str]:
     """Problems that make the layout unusable: the resolver's, plus the disk's."""
     problems = list(layout.problems)
     if layout.root is not None:
-        c = check(layout.root, layout.root)
-        if c.exists and not c.is_dir:
-            problems.append(
-                f"the root {layout.root!r} exists but is not a directory; "
-                "point CACHEROOT at a directory (or remove the file)"
-            )
-        elif not c.writable:
-            problems.append(
-                f"the root {layout.root!r} is not writable by this user "
-                f"(uid {os.getuid()}); fix its permissions or point CACHEROOT elsewhere"
-            )
+        problem = root_problem(layout.root, probed)
+        if problem:
+            problems.append(problem)
     return problems
+
+
+def root_caused(layout: Layout) -> list[str]:
+    """The variables left unset only because the root is unusable (parents before children):
+    the doctor names the root's problem once, not once for each of them."""
+    if layout.root is not None:
+        return []
+    found: list[str] = []
+    for s in layout.settings.values():
+        if s.source != INVALID or s.value is not None:
+            continue  # set, off, or the user's own unusable value (its note names it)
+        parent = BY_NAME[s.name].parent
+        if (not parent and s.reason.startswith("the root is unusable")) or parent in found:
+            found.append(s.name)
+    return found
+
+
+def hook_note(layout: Layout, environ: Mapping[str, str]) -> str:
+    """What the start-up hook does where the root is unusable (``""`` where it is usable).
+
+    It is what :func:`~_cacheroot_layout.apply` does, and the start-up modules do the same
+    (``tests/envs/test_start.py``): no other root is tried, nothing is derived from the root,
+    and a value a parent process's hook derived is removed rather than left pointing there.
+    The hook says none of this itself: it runs in every interpreter and never writes.
+    """
+    if layout.root is not None:
+        return ""
+    if truthy(environ.get(CACHEROOT_DISABLE)):
+        return f"the start-up hook is off ({CACHEROOT_DISABLE}): it changes no variable"
+    fallback = (
+        f" (there is no fallback to {XDG_CACHE_HOME} or ~/.cache)"
+        if layout.root_source in (CACHEROOT, PINNED)
+        else ""
+    )
+    applied = layout.applied()
+    sets = (
+        f"sets only {', '.join(applied)} (from values set explicitly)"
+        if applied
+        else "sets no variable"
+    )
+    return (
+        f"the start-up hook uses no root{fallback}: it {sets}, and removes what a parent "
+        "process's hook derived; each library then uses its own default location"
+    )
 
 
 def fs_type(path: str, mountinfo: str = "/proc/self/mountinfo") -> str:
@@ -159,7 +330,7 @@ def shared_line(
         problem = shared_root_problem(l2, probe)
         if problem:
             return f"shared: {l2} (not usable)", problem
-        free = check(l2, None).free
+        free = check(l2, None, {l2: ""}).free  # just probed: not written to again
         return f"shared: {l2} ({fs_type(l2)}, writable, {format_size(free)} free)", ""
 
     found: list[tuple[str, str]] = []
@@ -226,7 +397,19 @@ def _pin_line(pin_file: str, pin: Mapping[str, str], *, used: bool, why: str) ->
 class _Findings:
     """What both renderings of the doctor show: the layout, the pin, the shared tier, problems."""
 
-    __slots__ = ("hub", "layout", "pin", "pin_file", "problems", "shared", "tier", "why")
+    __slots__ = (
+        "hook_note",
+        "hub",
+        "layout",
+        "notes",
+        "pin",
+        "pin_file",
+        "probed",
+        "problems",
+        "shared",
+        "tier",
+        "why",
+    )
 
     def __init__(
         self, environ: Mapping[str, str] | None, tag: str | None, pin_file: str | None
@@ -244,11 +427,23 @@ class _Findings:
             self.shared = shared_root(env)
         except ValueError:
             self.shared = None
-        problems = diagnose(self.layout) + ([self.tier[1]] if self.tier[1] else [])
+        self.probed: dict[str, str] = {}
+        problems = diagnose(self.layout, self.probed) + ([self.tier[1]] if self.tier[1] else [])
         # Reported even with CACHEROOT set: a child started without it would take this pin.
         if self.why:
             problems.append(f"the pin is ignored: {self.why}")
         self.problems = problems
+        # An unusable root is named once, with what the hook does about it, instead of once
+        # for each variable it leaves unset.
+        hidden = set(root_caused(self.layout))
+        self.notes = [
+            (s.name, s.reason)
+            for s in self.layout.settings.values()
+            if s.reason and s.name not in hidden
+        ]
+        self.hook_note = hook_note(self.layout, env)
+        if self.hook_note:
+            self.notes.insert(0, (CACHEROOT, self.hook_note))
 
 
 def report_json(
@@ -269,7 +464,7 @@ def report_json(
             "reason": s.reason or None,
         }
         if s.value is not None and s.source != INVALID:
-            c = check(s.value, layout.root)
+            c = check(s.value, layout.root, found.probed)
             entry |= {
                 "exists": c.exists,
                 "writable": c.writable,
@@ -280,6 +475,7 @@ def report_json(
     document = {
         "root": layout.root,
         "root_source": layout.root_source,
+        "hook_note": found.hook_note or None,
         "tag": layout.tag,
         "pin": {
             "file": found.pin_file,
@@ -325,7 +521,7 @@ def report(
         if s.value is None or s.source == INVALID:
             rows.append((s.name, s.value or "-", s.source, "", "", "", ""))
             continue
-        c = check(s.value, root)
+        c = check(s.value, root, found.probed)
         rows.append(
             (
                 s.name,
@@ -341,9 +537,8 @@ def report(
     out += [
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
-    notes = [s for s in layout.settings.values() if s.reason]
-    if notes:
-        out += ["", "notes:"] + [f"  {s.name}: {s.reason}" for s in notes]
+    if found.notes:
+        out += ["", "notes:"] + [f"  {name}: {reason}" for name, reason in found.notes]
     out += ["", "not set on purpose:"]
     out += [f"  {v.name}: {v.purpose}" for v in TABLE if v.mode == NEVER]
     problems = found.problems

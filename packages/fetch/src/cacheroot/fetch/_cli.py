@@ -33,7 +33,8 @@ EPILOG = f"""\
 The path of the cached file is printed as the last line of standard output (with --json, a
 summary instead). Standard error gets one line when the fetch is done (hit or miss, size,
 seconds; for a miss its rate and the host it came from) and one per retry as it happens
-(unless -q); on a terminal, a progress bar while it downloads.
+(unless -q); on a terminal, a progress bar while it downloads (none with -q, none in a CI
+job, where CI is set, nor with TERM=dumb).
 
 exit status:
   {OK}  the file is cached (downloaded now or already there)

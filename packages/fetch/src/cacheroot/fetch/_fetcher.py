@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import stat
-import sys
 import threading
 import time
 from pathlib import Path
@@ -52,7 +51,7 @@ from ._errors import (
 )
 from ._lock import PathLock
 from ._naming import entry_path, record_key, url_key
-from ._progress import FALLBACK, HIT, MISS, RETRY, SHARED_TIER, FetchEvent, host_of
+from ._progress import FALLBACK, HIT, MISS, RETRY, SHARED_TIER, FetchEvent, bars_wanted, host_of
 from ._redact import Secret, printable, redact_url
 from ._used import touch_used
 
@@ -60,6 +59,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     import requests
+
+    from cacheroot.envs import Layout
 
     from ._progress import Reporter
 
@@ -114,16 +115,61 @@ def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
     found = _dir_memo.get(key)
     if found is not None:
         return found
-    setting = resolve(env).settings.get(CACHE_VARIABLE)
+    layout = resolve(env)
+    setting = layout.settings.get(CACHE_VARIABLE)
     if setting is None or not setting.value or setting.source == INVALID:
-        reason = setting.reason if setting is not None else "it is not in the layout"
-        raise FetchError(
-            f"{CACHE_VARIABLE} is unusable ({reason}); set {_CACHEROOT} or {CACHE_VARIABLE} to "
-            "an absolute path (`cacheroot doctor` explains the layout)"
-        )
+        raise FetchError(_unusable(layout))
     value = os.path.expanduser(setting.value.strip())
     _dir_memo[key] = value
     return value
+
+
+def not_a_directory(directory: str) -> str:
+    """Why ``directory`` cannot be made because a file stands where it or an ancestor goes (a
+    root that is a file), or ``""``: named as such, not as a cache that cannot be written."""
+    current = directory
+    while not os.path.lexists(current):
+        parent = os.path.dirname(current)
+        if parent == current:
+            return ""
+        current = parent
+    if os.path.isdir(current):
+        return ""
+    return (
+        f"cannot create {directory}: {current} is not a directory (expected a directory of the "
+        f"cache, found a file); remove it, or point {_CACHEROOT} (or {CACHE_VARIABLE}) at a "
+        "directory"
+    )
+
+
+def _unusable(layout: Layout) -> str:
+    """Why the layout leaves no cache directory, by its first cause up the chain of parents.
+
+    An unusable root is named as the layout names it (``CACHEROOT='rel' is not an absolute
+    path``), once, rather than as the last link of the chain ("its parent VLLM_CACHE_ROOT is
+    unusable"), which hides what to fix.
+    """
+    by_name = {v.name: v for v in TABLE}
+    cause, name = None, CACHE_VARIABLE
+    while name:  # up from the cache directory, while each is unusable for want of its parent
+        setting = layout.settings.get(name)
+        if setting is None or setting.source != INVALID:
+            break
+        cause = setting
+        if setting.value is not None:
+            break  # the user's own unusable value: that one is to fix
+        name = by_name[name].parent if name in by_name else ""
+    doctor = "`cacheroot doctor` explains the layout"
+    if cause is not None and cause.value is None and not name and layout.root is None:
+        return (
+            f"{CACHE_VARIABLE} cannot be derived: {layout.root_reason} (or set "
+            f"{CACHE_VARIABLE} itself); {doctor}"
+        )
+    reason = cause.reason if cause is not None else "it is not in the layout"
+    return (
+        f"{CACHE_VARIABLE} is unusable ({reason}); set {_CACHEROOT} or {CACHE_VARIABLE} to an "
+        f"absolute path ({doctor})"
+    )
 
 
 #: States of a version in :attr:`Fetcher._known`: its sidecar vouches for it (not hashed here);
@@ -395,7 +441,8 @@ class Fetcher:
         digest is downloaded again. ``offline`` (default: :func:`cache_only`, that is
         ``CACHEROOT_OFFLINE`` or ``_VLLM_TEST_CACHE_ONLY``) forbids the network: a miss raises
         :class:`CacheMissError`. ``timeout`` is the read timeout, or a
-        ``(connect, read)`` pair. ``progress`` shows a bar (default: when stderr is a terminal).
+        ``(connect, read)`` pair. ``progress`` shows a bar (default: when standard
+        error is a terminal, not a dumb one, outside CI: :func:`~._progress.bars_wanted`).
         ``extract`` unpacks a zip or tar archive once per volume and returns its directory
         (``<entry>.extracted``, published atomically; unsafe members refuse the whole archive).
         ``max_unpacked`` bounds the bytes it may unpack to (default 16 GiB). ``fallbacks`` are
@@ -813,6 +860,9 @@ class Fetcher:
             except FetchError:
                 raise
             except OSError as exc:
+                blocked = not_a_directory(os.path.dirname(dest))
+                if blocked:
+                    raise DownloadError(url, blocked, err=errno.ENOTDIR) from exc
                 raise DownloadError(
                     url,
                     f"cannot write into {os.path.dirname(dest)}: {exc.strerror or exc}; a "
@@ -889,7 +939,9 @@ class Fetcher:
             timeouts = timeout
         else:
             timeouts = (min(self.connect_timeout, timeout), timeout)
-        show = sys.stderr.isatty() if progress is None else progress
+        # A quiet reporter (`cacheroot warm -q`) keeps standard error silent, bars included.
+        quiet = getattr(self.reporter, "quiet", False)
+        show = (not quiet and bars_wanted()) if progress is None else progress
         started = time.monotonic()
         until = None if self.deadline is None else started + self.deadline
         sources = candidates(url, fallbacks)

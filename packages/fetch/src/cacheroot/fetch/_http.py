@@ -37,7 +37,6 @@ import logging
 import os
 import random
 import stat
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
@@ -51,7 +50,7 @@ from cacheroot.envs import VLLM_TEST_CACHE
 
 from ._errors import DownloadError
 from ._httpvalues import decimal, retry_after
-from ._progress import counted
+from ._progress import counted, new_bar
 from ._redact import printable, redact_url
 
 if TYPE_CHECKING:
@@ -455,19 +454,12 @@ class Transfer:
     def _start_progress(self) -> None:
         if not self.show_progress:
             return
-        from tqdm import tqdm  # noqa: PLC0415 - only when a bar is shown
-
         if self._bar is None:
-            self._bar = tqdm(
-                total=self.total,
-                initial=self.part.size,
-                unit="B",
-                unit_scale=True,
-                unit_divisor=1024,
-                desc=_label(self.part.dest),
-                file=sys.stderr,
-                leave=False,
+            self._bar = new_bar(
+                total=self.total, initial=self.part.size, desc=_label(self.part.dest)
             )
+            # Without tqdm there is no bar, and no reason to look for tqdm again on a retry.
+            self.show_progress = self._bar is not None
         else:
             self._bar.reset(total=self.total)
             self._bar.update(self.part.size)

@@ -8,6 +8,10 @@ warm`` pass a :class:`LineReporter`, which writes one line per event to standard
 CI log keeps. On a terminal it writes through tqdm, so the lines land above the progress bars
 instead of through them, and the line of a finished download stays after its bar is cleared.
 
+A download draws a bar by default only where someone watches it (:func:`bars_wanted`): standard
+error is a terminal, not a dumb one, and not a CI job's. :func:`new_bar` draws it, or returns
+``None`` when tqdm cannot be imported: a bar is a courtesy, never a reason for a fetch to fail.
+
 Every URL in an event is redacted (:func:`~._redact.redact_url`); no request header is ever in
 one, so the tokens of :mod:`._auth` cannot reach a log through it. Without a reporter the hit
 path pays one attribute test.
@@ -15,6 +19,7 @@ path pays one attribute test.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import IO, TYPE_CHECKING, Any
@@ -25,7 +30,9 @@ from cacheroot.envs.units import format_size
 from ._redact import printable, redact_url
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
+
+    from tqdm import tqdm
 
     #: What a Fetcher calls with each event.
     Reporter = Callable[["FetchEvent"], None]
@@ -151,22 +158,123 @@ def line(event: FetchEvent) -> str:
     return f"{event.kind} {event.url}: {event.reason}"
 
 
+#: Set by CI services (GitHub Actions, GitLab, Buildkite, CircleCI, ...) in every job. Some run
+#: the job on a pseudo-terminal (Buildkite does by default), whose log would keep every redraw of
+#: a bar; a bar is for someone watching.
+CI = "CI"
+#: Values of ``CI`` that say "not CI" (blank included).
+_NOT_CI = frozenset({"", "0", "false", "no", "off"})
+#: The terminal size assumed where a terminal reports none and ``COLUMNS``/``LINES`` are unset.
+DEFAULT_SIZE = (80, 24)
+
+
+def _tqdm() -> type[tqdm[Any]] | None:
+    """tqdm's bar class, or ``None`` where it cannot be imported (an install made without the
+    dependencies of cacheroot-fetch)."""
+    try:
+        from tqdm import tqdm as bars  # noqa: PLC0415 - only where a bar may be drawn
+    except ImportError:
+        return None
+    return bars
+
+
+def in_ci(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this runs in a CI job: ``CI`` set to anything but a false value."""
+    env = os.environ if environ is None else environ
+    return env.get(CI, "").strip().lower() not in _NOT_CI
+
+
+def bars_wanted(stream: IO[str] | None = None, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether downloads draw a progress bar on ``stream`` (default: standard error) unless told.
+
+    Only where someone watches: ``stream`` is a terminal (a pipe or a file is a log, where each
+    redraw would be one more line), ``TERM`` is not ``dumb`` (a terminal that claims no cursor
+    movement, such as an editor's shell buffer), the run is not a CI job's (:func:`in_ci`), and
+    tqdm can be imported.
+    """
+    env = os.environ if environ is None else environ
+    out = sys.stderr if stream is None else stream
+    try:
+        tty = out.isatty()
+    except (AttributeError, ValueError):  # no such method, or closed
+        tty = False
+    if not tty or env.get("TERM", "").strip() == "dumb" or in_ci(env):
+        return False
+    return _tqdm() is not None
+
+
+def _env_size(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else default
+
+
+def screen_size(stream: IO[str]) -> tuple[int, int]:
+    """``(columns, rows)`` of the terminal ``stream`` writes to.
+
+    A terminal whose size was never set (a pseudo-terminal that a program opens for a child, as
+    test harnesses and some job runners do) reports 0 by 0: then ``COLUMNS`` and ``LINES``, else
+    :data:`DEFAULT_SIZE`. tqdm, left to measure such a terminal itself, takes it for one of -1
+    rows and draws nothing at all.
+    """
+    try:
+        size = os.get_terminal_size(stream.fileno())
+        columns, rows = size.columns, size.lines
+    except (AttributeError, OSError, ValueError):
+        columns = rows = 0
+    return (
+        columns if columns > 0 else _env_size("COLUMNS", DEFAULT_SIZE[0]),
+        rows if rows > 0 else _env_size("LINES", DEFAULT_SIZE[1]),
+    )
+
+
+def new_bar(
+    *, total: int | None, initial: int, desc: str, stream: IO[str] | None = None
+) -> tqdm[Any] | None:
+    """A tqdm bar of bytes on ``stream`` (default: standard error), or ``None`` without tqdm.
+
+    ``total`` (``None``: unknown) and ``initial`` are bytes (a resumed download starts at its
+    partial's size). The bar is sized to the terminal (:func:`screen_size`, one column left
+    free, so that a bar as wide as the terminal does not wrap) and cleared when closed: the
+    reporter's line of the finished download takes its place.
+    """
+    bar = _tqdm()
+    if bar is None:
+        return None
+    out = sys.stderr if stream is None else stream
+    columns, rows = screen_size(out)
+    return bar(
+        total=total,
+        initial=initial,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=desc,
+        file=out,
+        leave=False,
+        ncols=max(1, columns - 1),
+        nrows=rows,
+    )
+
+
 class LineReporter:
     """Writes each event as a line to ``stream`` (default: standard error), after ``prefix``.
 
     Thread-safe (``cacheroot warm`` fetches in parallel). On a terminal the lines go through
-    ``tqdm.write``, which clears the live bars, writes, and draws them again. ``last`` is the
-    last finished fetch (hit or miss), for the command's own summary; with ``quiet`` that is all
-    it keeps, and nothing is written.
+    ``tqdm.write``, which clears the live bars, writes, and draws them again (without tqdm,
+    there are no bars: the lines are written as they are). ``last`` is the last finished fetch
+    (hit or miss), for the command's own summary; with ``quiet`` that is all it keeps, nothing
+    is written, and the fetches of a :class:`~._fetcher.Fetcher` built with it draw no bar.
     """
 
     def __init__(self, prefix: str, stream: IO[str] | None = None, *, quiet: bool = False) -> None:
         self.prefix, self.quiet = prefix, quiet
         self.stream = sys.stderr if stream is None else stream
         try:
-            self.tty = self.stream.isatty()
+            tty = self.stream.isatty()
         except (AttributeError, ValueError):
-            self.tty = False
+            tty = False
+        self._bars = _tqdm() if tty and not quiet else None
+        self.tty = self._bars is not None
         self.last: FetchEvent | None = None
         self._lock = threading.Lock()
 
@@ -181,10 +289,8 @@ class LineReporter:
         escaped: a name or record on the volume may hold terminal escape sequences)."""
         text = f"{self.prefix}: {printable(redact_url(text))}"
         with self._lock:
-            if self.tty:
-                from tqdm import tqdm  # noqa: PLC0415 - only on a terminal
-
-                tqdm.write(text, file=self.stream)
+            if self._bars is not None:
+                self._bars.write(text, file=self.stream)
             else:
                 self.stream.write(text + "\n")
                 self.stream.flush()

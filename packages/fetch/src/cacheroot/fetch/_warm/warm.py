@@ -13,7 +13,8 @@ that not everyone may read (see :mod:`.._http`).
 
 The command prints a line on standard error as each entry is done (and one per retry as it
 happens): a CI log shows what was hit, what was downloaded from where and how fast, while it
-runs; the totals close the run on standard output.
+runs; the totals close the run on standard output. On a terminal each asset being downloaded
+also has a progress bar (:func:`.._progress.bars_wanted`); a CI log gets none.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ if TYPE_CHECKING:
 OK, FAILED, USAGE = 0, 1, 2
 
 EPILOG = f"""\
+The totals are printed on standard output (with --json, the summary). Standard error gets one
+line per entry when it is done (hit or miss, size, seconds; for a miss its rate and where it came
+from) and one per retry as it happens (unless -q); on a terminal, a progress bar per asset while
+it downloads (none with -q, none in a CI job, where CI is set, nor with TERM=dumb).
+
 exit status:
   {OK}  every entry is cached (--check: and complete)
   {FAILED}  some entry failed (--check: is missing or incomplete); the summary says which and why
@@ -188,6 +194,14 @@ def warm_model(
     )
 
 
+#: An asset's reason when no asset can be cached: the summary's warning says why, once.
+NOT_ATTEMPTED = "not attempted: no asset can be cached here (the summary's warning says why)"
+
+
+def _not_attempted(asset: Asset) -> dict[str, Any]:
+    return _row(asset, FAILURE, reason=NOT_ATTEMPTED)
+
+
 def _guarded(
     fn: Any, entry: Asset | Model, *args: Any, reporter: Reporter | None = None, **kwargs: Any
 ) -> dict[str, Any]:
@@ -239,7 +253,11 @@ def warm_manifest(
     (seconds, ``None``: none) bounds each asset's download, retries and waits included, as
     :class:`~cacheroot.fetch.Fetcher`'s does.
     """
-    from .._fetcher import Fetcher  # noqa: PLC0415 - requests only when warming
+    from .._fetcher import (  # noqa: PLC0415 - requests only when warming
+        Fetcher,
+        cache_dir,
+        not_a_directory,
+    )
 
     m = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     started = time.monotonic()
@@ -250,13 +268,25 @@ def warm_manifest(
         for model in m.models
         if not model.pinned
     ]
+    # A test cache that cannot be, for every asset alike: said once, as a warning, and each
+    # asset's row points there, instead of the same reason on every row (and line of stderr).
+    unusable = ""
+    if m.assets:
+        try:
+            unusable = not_a_directory(cache_dir())
+        except FetchError as exc:
+            unusable = str(exc)
+    if unusable:
+        notes.append(unusable)
     with contextlib.ExitStack() as stack:
         # The summary carries the unpinned-revision warnings; the threads should not repeat them.
         stack.enter_context(warnings.catch_warnings())
         warnings.filterwarnings("ignore", message=".*is a branch or tag.*")
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, jobs)))
         futures = [
-            pool.submit(_guarded, warm_asset, a, fetcher, check=check, reporter=reporter)
+            pool.submit(_guarded, _not_attempted, a, reporter=reporter)
+            if unusable
+            else pool.submit(_guarded, warm_asset, a, fetcher, check=check, reporter=reporter)
             for a in m.assets
         ]
         futures += [
@@ -387,7 +417,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--quiet",
         "-q",
         action="store_true",
-        help="no line per entry on stderr (the summary is still printed)",
+        help="no line per entry and no progress bar on stderr (the summary is still printed)",
     )
     p.add_argument(
         "--key",
@@ -417,7 +447,8 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             check=args.check,
             allow_file=args.allow_file,
-            reporter=None if args.quiet or args.check else LineReporter("cacheroot warm"),
+            # A quiet reporter writes nothing, and the downloads it watches draw no bar.
+            reporter=None if args.check else LineReporter("cacheroot warm", quiet=args.quiet),
             failure_hold=args.failure_hold,
             attempts=args.attempts,
             **({} if args.deadline is None else {"deadline": args.deadline or None}),
