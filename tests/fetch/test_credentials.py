@@ -118,7 +118,8 @@ def test_credentials_are_sent_but_never_stored_logged_or_shown(
     ls_json = cli("cache", "ls", "--json")
     assert ls_text.returncode == ls_json.returncode == 0, ls_text.stderr + ls_json.stderr
     assert with_credentials(plain, "alice:***") in ls_text.stdout
-    assert [r["url"] for r in json.loads(ls_json.stdout)] == [with_credentials(plain, "alice:***")]
+    rows = json.loads(ls_json.stdout)["test_cache"]["entries"]
+    assert [r["url"] for r in rows] == [with_credentials(plain, "alice:***")]
     for out in (ls_text, ls_json):
         assert SECRET not in out.stdout + out.stderr
 

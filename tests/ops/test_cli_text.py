@@ -4,6 +4,7 @@ results. Run in this process through the real entry point (argparse exits with s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,9 +88,29 @@ def test_a_bad_value_names_the_flag_and_the_accepted_form(
     assert out == ""
 
 
-def test_ls_of_an_empty_cache_prints_its_header(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "cache", "ls") == (0, "ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE\n(empty)\n", "")
-    assert run(capsys, "cache", "ls", "--json") == (0, "[]\n", "")
+def test_ls_of_an_empty_cache_prints_its_header(
+    capsys: pytest.CaptureFixture[str], isolated_cache: Path
+) -> None:
+    cache = f"{isolated_cache}/vllm/test_cache"
+    assert run(capsys, "cache", "ls") == (
+        0,
+        f"test cache (_VLLM_TEST_CACHE): {cache}\nENTRY\tSIZE\tLAST USED (UTC)\tSOURCE\n(empty)\n",
+        "",
+    )
+    status, out, err = run(capsys, "cache", "ls", "--json")
+    assert (status, err) == (0, "")
+    listed = json.loads(out)
+    assert listed["test_cache"] == {
+        "variable": "_VLLM_TEST_CACHE",
+        "path": cache,
+        "exists": False,
+        "entries": [],
+    }
+    assert [listed[k]["exists"] for k in ("huggingface", "modelscope", "hub_store")] == [
+        False,
+        False,
+        False,
+    ]
 
 
 @pytest.mark.parametrize("extra", [[], ["--dry-run"], ["--grace", "2h"]])

@@ -91,7 +91,7 @@ def test_units() -> None:
 def test_ls_and_du(origin: Origin, fetcher: Fetcher) -> None:
     a = put(origin, fetcher, "a.bin", 1000)
     put(origin, fetcher, "b.bin", 3000, ns="other")
-    rows = cli_json("cache", "ls", "--namespace", "ns")
+    rows = cli_json("cache", "ls", "--namespace", "ns")["test_cache"]["entries"]
     assert [(r["name"], r["size"], r["url"]) for r in rows] == [(a.name, 1000, origin.url("a.bin"))]
     assert rows[0]["last_used"] > time.time() - 600
     hf_home = Path(os.environ["HF_HOME"])
@@ -271,7 +271,7 @@ def test_prune_json_and_text_outputs_agree(origin: Origin, fetcher: Fetcher) -> 
     assert "would remove ns/" in text.stdout
     assert "would remove 1 entry and 0 stray files" in text.stdout
     again = json.loads(cli("cache", "ls", "--json").stdout)
-    assert len(again) == 1
+    assert len(again["test_cache"]["entries"]) == 1
 
 
 STRESS_CHILD = textwrap.dedent(
@@ -441,8 +441,8 @@ def test_cache_help_says_prune_covers_the_whole_root() -> None:
     done = cli("--help")
     assert done.returncode == 0, done.stderr
     assert (
-        "list and verify the test cache; measure and prune every cache under the root"
-        in " ".join(done.stdout.split())
+        "list what the root holds; verify the test cache; measure and prune every cache under "
+        "the root" in " ".join(done.stdout.split())
     )
 
 

@@ -11,7 +11,7 @@ import sys
 import tarfile
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -54,6 +54,12 @@ def set_used(entry: Path, when: float) -> None:
     os.utime(used, (when, when))
 
 
+def listed(*args: str) -> list[dict[str, Any]]:
+    """The test cache's entries as ``cacheroot cache ls --json`` lists them."""
+    rows: list[dict[str, Any]] = cli_json("cache", "ls", *args)["test_cache"]["entries"]
+    return rows
+
+
 def tiktoken(origin: Origin) -> tuple[str, Path]:
     """The GPQA tokenizer file as vLLM's tests cache it, through the drop-in."""
     url = origin.serve("encodings/cl100k_base.tiktoken", TIKTOKEN)
@@ -76,18 +82,17 @@ def test_ls_du_verify_see_the_file_of_a_vllm_compat_nested_namespace(origin: Ori
     done = cli("cache", "ls")
     assert done.returncode == 0, done.stderr
     assert done.stdout == (
+        f"test cache (_VLLM_TEST_CACHE): {cache_dir()}\n"
         f"{HEADER}gpt_oss/tiktoken/cl100k_base.tiktoken\t300 B\t{USED_TEXT}\t{url}\n"
     )
-    rows = cli_json("cache", "ls")
+    rows = listed()
     assert [
         (r["namespace"], r["name"], r["kind"], r["size"], r["last_used"], r["url"], r["sha256"])
         for r in rows
     ] == [("gpt_oss/tiktoken", "cl100k_base.tiktoken", "file", 300, USED, url, TIKTOKEN_SHA)]
     # A filter at either level covers what is nested in it.
     for ns in ("gpt_oss", "gpt_oss/tiktoken"):
-        assert [r["name"] for r in cli_json("cache", "ls", "--namespace", ns)] == [
-            "cl100k_base.tiktoken"
-        ]
+        assert [r["name"] for r in listed("--namespace", ns)] == ["cl100k_base.tiktoken"]
 
     done = cli("cache", "verify")
     assert (done.returncode, done.stdout) == (
@@ -113,7 +118,7 @@ def test_cacheroot_fetch_and_warm_write_nested_namespaces(origin: Origin, tmp_pa
         assert done.returncode == 0, done.stderr
     # hashlib stands in for sha256sum: the origin's port changes from run to run.
     derived = hashlib.sha256(data_url.encode()).hexdigest()[:16] + "-data.bin"
-    rows = cli_json("cache", "ls")
+    rows = listed()
     assert [(r["namespace"], r["name"], r["size"], r["url"]) for r in rows] == [
         ("a", "top.bin", 100, top_url),
         ("a/b", derived, 2000, data_url),
@@ -135,7 +140,7 @@ def test_cacheroot_fetch_and_warm_write_nested_namespaces(origin: Origin, tmp_pa
     report = cli_json("warm", str(manifest))
     assert (report["misses"], report["failures"]) == (1, 0)
     assert Path(cache_dir(), "gpt_oss/tiktoken/o200k_base.tiktoken").read_bytes() == TIKTOKEN
-    names = [(r["namespace"], r["name"]) for r in cli_json("cache", "ls")]
+    names = [(r["namespace"], r["name"]) for r in listed()]
     assert names == [
         ("a", "top.bin"),
         ("a/b", derived),
@@ -250,7 +255,7 @@ def test_prune_removes_nested_entries_by_lru_and_keeps_a_held_one(
     assert read_meta(str(paths["old.bin"])) is None
     assert not Path(used_path(str(paths["old.bin"]))).exists()
     # The levels stay, and what is left is listed where it was.
-    names = [(r["namespace"], r["name"]) for r in cli_json("cache", "ls")]
+    names = [(r["namespace"], r["name"]) for r in listed()]
     assert names == [("a/b", "held.bin"), ("a/b/c", "new.bin")]
 
 
@@ -281,7 +286,7 @@ def test_unpacked_and_built_directories_stay_one_entry(origin: Origin, fetcher: 
     url = origin.serve("pack.tar", _tar({"pack/a.txt": b"a" * 10, "pack/sub/b.txt": b"b" * 20}))
     unpacked = fetcher.fetch(url, namespace="sets/x", filename="pack.tar", extract=True)
     built = build_once("tree", lambda out: (out / "w.bin").write_bytes(b"w" * 7), namespace="b/y")
-    rows = cli_json("cache", "ls")
+    rows = listed()
     assert [(r["namespace"], r["name"], r["kind"], r["size"]) for r in rows] == [
         ("b/y", built.name, "dir", 7),
         ("sets/x", "pack.tar", "file", 10240),

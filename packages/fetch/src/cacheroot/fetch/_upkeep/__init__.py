@@ -6,7 +6,8 @@ holds (``cacheroot cache ls | du | verify | prune``), across every cache of the 
 removing what a running process still uses.
 
 What it owns: cacheroot's own entries and their "last used" (:mod:`.cache`), the caches of a
-root and what one unit of each is (:mod:`.root_caches`), whether a file is in use
+root and what one unit of each is (:mod:`.root_caches`), what the root holds beyond the test
+cache as ``ls`` and ``du`` show it (:mod:`.inventory`), whether a file is in use
 (:mod:`.in_use`), the survey of what a budget may remove (:mod:`.survey`), the budget itself
 (:mod:`.budget`), the prune report (:mod:`.prune_report`) and the command (:mod:`.cli`).
 

@@ -59,7 +59,7 @@ from .._store import (
 from .._used import forget, last_used, used_path
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Collection, Iterator
 
 #: Default grace period before a dead writer's partial may be removed (seconds).
 GRACE = 3600.0
@@ -124,26 +124,55 @@ class Entry:
         }
 
 
-def tree_size(path: str) -> int:
-    """Bytes in ``path`` (a file, or a directory counted recursively; links not followed)."""
+class TreeStats(NamedTuple):
+    """What a tree holds: its bytes, its regular files, its newest modification time."""
+
+    size: int
+    files: int
+    #: The newest ``st_mtime`` of a file in it (of a link, not its target), or of the directory
+    #: itself where it holds no file: a directory's own changes when a lock or a partial beside
+    #: the files comes and goes, which is no change of what it keeps (0: nothing there).
+    newest: float
+
+
+def tree_stats(path: str, skip: Collection[str] = ()) -> TreeStats:
+    """:class:`TreeStats` of ``path`` (a file, or a directory counted recursively; links not
+    followed, a file with several links counted once). The paths in ``skip`` (directories or
+    files in the tree) are left out: they belong to something else."""
     try:
         st = os.lstat(path)
     except OSError:
-        return 0
+        return TreeStats(0, 0, 0.0)
     if not stat.S_ISDIR(st.st_mode):
-        return st.st_size
-    total = 0
+        return TreeStats(st.st_size, int(stat.S_ISREG(st.st_mode)), st.st_mtime)
+    total = files = 0
+    newest, own = 0.0, st.st_mtime
     seen: set[tuple[int, int]] = set()
-    for here, dirs, files in os.walk(path):
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
+    for here, dirs, names in os.walk(path):
+        if skip:
+            dirs[:] = [d for d in dirs if os.path.join(here, d) not in skip]
+        for name in names + dirs:
+            full = os.path.join(here, name)
+            if skip and full in skip:
+                continue
             try:
-                st = os.lstat(os.path.join(here, name))
+                st = os.lstat(full)
             except OSError:
                 continue
+            if stat.S_ISDIR(st.st_mode):
+                continue  # its own entries are counted as the walk reaches them
+            newest = max(newest, st.st_mtime)
             if (st.st_dev, st.st_ino) not in seen:
                 seen.add((st.st_dev, st.st_ino))
                 total += st.st_size
-    return total
+                files += stat.S_ISREG(st.st_mode)
+    return TreeStats(total, files, newest or own)
+
+
+def tree_size(path: str, skip: Collection[str] = ()) -> int:
+    """Bytes in ``path`` (a file, or a directory counted recursively; links not followed), the
+    paths in ``skip`` left out."""
+    return tree_stats(path, skip).size
 
 
 def _namespaces(cache: str) -> list[str]:
@@ -315,9 +344,7 @@ def quarantined(cache: str) -> list[Entry]:
 
 
 def disk_usage(cache: str) -> dict[str, Any]:
-    """Bytes per namespace of the test cache and per top-level cache of the layout."""
-    from cacheroot.envs import INVALID, resolve  # noqa: PLC0415
-
+    """Bytes per namespace of the test cache (the caches of the root: :mod:`.inventory`)."""
     namespaces = {}
     for level in levels(cache):
         # A level's own bytes: its entries and their dot-files, not the levels under it.
@@ -329,27 +356,11 @@ def disk_usage(cache: str) -> dict[str, Any]:
     q = tree_size(os.path.join(cache, QUARANTINE))
     if q:
         namespaces[QUARANTINE] = q
-    layout = resolve(os.environ)
-    caches = []
-    for name, setting in layout.settings.items():
-        if not setting.value or setting.source == INVALID:
-            continue
-        path = os.path.expanduser(setting.value.strip())
-        caches.append(
-            {
-                "variable": name,
-                "path": path,
-                "size": tree_size(path) if os.path.isdir(path) else 0,
-                "exists": os.path.isdir(path),
-            }
-        )
     return {
         "cache": cache,
         "exists": os.path.isdir(cache),
         "namespaces": namespaces,
         "total": sum(namespaces.values()),
-        "root": layout.root,
-        "caches": caches,
     }
 
 

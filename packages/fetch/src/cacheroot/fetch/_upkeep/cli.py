@@ -1,19 +1,23 @@
 """``cacheroot cache ls | du | verify | prune``: the command over :mod:`.cache`'s operations.
 
-``ls``, ``du`` and ``verify`` look at the test cache (``verify --manifest`` also at a manifest's
-model snapshots); ``prune`` weighs every cache under the root (:mod:`.budget`). Kept apart from
-the operations so that those import nothing of the command, and the budget can build on them.
+``ls`` lists what the root holds: the test cache's entries, and the Hugging Face and ModelScope
+repositories and the hub cache's store (:mod:`.inventory`); ``du`` measures the test cache by
+namespace and every cache of the layout, other tools' directories apart; ``verify`` looks at
+the test cache (``--manifest`` also at a manifest's model snapshots); ``prune`` weighs every
+cache under the root (:mod:`.budget`). Kept apart from the operations so that those import
+nothing of the command, and the budget can build on them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from cacheroot.envs import CACHEROOT, VLLM_TEST_CACHE
+from cacheroot.envs import CACHEROOT, HF_HOME, MODELSCOPE_CACHE, VLLM_TEST_CACHE, resolve
 from cacheroot.envs.units import format_age, format_size
 
 from .._cli import age_arg, namespace_arg, size_arg
@@ -22,6 +26,7 @@ from .._progress import counted
 from .._warm.manifest import load_manifest
 from .._warm.warm import check_model
 from .cache import GRACE, disk_usage, entries, missing_namespace, verify
+from .inventory import HUB_STORE_LABEL, root_listing, root_usage
 from .prune_report import run_prune
 
 
@@ -65,9 +70,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``cache`` subcommand (``ls``, ``du``, ``verify``, ``prune``)."""
     p = sub.add_parser(
         "cache",
-        help="list and verify the test cache; measure and prune every cache under the root",
-        description=f"List and verify ${VLLM_TEST_CACHE}; measure (du) and prune every cache "
-        f"under ${CACHEROOT} (Hugging Face hub, Triton, Inductor, the JIT caches, the test cache).",
+        help="list what the root holds; verify the test cache; measure and prune every cache under "
+        "the root",
+        description=f"List what ${CACHEROOT} holds (the test cache ${VLLM_TEST_CACHE}, Hugging "
+        "Face and ModelScope models and datasets, the hub cache's store); verify the test cache; "
+        "measure (du) and prune every cache under the root (Hugging Face hub, Triton, Inductor, "
+        "the JIT caches, the test cache).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -76,9 +84,34 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"only this namespace (a directory under ${VLLM_TEST_CACHE}) and those nested in it, "
         "e.g. gsm8k or gpt_oss/tiktoken"
     )
-    ls = ops.add_parser("ls", help="entries: name, size, last used, source URL")
-    ls.add_argument("--namespace", metavar="NS", type=namespace_arg, default=None, help=namespace)
-    du = ops.add_parser("du", help="bytes per namespace and per top-level cache of the layout")
+    ls = ops.add_parser(
+        "ls",
+        help="the test cache's entries, the Hugging Face and ModelScope repositories and the "
+        "hub cache's store under the root: size, last use, source or revisions",
+        description="List what the root holds, one section per cache: the test cache's entries "
+        "(size, last used, source URL); the Hugging Face hub cache's models and datasets, read "
+        "by huggingface_hub's own scanner (revisions with their refs, files, size on disk, last "
+        "accessed and modified; without huggingface_hub, its directories and their sizes only); "
+        "ModelScope's models and datasets (revisions, files, size, last modified); the hub "
+        "cache's store (answers, files, size). A cache that is not there is left out; --json "
+        "gives the same as one object (test_cache, huggingface, modelscope, hub_store).",
+    )
+    ls.add_argument(
+        "--namespace",
+        metavar="NS",
+        type=namespace_arg,
+        default=None,
+        help=f"{namespace}; the test cache alone is listed then",
+    )
+    du = ops.add_parser(
+        "du",
+        help="bytes per namespace of the test cache and per cache of the layout (the hub "
+        "cache's store included); other tools' directories in the root apart",
+        description="Bytes per namespace of the test cache, then per cache directory of the "
+        f"layout and the hub cache's store ({HUB_STORE_LABEL}). What lies in the root but "
+        "belongs to no cache of the layout (other tools' caches, where the root is ~/.cache) is "
+        "listed apart as other tools and left out of the layout's figures.",
+    )
     ver = ops.add_parser("verify", help="re-hash entries; quarantine the corrupt ones")
     ver.add_argument("--namespace", metavar="NS", type=namespace_arg, default=None, help=namespace)
     ver.add_argument("--no-quarantine", action="store_true", help="report only, move nothing")
@@ -177,31 +210,126 @@ def run(args: argparse.Namespace) -> int:
     return operation(args, cache)
 
 
+def _table(title: str, header: str, rows: list[str]) -> list[str]:
+    """A section of ``ls``: its title line, its header, its rows (or ``(empty)``)."""
+    return [f"{title}\n", f"{header}\n", *(rows or ["(empty)\n"])]
+
+
+def _hub_table(hub: dict[str, Any]) -> list[str]:
+    """The Hugging Face hub cache's section: its repositories, or its directories' sizes where
+    huggingface_hub could not read it."""
+    title = f"Hugging Face hub ({HF_HOME}): {hub['path']}"
+    if not hub["scanned"]:
+        rows = [f"{d['name']}\t{format_size(d['size'])}\n" for d in hub["directories"]]
+        return _table(title, "DIRECTORY\tSIZE", rows)
+    rows = []
+    for r in hub["repos"]:
+        revisions = ", ".join(
+            v["commit"] + (f" ({', '.join(v['refs'])})" if v["refs"] else "")
+            for v in r["revisions"]
+        )
+        rows.append(
+            f"{r['repo_type']}/{r['repo_id']}\t{revisions}\t{r['nb_files']}\t"
+            f"{format_size(r['size'])}\t{_when(r['last_accessed'])}\t"
+            f"{_when(r['last_modified'])}\n"
+        )
+    header = "REPO\tREVISIONS (REFS)\tFILES\tSIZE\tLAST ACCESSED (UTC)\tLAST MODIFIED (UTC)"
+    return _table(title, header, rows)
+
+
+def _modelscope_table(ms: dict[str, Any]) -> list[str]:
+    """ModelScope's section: its repositories (a legacy one has no revision)."""
+    rows = [
+        f"{r['repo_type']}/{r['repo_id']}\t{', '.join(r['revisions']) or '-'}\t"
+        f"{r['nb_files']}\t{format_size(r['size'])}\t{_when(r['last_modified'])}\n"
+        for r in ms["repos"]
+    ]
+    title = f"ModelScope ({MODELSCOPE_CACHE}): {ms['path']}"
+    return _table(title, "REPO\tREVISIONS\tFILES\tSIZE\tLAST MODIFIED (UTC)", rows)
+
+
+def _store_table(store: dict[str, Any]) -> list[str]:
+    """The hub cache store's section: one row of counts."""
+    row = (
+        f"{store['answers']}\t{store['files']}\t{format_size(store['size'])}\t"
+        f"{_when(store['last_modified'])}\n"
+    )
+    title = f"hub cache store (cacheroot hub serve): {store['path']}"
+    return _table(title, "ANSWERS\tFILES\tSIZE\tLAST MODIFIED (UTC)", [row])
+
+
+def _listed(listing: dict[str, Any]) -> list[str]:
+    """The text of ``ls`` for the caches of the root beyond the test cache: a section for each
+    that is there, then its notes (one that was skipped has its notes alone, saying why)."""
+    lines: list[str] = []
+    for key, table in (
+        ("huggingface", _hub_table),
+        ("modelscope", _modelscope_table),
+        ("hub_store", _store_table),
+    ):
+        section = listing[key]
+        if section is None:
+            continue
+        block = table(section) if section["exists"] else []
+        block += [f"note: {n}\n" for n in section["notes"]]
+        if block:
+            lines += ["\n", *block]
+    return lines
+
+
 def _run_ls(args: argparse.Namespace, cache: str) -> int:
     rows = entries(cache, args.namespace)
-    lines = ["ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE\n"]
-    lines += [
-        f"{e.namespace}/{e.name}\t{format_size(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
-        for e in rows
-    ]
-    if not rows:
-        lines.append("(empty)\n")
-    _emit(args, [e.as_dict() for e in rows], "".join(lines))
+    data: dict[str, Any] = {
+        "test_cache": {
+            "variable": VLLM_TEST_CACHE,
+            "path": cache,
+            "exists": os.path.isdir(cache),
+            "entries": [e.as_dict() for e in rows],
+        }
+    }
+    lines = _table(
+        f"test cache ({VLLM_TEST_CACHE}): {cache}",
+        "ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE",
+        [
+            f"{e.namespace}/{e.name}\t{format_size(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
+            for e in rows
+        ],
+    )
+    if args.namespace is None:  # --namespace names a part of the test cache: nothing else
+        layout = resolve(os.environ)
+        data["root"] = layout.root
+        if layout.root is None:
+            lines.append(f"note: only the test cache is listed: {layout.root_reason}\n")
+        else:
+            listing = root_listing(layout.root, os.environ)
+            data.update(listing)
+            lines += _listed(listing)
+    _emit(args, data, "".join(lines))
     return 0
 
 
 def _run_du(args: argparse.Namespace, cache: str) -> int:
-    usage = disk_usage(cache)
+    usage = {**disk_usage(cache), **root_usage(os.environ)}
     lines = [f"{format_size(v)}\t{k}\n" for k, v in usage["namespaces"].items()]
     if usage["exists"]:
         lines.append(f"{format_size(usage['total'])}\ttotal ({cache})\n\n")
     else:
         lines.append(f"no test cache: {_NO_CACHE.format(cache=cache)}\n\n")
     lines += [
-        f"{format_size(c['size'])}\t{c['variable']}\t{c['path']}\n"
+        f"{format_size(c['size'])}\t{c['variable']}\t{c['path']}"
+        + ("\t(other tools left out)" if c.get("other_tools_left_out") else "")
+        + "\n"
         for c in usage["caches"]
         if c["exists"]
     ]
+    others = usage["other_tools"]
+    if others:
+        lines.append(
+            f"\nother tools: {counted(len(others), 'entry', 'entries')} of the root that no "
+            "cache of the layout owns, left out above\n"
+        )
+        lines += [f"{format_size(o['size'])}\tother tools\t{o['path']}\n" for o in others]
+        lines.append(f"{format_size(usage['other_tools_total'])}\ttotal of other tools\n")
     _emit(args, usage, "".join(lines))
     return 0
 
