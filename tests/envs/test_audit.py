@@ -117,6 +117,8 @@ JSON_KEYS = {
     "reason",
     "runs_on",
     "failing",
+    "instead",
+    "downloader",
 }
 #: Only what the layout covers: a package that passes the gate.
 COVERED = """\

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from _cacheroot_layout import BY_NAME, NEVER, TABLE, TAGS
 
-from ._audit_names import GATING, LAYOUT_OVERRIDE, PLATFORMS
+from ._audit_downloaders import instead
+from ._audit_names import DOWNLOAD, GATING, LAYOUT_OVERRIDE, PLATFORMS
 from ._audit_scan import Stats, scan
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from ._audit_ast import Finding
+    from ._audit_downloaders import KnownDownload
 
 #: Which row covers a name: the row's own name, or a legacy name of it.
 ROW_OF: dict[str, str] = {v.name: v.name for v in TABLE} | {
@@ -66,6 +68,9 @@ class Item:
     suggestion: str
     #: The platform the verdict is for (``sys.platform``).
     platform: str = sys.platform
+    #: What to write instead of the download that lands there, in code of one's own (a
+    #: ``cacheroot.fetch`` call, or a known downloader's keyword to leave out); ``""``: none.
+    instead: str = ""
 
     @property
     def applies(self) -> bool:
@@ -102,6 +107,8 @@ class Item:
             "coverage": self.how,
             "allowed": self.allowed,
             "suggestion": self.suggestion or None,
+            "instead": self.instead or None,
+            "downloader": None,
         }
 
 
@@ -115,8 +122,48 @@ class Report:
 
     @property
     def status(self) -> int:
-        """The exit status: 1 when something is neither covered nor allowed."""
+        """The exit status: 1 when something is neither covered nor allowed (a known
+        downloader never counts: where it lands is its own finding, if anything)."""
         return 1 if any(i.failing for i in self.items) else 0
+
+    @property
+    def downloads(self) -> list[KnownDownload]:
+        """The calls of known downloaders in the source trees read."""
+        return self.stats.downloads
+
+
+def download_json(d: KnownDownload) -> dict[str, Any]:
+    """A known downloader's call as ``--json`` lists it, with a finding's keys: where it lands
+    (the layout row's place, or the place its keyword gives), never failing."""
+    row = d.downloader
+    return {
+        "dist": d.dist,
+        "version": d.version,
+        "file": d.file,
+        "line": d.line,
+        "variable": row.variable,
+        "expression": d.destination or row.expression,
+        "default": "",
+        "style": [],
+        "fallback_of": None,
+        "class": DOWNLOAD,
+        "reason": f"known downloader {d.call} (where: {row.source})",
+        "runs_on": list(d.runs_on),
+        "failing": False,
+        "covered_by": None if d.given else row.variable,
+        "coverage": "" if d.given else f"lands in {row.lands}",
+        "allowed": False,
+        "suggestion": None,
+        "instead": _leave_out(d) or None,
+        "downloader": d.call,
+    }
+
+
+def _leave_out(d: KnownDownload) -> str:
+    """For a known downloader sent elsewhere: the keyword to leave out."""
+    if not d.given:
+        return ""
+    return f"leave {d.given}= out of {d.short}(): then it lands in {d.downloader.lands}"
 
 
 def _row_note(name: str) -> str:
@@ -254,7 +301,8 @@ def judge(
         if row is None and not f.default and tied is not None and f.kind != LAYOUT_OVERRIDE:
             row, how = ROW_OF[tied[0]], f"its fallback (line {tied[1]}) lies under ${tied[0]}"
         suggestion = "" if row is not None else suggest(f)
-        items.append(Item(f, row, how, allowed(f, allow), suggestion, platform))
+        rewrite = instead(f.fetched) if row is None and f.fetched is not None else ""
+        items.append(Item(f, row, how, allowed(f, allow), suggestion, platform, rewrite))
     return items
 
 
@@ -269,7 +317,7 @@ def audit(
     return Report(judge(findings, allow, platform), stats, time.perf_counter() - start)
 
 
-def _where(f: Finding) -> str:
+def _where(f: Finding | KnownDownload) -> str:
     label = f"{f.dist}=={f.version}" if f.version else f.dist
     return f"{label} {f.file}:{f.line}"
 
@@ -307,12 +355,14 @@ def text(report: Report) -> str:
                 lines.append(f"    fallback when {f.fallback_of[0]} is unset")
             prefix = "suggested row: " if f.variable and f.kind != LAYOUT_OVERRIDE else ""
             lines.append(f"    {prefix}{item.suggestion}")
+            lines += [f"    {item.instead}"] if item.instead else []
             lines.append(f"    to accept it: {allow_argument(f)}")
     if apart:
         lines += ["", f"Listed, not gating ({len(apart)}):"]
         for item in apart:
             lines.append(f"  {_where(item.finding)}  {_what(item.finding)}")
             lines.append(f"    {item.finding.kind}: {item.finding.reason}")
+            lines += [f"    {item.instead}"] if item.instead else []
     if elsewhere:
         platform = _platform(elsewhere[0].platform)
         lines += ["", f"On other platforms' branches ({len(elsewhere)}; not {platform}):"]
@@ -327,9 +377,28 @@ def text(report: Report) -> str:
         for i in ok:
             lines.append(f"  {_where(i.finding)}  {_what(i.finding)}")
             lines.append(f"    covered by {i.covered_by}: {i.how}")
+    lines += _download_lines(report.downloads)
     lines += _unfollowed_lines(s)
     lines += ["", "Not seen: " + _blind(s)]
     return "\n".join(lines) + "\n"
+
+
+def _download_lines(downloads: list[KnownDownload]) -> list[str]:
+    """The known downloaders' calls, each with where it lands."""
+    if not downloads:
+        return []
+    lines = ["", f"Known downloaders ({len(downloads)}; not gating):"]
+    for d in downloads:
+        only = f"  (only {'/'.join(d.runs_on)})" if d.runs_on else ""
+        lines.append(f"  {_where(d)}  {d.call}{only}")
+        if d.given:
+            lines.append(
+                f"    lands in {d.destination} ({d.given}=); without {d.given}= it lands in "
+                f"{d.downloader.lands}"
+            )
+        else:
+            lines.append(f"    lands in {d.downloader.lands}")
+    return lines
 
 
 def _unfollowed_lines(s: Stats) -> list[str]:
@@ -426,7 +495,9 @@ def _run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"cacheroot audit: {exc}\n")
         return 2
     if args.json:
-        sys.stdout.write(json.dumps([i.as_json() for i in report.items], indent=2) + "\n")
+        listed = [i.as_json() for i in report.items]
+        listed += [download_json(d) for d in report.downloads]
+        sys.stdout.write(json.dumps(listed, indent=2) + "\n")
         sys.stderr.write(f"cacheroot audit: not seen: {_blind(report.stats)}\n")
         for line in _unfollowed_lines(report.stats)[1:]:
             sys.stderr.write(f"cacheroot audit: {line.strip()}\n")

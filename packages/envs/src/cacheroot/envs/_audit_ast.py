@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING
 import _cacheroot_layout as _layout
 from _cacheroot_layout import TABLE
 
+from ._audit_downloaders import Fetched, fetched, fetched_url
 from ._audit_flow import (
+    DOWNLOAD,
+    FETCHED,
     SINK_RANK,
     fetched_in_memory,
     is_test_file,
@@ -42,6 +45,7 @@ from ._audit_names import (
     THROWAWAY,
     UNCACHED_DOWNLOAD,
 )
+from ._audit_names import DOWNLOAD as DOWNLOAD_KIND
 from ._audit_names import dotted as _dotted
 from ._readers import FUNCTIONS, VARIABLES
 
@@ -243,6 +247,8 @@ class Finding:
     reason: str = ""
     #: The platforms (``sys.platform`` values) on whose branch it lies; ``()``: every one.
     runs_on: tuple[str, ...] = ()
+    #: In a source tree of one's own, the download that lands there (what to call instead).
+    fetched: Fetched | None = None
 
     @property
     def upstream(self) -> str:
@@ -1116,6 +1122,8 @@ class _Visitor:
         self.node_of: dict[int, ast.AST] = {}
         self.sink_of: dict[int, tuple[str, str]] = {}
         self.note_of: dict[int, str] = {}
+        #: The download each finding's chosen sink is, where the code is one's own.
+        self.fetched_of: dict[int, Fetched] = {}
         self._beside: set[tuple[int, int]] = set()
         #: The names of the written paths a leaf reached, and those of a finding.
         self._written: dict[int, set[str]] = {}
@@ -1310,14 +1318,24 @@ class _Visitor:
 
     # -- following values -----------------------------------------------------------------
 
-    def _mark(self, found: Finding, sink: tuple[str, str], leaf: ast.AST | None = None) -> None:
-        """Note the sink a finding's value reaches (a download says more than a write), and
-        the names of the paths written (``lock_dir``)."""
+    def _mark(
+        self,
+        found: Finding,
+        sink: tuple[str, str],
+        leaf: ast.AST | None = None,
+        got: Fetched | None = None,
+    ) -> None:
+        """Note the sink a finding's value reaches (a download says more than a write), with
+        the download it is (``got``), and the names of the paths written (``lock_dir``)."""
         if leaf is not None:
             self.written_as.setdefault(id(found), set()).update(self._written.get(id(leaf), ()))
         known = self.sink_of.get(id(found))
         if known is None or SINK_RANK.get(known[0], 0) < SINK_RANK.get(sink[0], 0):
             self.sink_of[id(found)] = sink
+            if got is not None:
+                self.fetched_of[id(found)] = got
+            else:
+                self.fetched_of.pop(id(found), None)
 
     def reached(
         self,
@@ -1334,6 +1352,7 @@ class _Visitor:
         helper."""
         line = f"line {call.lineno}" if where is self else f"{where.file}:{call.lineno}"
         how = (sink[0], f"{sink[1]} ({line})")
+        got = where.download(call, path, sink[0], line)
         self._written.setdefault(id(leaf), set()).update(_identifiers(path))
         read = self.m.env_read(leaf)
         if read is not None and read.name not in _BASES:
@@ -1346,14 +1365,14 @@ class _Visitor:
                 self.reads.append((read, found, True))
                 self.by_read[id(leaf)] = found
             self.promoted.add(id(found))
-            self._mark(found, how, leaf)
+            self._mark(found, how, leaf, got)
         elif isinstance(leaf, ast.Name) and leaf.id == "__file__" and where is self:
             top = self._beside_top(leaf)
             inside = any(n is top for n in ast.walk(call))
             named = top is not leaf and not self._bare_source_dir(top)
             if not inside and named:
                 # ``DATA = Path(__file__).parent / "data"``: the place is where it is named.
-                found = self._place_at(top, how)
+                found = self._place_at(top, how, got)
                 if found is not None:
                     self.note_of.setdefault(id(found), f"beside the source file: {sink[1]}")
                 return
@@ -1365,21 +1384,28 @@ class _Visitor:
             found = Finding(self.dist, self.version, self.file, call.lineno, None, text, text, ())
             self.note_of[id(found)] = f"beside the source file: {sink[1]} ({line})"
             self.node_of[id(found)] = call
-            self.sink_of[id(found)] = (sink[0], "")
+            self._mark(found, (sink[0], ""), got=got)
             self.by_source[id(call)] = found
             self._extra.append(found)
         elif isinstance(leaf, ast.Name) and leaf.id == "__file__":
             # Written from another module: the place is the path built beside the source here.
-            found = self._place_at(self._beside_top(leaf), how)
+            found = self._place_at(self._beside_top(leaf), how, got)
             if found is not None:
                 self.note_of.setdefault(id(found), "beside the source file")
         elif id(leaf) in self.by_source:
-            self._mark(self.by_source[id(leaf)], how, leaf)
+            self._mark(self.by_source[id(leaf)], how, leaf, got)
         elif self._bare(leaf) or (isinstance(leaf, ast.expr) and runs_on(self.m, leaf)):
             # (the value given on one platform's branch, :func:`._audit_flow.origins` says)
-            self._place_at(leaf, how)
+            self._place_at(leaf, how, got)
         elif isinstance(leaf, ast.Call) and self.m.helper(leaf):
             self._unfollowed(leaf, HELPER)
+
+    def download(self, call: ast.Call, path: ast.expr, sink: str, at: str) -> Fetched | None:
+        """The download a write or download of this module (``at``) is, in a source tree of
+        one's own (the audit tells what to call instead only there)."""
+        if sink not in (DOWNLOAD, FETCHED) or self.m.package is None or not self.m.package.own:
+            return None
+        return fetched(self.m, call, path, fetching=sink == FETCHED, at=at)
 
     def _beside_top(self, leaf: ast.AST) -> ast.AST:
         """The path built from ``__file__`` around ``leaf``: through ``dirname``, ``Path``,
@@ -1435,22 +1461,24 @@ class _Visitor:
             )
         return False
 
-    def _place_at(self, leaf: ast.AST, how: tuple[str, str]) -> Finding | None:
+    def _place_at(
+        self, leaf: ast.AST, how: tuple[str, str], got: Fetched | None = None
+    ) -> Finding | None:
         """The finding of the place built from ``leaf``, made if there is none, marked."""
         held = self._held_by(leaf)
         if held:  # ``home = os.getenv("HOME")``: the places are where ``home`` is used
             for found in held:
-                self._mark(found, how, leaf)
+                self._mark(found, how, leaf, got)
             return held[0]
         top, nested = self._outermost(leaf)
         outer = self._first_outer_read(leaf) if nested else None
         if outer is not None:  # in a variable's default: that read's place
             if id(outer) in self.by_read:
-                self._mark(self.by_read[id(outer)], how, leaf)
+                self._mark(self.by_read[id(outer)], how, leaf, got)
                 return self.by_read[id(outer)]
             return None
         if id(top) in self.by_source:
-            self._mark(self.by_source[id(top)], how, leaf)
+            self._mark(self.by_source[id(top)], how, leaf, got)
             return self.by_source[id(top)]
         rendered = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
         variable = rendered.first_variable if rendered.root in ("xdg", "var") else None
@@ -1462,7 +1490,7 @@ class _Visitor:
         self.node_of[id(found)] = top
         self.by_source[id(top)] = self.by_source[id(leaf)] = found
         self.paths.append((top, found))
-        self._mark(found, how, leaf)
+        self._mark(found, how, leaf, got)
         return found
 
     def _children(self) -> list[Finding]:
@@ -1600,6 +1628,8 @@ class _Visitor:
                 kind=UNCACHED_DOWNLOAD,
                 reason="fetched from the network on every call: no cache keeps it",
             )  # fmt: skip
+            if self.m.package is not None and self.m.package.own:
+                found.fetched = fetched_url(self.m, url, line)
             self.node_of[id(found)] = each
             out.append(found)
         return out
@@ -1669,6 +1699,8 @@ class _Visitor:
             names, found.expression, sink, beside_source=beside, written=written
         )
         found.reason += "".join(f"; {t}" for t in (note, how) if t)
+        if found.kind == DOWNLOAD_KIND:
+            found.fetched = self.fetched_of.get(id(found))
 
     def _targets(self, node: ast.AST | None) -> list[str]:
         """The names a location is given (``PROFILE = ...``; ``output_dir=...``)."""

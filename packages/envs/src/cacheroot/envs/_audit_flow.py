@@ -177,6 +177,11 @@ def sink_paths(call: ast.Call, dotted: str) -> list[tuple[ast.expr, str, str]]: 
         target = args[1] if len(args) > 1 else keywords.get("filename")
         if target is not None:
             out.append((target, DOWNLOAD, "downloaded into by urlretrieve()"))
+    elif dotted.rpartition(".")[2] == "download_url_to_file":
+        # torch.hub's: a literal destination too (``download_paths`` follows only values).
+        target = args[1] if len(args) > 1 else keywords.get("dst")
+        if target is not None:
+            out.append((target, DOWNLOAD, "downloaded into by download_url_to_file()"))
     callee = attr or dotted
     for name, value in keywords.items():
         if name in _DOWNLOAD_KEYWORDS:

@@ -21,6 +21,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from ._audit_ast import Finding, Unfollowed, _Module, _Visitor, canonical
+from ._audit_downloaders import KnownDownload, known_downloads
 from ._audit_flow import (
     FETCHED,
     PER_RUN,
@@ -54,10 +55,17 @@ def module_name(file: str) -> str:
 
 
 class Package:
-    """The Python files of one distribution (or source tree), parsed when first needed."""
+    """The Python files of one distribution (or source tree), parsed when first needed.
 
-    def __init__(self, dist: str, version: str, sources: dict[str, bytes]) -> None:
+    ``own`` says the files are a source tree given to the audit: code of one's own, whose
+    downloads the report tells how to rewrite (an installed library's cannot be).
+    """
+
+    def __init__(
+        self, dist: str, version: str, sources: dict[str, bytes], *, own: bool = False
+    ) -> None:
         self.dist, self.version = dist, version
+        self.own = own
         self.data = sources
         self.files = {module_name(f): f for f in sources}
         #: A module also by every dotted tail of its name (``src.demo.x`` as ``demo.x``), when
@@ -139,6 +147,17 @@ def analyse_package(
     found.sort(key=lambda f: (f.file, f.line, f.variable or ""))
     unfollowed.sort(key=lambda u: (u.file, u.line, u.what))
     return found, unfollowed
+
+
+def downloads(package: Package, files: Iterable[str]) -> list[KnownDownload]:
+    """Every call of a known downloader in ``files`` (modules of ``package``), by file and
+    line."""
+    found: list[KnownDownload] = []
+    for file in files:
+        module = package.module(module_name(file))
+        if module is not None:
+            found += known_downloads(module, package.dist, package.version, file)
+    return sorted(found, key=lambda d: (d.file, d.line))
 
 
 #: Per function (by id), the parameters whose value reaches a write: name -> (kind, how).

@@ -17,10 +17,13 @@ from importlib.metadata import distributions
 from typing import TYPE_CHECKING
 
 from ._audit_ast import Finding, Unfollowed, analyse
-from ._audit_package import Package, analyse_package
+from ._audit_downloaders import NEEDLES as DOWNLOADER_NEEDLES
+from ._audit_package import Package, analyse_package, downloads
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
+
+    from ._audit_downloaders import KnownDownload
 
 #: A file of Python source is parsed only if it holds one of these byte strings: every pattern
 #: the visitor recognises needs one of them, and most of an environment's files hold none.
@@ -81,6 +84,8 @@ class Stats:
     #: What the analysis could not follow, and the compiled modules, per distribution.
     unfollowed: list[Unfollowed] = field(default_factory=list)
     compiled_by: dict[str, int] = field(default_factory=dict)
+    #: The calls of known downloaders in the source trees read (code of one's own).
+    downloads: list[KnownDownload] = field(default_factory=list)
 
 
 def scan_source(data: bytes, *, dist: str, version: str, file: str, stats: Stats) -> list[Finding]:
@@ -101,19 +106,23 @@ def scan_source(data: bytes, *, dist: str, version: str, file: str, stats: Stats
 
 
 def scan_package(
-    sources: dict[str, bytes], *, dist: str, version: str, stats: Stats
+    sources: dict[str, bytes], *, dist: str, version: str, stats: Stats, own: bool = False
 ) -> list[Finding]:
     """The findings of one distribution's Python files (``path -> source``), values followed
-    across its modules; files where none of the patterns can occur are read only to follow."""
+    across its modules; files where none of the patterns can occur are read only to follow.
+    A source tree of one's own (``own``) is read for its known downloaders' calls too."""
     stats.python_files += len(sources)
-    chosen = [f for f, data in sources.items() if any(n in data for n in _NEEDLES)]
+    needles = (*_NEEDLES, *DOWNLOADER_NEEDLES) if own else _NEEDLES
+    chosen = [f for f, data in sources.items() if any(n in data for n in needles)]
     linked = [
         f
         for f, data in sources.items()
         if f not in chosen and any(n in data for n in _LINK_NEEDLES)
     ]
-    package = Package(dist, version, sources)
+    package = Package(dist, version, sources, own=own)
     found, unfollowed = analyse_package(package, [*chosen, *linked])
+    if own:
+        stats.downloads += downloads(package, [*chosen, *linked])
     stats.parsed += len(chosen) + len(linked) - len(package.unparsable)
     stats.unparsable += [f"{dist} {f}" if dist else f for f in package.unparsable]
     stats.unfollowed += unfollowed
@@ -205,7 +214,7 @@ def scan_directory(path: str, stats: Stats) -> Iterator[Finding]:
                 stats.unreadable.append(f"{rel}: {exc.strerror}")
                 continue
             sources[rel] = data
-    yield from scan_package(sources, dist=label, version="", stats=stats)
+    yield from scan_package(sources, dist=label, version="", stats=stats, own=True)
 
 
 def scan_installed(stats: Stats, path: list[str] | None = None) -> Iterator[Finding]:
