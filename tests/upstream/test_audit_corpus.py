@@ -211,9 +211,8 @@ def seed_sdist(pins: Pins) -> tuple[Path, list[str]]:
     path = pins.dir / str(row["filename"])
     if not path.is_file():
         pytest.skip(
-            f"{path} is not there: the upstream session downloads only [[wheel]] rows (pip "
-            "cannot download this sdist without building it); fetch the [[sdist]] row's url "
-            f"into {pins.dir} and check its sha256"
+            f"{path} is not there: run `nox -s upstream`, which finds it on the index pip is "
+            "configured with and checks its sha256"
         )
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != row["sha256"]:
