@@ -465,3 +465,20 @@ def test_e2e_tools_a_normal_user_is_told_which_are_missing(
     out = bootstrap(bash, e2e_env)
     assert out.returncode == 0, out.stderr
     assert not Path(e2e_env["APT_LOG"]).exists()
+
+
+def test_ci_runs_exactly_the_readme_s_test_command_and_the_reference_shows_both() -> None:
+    repo = CI.parent
+    readme = (repo / "README.md").read_text(encoding="utf-8").splitlines()
+    commands = [line for line in readme if line.startswith("bash ci/bootstrap.sh && ")]
+    main = 'bash ci/bootstrap.sh && PATH="$HOME/.local/bin:$PATH" nox -s tests-cuda'
+    every = (
+        'bash ci/bootstrap.sh && PATH="$HOME/.local/bin:$PATH" nox -s lint typecheck tests-cuda '
+        "tests-rocm docs core"
+    )
+    smoke = 'bash ci/bootstrap.sh && PATH="$HOME/.local/bin:$PATH" nox -s smoke'
+    assert commands == [main, every, smoke]
+    ci_run = (repo / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ci_run[-1] == every
+    sessions = (repo / "docs" / "reference" / "sessions.md").read_text(encoding="utf-8")
+    assert [line for line in sessions.splitlines() if line.startswith("bash ")] == [main, every]
