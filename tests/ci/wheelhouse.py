@@ -20,6 +20,7 @@ import importlib.metadata
 import os
 import re
 import shutil
+import sysconfig
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,12 +107,22 @@ def repack(dist: importlib.metadata.Distribution, dest: Path) -> Path:
 
 
 def bundled_pip(dest: Path) -> Path:
-    """The pip wheel that ``ensurepip`` ships with this interpreter, copied into ``dest``."""
+    """The pip wheel that ``ensurepip`` installs for this interpreter, copied into ``dest``.
+
+    CPython bundles it in ``ensurepip/_bundled``; a distribution's Python (Debian's, Ubuntu's)
+    leaves that out and names the directory of its own wheels in the build configuration
+    variable ``WHEEL_PKG_DIR``, where its ``ensurepip`` looks instead.
+    """
     import ensurepip
 
-    bundled = Path(ensurepip.__file__).parent / "_bundled"
-    (wheel,) = bundled.glob("pip-*.whl")
-    return Path(shutil.copy2(wheel, dest / wheel.name))
+    places = [Path(ensurepip.__file__).parent / "_bundled"]
+    if packaged := sysconfig.get_config_var("WHEEL_PKG_DIR"):
+        places.append(Path(packaged))
+    for place in places:
+        wheels = sorted(place.glob("pip-*.whl"))
+        if wheels:
+            return Path(shutil.copy2(wheels[-1], dest / wheels[-1].name))
+    raise MissingError("pip", f"ensurepip (looked in {', '.join(map(str, places))})")
 
 
 def build(dest: Path, names: Iterable[str], *, pip: bool = False) -> Path:

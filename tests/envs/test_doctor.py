@@ -338,10 +338,11 @@ def test_doctor_tries_a_write_where_permissions_allow_one(tmp_path: Path) -> Non
     prefix = _mounted('mount -t tmpfs -o size=64k,nr_inodes=1 tmpfs "$0"', full)
     out = _doctor(_env(f"{full}/cache"), prefix)
     assert out.returncode == 1, out.stdout + out.stderr
+    # The doctor runs in the namespace as uid 0: root, or a user mapped to root there (-r).
     problem = (
         f"the root '{full}/cache' is not writable: expected a directory this user (uid "
-        f"{os.getuid()}) can create files in, found that its nearest existing ancestor "
-        f"'{full}' is not writable by uid {os.getuid()} (No space left on device); fix its "
+        f"0) can create files in, found that its nearest existing ancestor "
+        f"'{full}' is not writable by uid 0 (No space left on device); fix its "
         "permissions (or free space), or point CACHEROOT elsewhere"
     )
     assert _problems(out.stdout) == [problem]

@@ -178,7 +178,7 @@ def survey(
         elif os.path.isdir(cache.path):
             found.caches.append(cache)
     held = Held()
-    if held.hidden:
+    if held.hidden and others_reach(root):
         found.notes.append(
             f"{held.hidden} processes could not be inspected (another user's): files they "
             "hold open are protected only by locks and the settle time"
@@ -193,6 +193,29 @@ def survey(
         else:
             _survey_plain(found, cache, claimed, held, now=now, settle=settle)
     return found
+
+
+def others_reach(path: str) -> bool:
+    """Whether users other than the owner may reach ``path``: no directory from it up to ``/``
+    shuts out both its group and others (no execute bit for either).
+
+    Processes of other users, which ``/proc`` hides, can hold files of a root only where they
+    may reach it; a root below a private directory (a home of mode 0700, pytest's temporary
+    directories) is its owner's alone, and on a developer's machine the note on hidden processes
+    would otherwise be printed by every prune, for the system's own processes.
+    """
+    current = os.path.abspath(path)
+    while True:
+        try:
+            st = os.stat(current)
+        except OSError:
+            st = None  # not made yet: its parent decides
+        if st is not None and not st.st_mode & 0o011:
+            return False
+        parent = os.path.dirname(current)
+        if parent == current:
+            return True
+        current = parent
 
 
 def _survey_plain(
