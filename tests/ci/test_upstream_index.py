@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import sysconfig
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,9 +63,12 @@ def _pip_missing() -> str:
     if importlib.util.find_spec("pip") is not None:
         return ""
     spec = importlib.util.find_spec("ensurepip")
-    if spec is not None and spec.origin and any(Path(spec.origin).parent.glob("_bundled/pip-*")):
+    places = [Path(spec.origin).parent / "_bundled"] if spec is not None and spec.origin else []
+    if packaged := sysconfig.get_config_var("WHEEL_PKG_DIR"):
+        places.append(Path(packaged))  # a distribution's Python (Debian's) bundles none
+    if any(any(place.glob("pip-*.whl")) for place in places):
         return ""
-    return f"{sys.executable} has no pip, and no pip wheel bundled with ensurepip"
+    return f"{sys.executable} has no pip, and no pip wheel for ensurepip"
 
 
 needs_pip = pytest.mark.skipif(bool(_pip_missing()), reason=_pip_missing() or "pip is there")

@@ -51,12 +51,16 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: One line of ``pip config list``: ``section.key='value'``.
 _CONFIG_LINE = re.compile(r"^(?P<key>[^=\s]+)=(?P<value>'.*'|\".*\")$")
 #: Run by the given Python: nothing when pip is importable there, else the path of the pip wheel
-#: its ``ensurepip`` bundles (importable from a path entry, as pip supports); fails without both.
+#: its ``ensurepip`` installs (importable from a path entry, as pip supports): bundled with
+#: CPython, or in the distribution's ``WHEEL_PKG_DIR`` (Debian's and Ubuntu's Pythons bundle
+#: none); fails without both.
 _FIND_PIP = """\
-import importlib.util, pathlib, sys
+import importlib.util, pathlib, sys, sysconfig
 if importlib.util.find_spec("pip") is None:
     import ensurepip
-    sys.stdout.write(str(max(pathlib.Path(ensurepip.__file__).parent.glob("_bundled/pip-*.whl"))))
+    places = [pathlib.Path(ensurepip.__file__).parent / "_bundled"]
+    places += [pathlib.Path(p) for p in [sysconfig.get_config_var("WHEEL_PKG_DIR")] if p]
+    sys.stdout.write(str(max(w for place in places for w in place.glob("pip-*.whl"))))
 """
 #: How long pip may take to read its configuration or print its help.
 PIP_TIMEOUT = 120.0
