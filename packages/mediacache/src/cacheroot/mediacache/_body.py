@@ -7,7 +7,10 @@ an unnamed temporary file on the cache's own volume (``O_TMPFILE`` where Linux h
 the directory, so the size bound's accounting never sees it, and nothing is left behind by a
 crash), or in the system's temporary directory when the cache's cannot be written. Once the body
 is complete it is read back with one ``read`` into a ``bytes`` of its exact size, and the file is
-closed: the peak is the body plus a chunk, whatever the ``Content-Encoding``.
+closed: the peak is the body plus a chunk, whatever the ``Content-Encoding``. The cache's
+directory is given as its held descriptor (:mod:`._volume`), so the file is made in that very
+directory whatever was swapped for its path meanwhile; it has no name, so nothing can be planted
+under one.
 
 The limit holds for the decoded bytes (what the caller gets: a small gzip body can decode to a
 large one) and for the bytes on the wire, both checked at every chunk, before it is kept.
@@ -16,6 +19,7 @@ large one) and for the bytes on the wire, both checked at every chunk, before it
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from typing import TYPE_CHECKING, BinaryIO
@@ -35,12 +39,14 @@ IN_MEMORY = 1 << 20
 class Spool:
     """Bytes appended in chunks and read back once (see the module docstring).
 
-    ``directories`` are tried in order for the temporary file; ``None`` stands for the system's
-    temporary directory. If no file can be made or written (a full disk), the bytes stay in
-    memory: twice the body at the end, never a failed download.
+    ``directories`` are tried in order for the temporary file: a descriptor of a directory (an
+    unnamed ``O_TMPFILE`` file in it, or nothing where the kernel or file system has none), a
+    path, or ``None`` for the system's temporary directory. If no file can be made or written
+    (a full disk), the bytes stay in memory: twice the body at the end, never a failed
+    download.
     """
 
-    def __init__(self, directories: Iterable[str | None]) -> None:
+    def __init__(self, directories: Iterable[int | str | None]) -> None:
         self._directories = tuple(directories)
         self._memory: bytearray | None = bytearray()
         self._file: BinaryIO | None = None
@@ -85,7 +91,7 @@ class Spool:
         held = self._memory or bytearray()
         for directory in self._directories:
             try:
-                file = tempfile.TemporaryFile(dir=directory, prefix=".spool-")  # noqa: SIM115
+                file = _unnamed(directory)
             except OSError:
                 continue
             try:
@@ -105,8 +111,19 @@ class Spool:
             file.close()
 
 
+def _unnamed(directory: int | str | None) -> BinaryIO:
+    """An unnamed temporary file in ``directory`` (see :class:`Spool`)."""
+    if isinstance(directory, int):
+        tmpfile = getattr(os, "O_TMPFILE", 0)
+        if not tmpfile:
+            raise OSError(errno.EOPNOTSUPP, "no O_TMPFILE here")
+        flags = os.O_RDWR | tmpfile | getattr(os, "O_CLOEXEC", 0)
+        return open(os.open(".", flags, 0o600, dir_fd=directory), "w+b")
+    return tempfile.TemporaryFile(dir=directory, prefix=".spool-")
+
+
 def read_body(
-    url: str, resp: requests.Response, limit: int, spool_dirs: Iterable[str | None]
+    url: str, resp: requests.Response, limit: int, spool_dirs: Iterable[int | str | None]
 ) -> tuple[bytes, int | None]:
     """``(body, bytes on the wire)`` of ``resp``, raising :class:`ResponseTooLarge` past ``limit``.
 

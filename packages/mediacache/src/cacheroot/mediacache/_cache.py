@@ -38,14 +38,14 @@ from cacheroot.envs import (
     resolve,
 )
 from cacheroot.fetch import LockTimeout
-from cacheroot.fetch.store import redact_url
 
 from . import _policy
 from ._body import read_body
 from ._errors import ResponseTooLarge, URLRefused
 from ._key import entry_name, normalise_url
+from ._redact import redact, shown
 from ._stats import Counters
-from ._store import Entry, Store
+from ._store import BodyTooLarge, Entry, Store
 from ._url import Target, domain, target
 
 if TYPE_CHECKING:
@@ -348,13 +348,13 @@ class MediaCache:
                 limit=limit,
             )
         name = entry_name(url)
-        entry = self._fresh(name, request_headers)
+        entry = self._fresh(url, name, request_headers, limit)
         if entry is not None:
             return entry.body
         try:
             for patient in (True, False):
                 with self._single_flight(name, patient=patient) as held:
-                    entry = self._fresh(name, request_headers)
+                    entry = self._fresh(url, name, request_headers, limit)
                     if entry is not None:
                         return entry.body
                     if not held:
@@ -400,11 +400,9 @@ class MediaCache:
     def _tell(self, message: str, error: OSError) -> None:
         """Log a storage failure once per cache and kind (errno): a broken disk is one warning."""
         kind = error.errno or 0
-        if kind in self._told:
-            log.debug(message, self.directory, error)
-            return
+        level = logging.DEBUG if kind in self._told else logging.WARNING
         self._told.add(kind)
-        log.warning(message, self.directory, error)
+        log.log(level, message, shown(self.directory), shown(error))
 
     def _netrc_credentials(self, url: str) -> bool:
         """Whether ``requests`` will add ``~/.netrc`` (or ``$NETRC``) credentials to ``url``.
@@ -433,9 +431,19 @@ class MediaCache:
             raise URLRefused(url, f"host {host!r} is not in allowed_domains ({allowed})")
         return where
 
-    def _fresh(self, name: str, request_headers: Mapping[str, str]) -> Entry | None:
+    def _fresh(
+        self, url: str, name: str, request_headers: Mapping[str, str], limit: int
+    ) -> Entry | None:
+        """The stored entry for ``name`` if it is fresh and its variant fits the request.
+
+        A body on disk over ``limit`` raises :class:`ResponseTooLarge` without being read, as
+        a download of it would.
+        """
         now = self.clock()
-        entry = self._store.read(name, now=now)
+        try:
+            entry = self._store.read(name, now=now, limit=limit)
+        except BodyTooLarge as exc:
+            raise ResponseTooLarge(url, limit, exc.size) from None
         if (
             entry is None
             or entry.expires_at <= now
@@ -490,7 +498,10 @@ class MediaCache:
         limit: int,
     ) -> bytes:
         now = self.clock()
-        stale = self._store.read(name, now=now)
+        try:
+            stale = self._store.read(name, now=now, limit=limit)
+        except BodyTooLarge:
+            stale = None  # over the caller's limit: the download says so, or brings less
         if stale is not None and not _policy.vary_matches(stale.vary, request_headers):
             stale = None
         conditional = dict(request_headers)
@@ -532,7 +543,7 @@ class MediaCache:
         """Store a response the rules allow; a cache disk that fails is told once, not raised."""
         now = self.clock()
         meta = {
-            "url": redact_url(normalise_url(url)),
+            "url": redact(normalise_url(url)),
             "stored_at": now,
             "expires_at": now + _policy.freshness_lifetime(response.headers, now=now, ttl=self.ttl),
             "headers": _policy.kept(response.headers),
@@ -642,7 +653,7 @@ class MediaCache:
         hops = 0
         sent = dict(headers)
         credentialed = False
-        shown = redact_url(url)
+        said = shown(url)
         while True:
             prepared = session.prepare_request(requests.Request("GET", current, headers=sent))
             credentialed = credentialed or _policy.carries_credentials(prepared.headers)
@@ -661,8 +672,8 @@ class MediaCache:
                     hops += 1
                     if hops > self.max_redirects:
                         raise requests.TooManyRedirects(
-                            f"{shown} redirected more than {self.max_redirects} times "
-                            f"(max_redirects); the last hop was to {redact_url(location)!r}",
+                            f"{said} redirected more than {self.max_redirects} times "
+                            f"(max_redirects); the last hop was to {shown(location)!r}",
                             response=resp,
                         )
                     next_url = urljoin(current, location)
@@ -673,7 +684,7 @@ class MediaCache:
                         }
                     current, here = next_url, there
                     continue
-                body, wire = read_body(shown, resp, limit, (self.directory, None))
+                body, wire = read_body(said, resp, limit, (self._store.spool_dir(), None))
                 return _Response(resp, body, wire, credentialed=credentialed)
             finally:
                 resp.close()
@@ -682,13 +693,14 @@ class MediaCache:
 def _redacted(exc: requests.RequestException) -> requests.RequestException:
     """``exc`` with the credentials of any URL in its message redacted (same type, same fields).
 
-    requests puts the URL as prepared, ``user:pass@`` included, in some messages
-    (``404 Client Error: Not Found for url: http://alice:secret@host/x``).
+    requests puts the URL as prepared, ``user:pass@`` and the query included, in its messages
+    (``404 Client Error: Not Found for url: http://alice:secret@host/x?sig=...``, and
+    ``Max retries exceeded with url: /x?token=...`` without the scheme).
     """
     text = str(exc)
-    shown = redact_url(text)
-    if shown != text:
-        exc.args = (shown,)
+    said = shown(text)
+    if said != text:
+        exc.args = (said,)
     return exc
 
 

@@ -5,15 +5,16 @@ body are ``ValueError`` s (the input was wrong, retrying will not help). Transpo
 HTTP error statuses are *not* wrapped: they propagate as the ``requests`` exceptions that a
 media connector already handles, so turning the cache on does not change its error paths.
 Every class pickles through ``__reduce__`` with its own constructor arguments. A URL's
-credentials (``user:password@``) never reach a message or an attribute: they are redacted with
-:func:`cacheroot.fetch.redact_url` when the error is made.
+credentials (``user:password@``, and query parameters such as ``?token=`` or
+``X-Amz-Signature=``) never reach a message or an attribute: they are redacted
+(:func:`._redact.redact`) when the error is made, and messages are kept to one line.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cacheroot.fetch.store import redact_url
+from ._redact import one_line, redact
 
 
 class MediaCacheError(Exception):
@@ -27,8 +28,8 @@ class URLRefused(MediaCacheError, ValueError):  # noqa: N818 - it is a refusal, 
     """The URL (or a redirect) is not one the cache may fetch: wrong scheme or domain."""
 
     def __init__(self, url: str, reason: str) -> None:
-        url, reason = redact_url(url), redact_url(reason)
-        super().__init__(f"refusing to fetch {url!r}: {reason}")
+        url, reason = redact(url), redact(reason)
+        super().__init__(f"refusing to fetch {url!r}: {one_line(reason)}")
         self._url, self._reason = url, reason
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -49,10 +50,10 @@ class ResponseTooLarge(MediaCacheError, ValueError):  # noqa: N818 - mirrors req
     """The origin announced or sent more than ``max_download_bytes``; the transfer was stopped."""
 
     def __init__(self, url: str, limit: int, size: int) -> None:
-        url = redact_url(url)
+        url = redact(url)
         super().__init__(
-            f"{url} sent at least {size} bytes, over the limit of {limit} bytes; nothing was "
-            "stored. Raise max_download_bytes if such media is expected"
+            f"{one_line(url)} sent at least {size} bytes, over the limit of {limit} bytes; "
+            "nothing was stored. Raise max_download_bytes if such media is expected"
         )
         self._url, self._limit, self._size = url, limit, size
 

@@ -42,6 +42,7 @@ from cacheroot.envs import CACHEROOT_MEDIA_CACHE
 
 from ._cache import MediaCache
 from ._errors import ResponseTooLarge
+from ._redact import shown
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -109,7 +110,7 @@ def register() -> None:
             log.warning(
                 "cacheroot.mediacache: %s. vLLM's media downloads are not cached by cacheroot "
                 "in this process",
-                exc,
+                shown(exc),
             )
             return
         if cache is None:
@@ -123,7 +124,7 @@ def register() -> None:
         _state.outcome = "installed"
         log.info(
             "cacheroot.mediacache: vLLM's media downloads go through %s (%s)",
-            cache.directory,
+            shown(cache.directory),
             CACHEROOT_MEDIA_CACHE,
         )
 
@@ -157,7 +158,7 @@ def _load_vllm() -> _Vllm | None:
             "cacheroot.mediacache: vLLM's media connector cannot be imported (%s: %s); vLLM's "
             "media downloads are not cached by cacheroot",
             type(exc).__name__,
-            exc,
+            shown(exc),
         )
         return None
     cls = getattr(connector, "MediaConnector", None)
@@ -237,7 +238,7 @@ def _adopt(connector: Any, vllm: _Vllm, cache: MediaCache) -> None:
         log.info(
             "cacheroot.mediacache: VLLM_MEDIA_CACHE=%s is not used by vLLM's media connectors "
             "while %s is on (one cache, no body stored twice)",
-            theirs,
+            shown(theirs),
             CACHEROOT_MEDIA_CACHE,
         )
 
