@@ -128,6 +128,7 @@ HUB_WING = "cacheroot.fetch._hub"
 HUB_USES = {
     "cacheroot.fetch._cli",
     "cacheroot.fetch._httpvalues",
+    "cacheroot.fetch._proc",
     "cacheroot.fetch._progress",
     "cacheroot.fetch._shared",
     "cacheroot.fetch._store",
@@ -359,6 +360,7 @@ PUBLIC = {
         "HF_ENDPOINT",
         "HF_HOME",
         "HF_HUB_CACHE",
+        "HF_HUB_DISABLE_XET",
         "HF_HUB_OFFLINE",
         "HF_TOKEN",
         "HUGGING_FACE_HUB_TOKEN",

@@ -82,6 +82,9 @@ PINNED = "pinned root"
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 #: Hugging Face's switch for cache-only operation (read by huggingface_hub, set by the harness).
 HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
+#: Hugging Face's switch that keeps downloads off Xet storage (huggingface_hub's
+#: ``is_xet_available``): set in a session whose Hub traffic goes through the hub cache.
+HF_HUB_DISABLE_XET = "HF_HUB_DISABLE_XET"
 
 #: Upstream vLLM's bound on the media cache, in MiB (default 5120).
 VLLM_MEDIA_CACHE_MAX_SIZE_MB = "VLLM_MEDIA_CACHE_MAX_SIZE_MB"
