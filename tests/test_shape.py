@@ -127,6 +127,7 @@ def _roots() -> list[Path]:
 HUB_WING = "cacheroot.fetch._hub"
 HUB_USES = {
     "cacheroot.fetch._cli",
+    "cacheroot.fetch._errors",
     "cacheroot.fetch._httpvalues",
     "cacheroot.fetch._proc",
     "cacheroot.fetch._progress",

@@ -28,6 +28,18 @@ Hugging Face (model repos under ``/``, dataset repos under ``/datasets/``):
   sent, so the client downloads over plain HTTP. Errors carry ``X-Error-Code``
   (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), which the client maps to its
   exception types.
+- ``GET /api/{models,datasets}/{repo_id}/revision/{rev}?blobs=true`` (``model_info`` with
+  ``files_metadata``): the siblings also carry ``size``, ``blobId`` and, for LFS files, ``lfs``.
+- ``POST /api/{models,datasets}/{repo_id}/paths-info/{rev}`` (form ``paths``, repeatable): the
+  tree entries of those paths.
+- Adding a repository again (:meth:`HubServer.add_hf`) is a new commit on its branches; the
+  earlier commits stay reachable by their hash, as on the Hub.
+- :attr:`HubServer.xet`: answer as the Hub does for a Xet-backed repository. LFS files get a
+  ``xetHash`` in the listings (``/tree``, ``/paths-info``, ``?blobs=true``) and ``X-Xet-Hash``,
+  ``X-Xet-Refresh-Route`` and ``Link: <...>; rel="xet-auth"`` on ``/resolve``;
+  ``GET /api/{models,datasets}/{repo_id}/xet-read-token/{rev}`` answers a token whose Xet
+  storage (``X-Xet-Cas-Url``) is this server's ``/xet-cas``, where nothing is implemented: a
+  client that went there is counted (and fails).
 
 ModelScope (model repos only):
 
@@ -55,10 +67,11 @@ import json
 import random
 import re
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -75,6 +88,11 @@ LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 def git_blob_sha1(data: bytes) -> str:
     """The git object id of a blob: what the Hub sends as the ETag of a regular file."""
     return hashlib.sha1(b"blob %d\x00" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def xet_hash(data: bytes) -> str:
+    """A stand-in for a file's Xet hash: 64 hex digits, the form huggingface_hub accepts."""
+    return hashlib.sha256(b"xet\x00" + data).hexdigest()
 
 
 def lfs_pointer(data: bytes) -> bytes:
@@ -152,10 +170,21 @@ class HubServer:
         self._random = random.Random(0)  # noqa: S311 - repeatable faults, not secrets
         self.unhandled: list[str] = []
         self._server: Server | None = None
+        #: Answer as the Hub does for Xet-backed repositories (see the module docstring).
+        self.xet = False
+        #: Earlier commits of the repositories added again, by ``(repo_type, repo_id)``.
+        self._hf_commits: dict[tuple[str, str], dict[str, HubRepo]] = {}
 
     # -- set-up -----------------------------------------------------------------------------
     def add_hf(self, repo: HubRepo, repo_type: str = "model") -> None:
-        """Serve ``repo`` through the Hugging Face API (``repo_type``: model or dataset)."""
+        """Serve ``repo`` through the Hugging Face API (``repo_type``: model or dataset).
+
+        A repository added again moves its branches to the new commit; the commits it had
+        before stay reachable by their hash.
+        """
+        earlier = self._hf.get((repo_type, repo.repo_id))
+        if earlier is not None:
+            self._hf_commits.setdefault((repo_type, repo.repo_id), {})[earlier.commit] = earlier
         self._hf[(repo_type, repo.repo_id)] = repo
 
     def add_modelscope(self, repo: HubRepo) -> None:
@@ -222,7 +251,9 @@ class HubServer:
 
     def start(self) -> HubServer:
         """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
-        self._server = Server(lambda ex: _Handler(self, ex).dispatch()).start()
+        self._server = Server(
+            lambda ex: _Handler(self, ex).dispatch(), methods=("GET", "HEAD", "POST")
+        ).start()
         return self
 
     def close(self) -> None:
@@ -289,14 +320,26 @@ class HubServer:
 
 
 _HF_API = re.compile(
-    r"^/api/(?P<kind>models|datasets)/(?P<repo>.+?)/(?P<op>revision|tree)/(?P<rest>.+)$"
+    r"^/api/(?P<kind>models|datasets)/(?P<repo>.+?)"
+    r"/(?P<op>revision|tree|paths-info|xet-read-token)/(?P<rest>.+)$"
 )
 _HF_INFO = re.compile(r"^/api/(?P<kind>models|datasets)/(?P<repo>[^/]+(?:/[^/]+)?)$")
 _HF_RESOLVE = re.compile(r"^/(?P<ds>datasets/)?(?P<repo>.+?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _MS_FILES = re.compile(r"^/api/v1/models/(?P<repo>[^/]+/[^/]+)/repo/files$")
 _MS_FILE = re.compile(r"^/api/v1/models/(?P<repo>[^/]+/[^/]+)/repo$")
 _MS_ACCEL = "/api/v1/repos/internalAccelerationInfo"
+#: Where the tokens of a Xet-backed repository send a client (nothing answers there).
+XET_STORAGE = "/xet-cas"
 _HF_AGENTS = "/api/agent-harnesses"
+
+
+def _xet_token(base: str) -> dict[str, str]:
+    """The headers of a Xet read token, as the Hub sends them (valid for an hour)."""
+    return {
+        "X-Xet-Cas-Url": base + XET_STORAGE,
+        "X-Xet-Access-Token": "xet-test-token",
+        "X-Xet-Token-Expiration": str(int(time.time()) + 3600),
+    }
 
 
 class _Handler:
@@ -365,25 +408,59 @@ class _Handler:
             self._hf_error(401, "RepoNotFound")
         return repo
 
+    def _hf_at(self, kind: str, repo: HubRepo, revision: str) -> tuple[HubRepo, str] | None:
+        """The repository as it is at ``revision`` (an earlier commit included), and that
+        commit; ``None`` after answering 404 when the revision names nothing."""
+        commit = repo.resolve(revision)
+        if commit is not None:
+            return repo, commit
+        earlier = self.hub._hf_commits.get((kind, repo.repo_id), {}).get(revision)
+        if earlier is not None:
+            return earlier, earlier.commit
+        self._hf_error(404, "RevisionNotFound")
+        return None
+
     def _hf_api(self, match: re.Match[str], query: dict[str, str]) -> None:
-        if self.command != "GET":
+        if self.command != ("POST" if match["op"] == "paths-info" else "GET") or (
+            match["op"] == "xet-read-token" and not self.hub.xet
+        ):
             self._unhandled()
             return
         kind = "model" if match["kind"] == "models" else "dataset"
-        repo = self._hf_repo(kind, match["repo"])
-        if repo is None:
+        latest = self._hf_repo(kind, match["repo"])
+        if latest is None:
             return
         # The client quotes the revision with safe="", so the first "/" ends it.
         raw_rev, _, sub = match["rest"].partition("/")
-        commit = repo.resolve(unquote(raw_rev))
-        if commit is None:
-            self._hf_error(404, "RevisionNotFound")
+        found = self._hf_at(kind, latest, unquote(raw_rev))
+        if found is None:
+            return
+        repo, commit = found
+        xet = self.hub.xet
+        if match["op"] == "xet-read-token":
+            self._json(200, {}, _xet_token(self.hub.url))
+            return
+        if match["op"] == "paths-info":
+            length = int(self.ex.headers.get("Content-Length") or 0)
+            form = parse_qs(self.ex.rfile.read(length).decode())
+            paths = [p for p in form.get("paths", []) if p in repo.files]
+            self._json(200, [self._hf_entry(repo, p, xet=xet) for p in paths])
             return
         if match["op"] == "revision":
-            siblings = [{"rfilename": p} for p in sorted(repo.files)]
+            siblings: list[dict[str, object]] = [{"rfilename": p} for p in sorted(repo.files)]
+            if query.get("blobs", "") == "true":
+                for sibling in siblings:
+                    entry = self._hf_entry(repo, str(sibling["rfilename"]), xet=xet)
+                    sibling.update(size=entry["size"], blobId=entry["oid"])
+                    lfs = entry.get("lfs")
+                    if isinstance(lfs, dict):  # model_info names the digest sha256, not oid
+                        sibling["lfs"] = {("sha256" if k == "oid" else k): lfs[k] for k in lfs}
+                    if "xetHash" in entry:
+                        sibling["xetHash"] = entry["xetHash"]
             self._json(200, {"id": repo.repo_id, "sha": commit, "siblings": siblings})
             return
-        self._json(200, self._hf_tree(repo, unquote(sub), query.get("recursive", "") == "true"))
+        recursive = query.get("recursive", "") == "true"
+        self._json(200, self._hf_tree(repo, unquote(sub), recursive, xet=xet))
 
     def _hf_info(self, match: re.Match[str], _query: dict[str, str]) -> None:
         """``model_info(repo_id)`` / ``dataset_info``: the default branch's revision info."""
@@ -398,7 +475,28 @@ class _Handler:
         self._json(200, {"id": repo.repo_id, "sha": commit, "siblings": siblings})
 
     @staticmethod
-    def _hf_tree(repo: HubRepo, root: str, recursive: bool) -> list[dict[str, object]]:
+    def _hf_entry(repo: HubRepo, path: str, *, xet: bool = False) -> dict[str, object]:
+        """A file's entry in the listings (``/tree``, ``/paths-info``)."""
+        data = repo.files[path]
+        entry: dict[str, object] = {"type": "file", "path": path, "size": len(data)}
+        if repo.is_lfs(path):
+            pointer = lfs_pointer(data)
+            entry["oid"] = git_blob_sha1(pointer)
+            entry["lfs"] = {
+                "oid": repo.sha256(path),
+                "size": len(data),
+                "pointerSize": len(pointer),
+            }
+            if xet:
+                entry["xetHash"] = xet_hash(data)
+        else:
+            entry["oid"] = git_blob_sha1(data)
+        return entry
+
+    @staticmethod
+    def _hf_tree(
+        repo: HubRepo, root: str, recursive: bool, *, xet: bool = False
+    ) -> list[dict[str, object]]:
         prefix = f"{root.strip('/')}/" if root.strip("/") else ""
         entries: list[dict[str, object]] = []
         folders: set[str] = set()
@@ -409,32 +507,21 @@ class _Handler:
             if not recursive and "/" in rest:
                 folders.add(prefix + rest.split("/", 1)[0])
                 continue
-            data = repo.files[path]
-            entry: dict[str, object] = {"type": "file", "path": path, "size": len(data)}
-            if repo.is_lfs(path):
-                pointer = lfs_pointer(data)
-                entry["oid"] = git_blob_sha1(pointer)
-                entry["lfs"] = {
-                    "oid": repo.sha256(path),
-                    "size": len(data),
-                    "pointerSize": len(pointer),
-                }
-            else:
-                entry["oid"] = git_blob_sha1(data)
-            entries.append(entry)
+            entries.append(_Handler._hf_entry(repo, path, xet=xet))
         entries.extend(
             {"type": "directory", "path": f, "oid": "0" * 40, "size": 0} for f in sorted(folders)
         )
         return entries
 
     def _hf_resolve(self, match: re.Match[str], _query: dict[str, str]) -> None:
-        repo = self._hf_repo("dataset" if match["ds"] else "model", match["repo"])
-        if repo is None:
+        kind = "dataset" if match["ds"] else "model"
+        latest = self._hf_repo(kind, match["repo"])
+        if latest is None:
             return
-        commit = repo.resolve(unquote(match["rev"]))
-        if commit is None:
-            self._hf_error(404, "RevisionNotFound")
+        found = self._hf_at(kind, latest, unquote(match["rev"]))
+        if found is None:
             return
+        repo, commit = found
         path = unquote(match["file"])
         if path not in repo.files:
             self._hf_error(404, "EntryNotFound", {"X-Repo-Commit": commit})
@@ -444,6 +531,11 @@ class _Handler:
         if repo.is_lfs(path):
             headers["X-Linked-Etag"] = f'"{repo.sha256(path)}"'
             headers["X-Linked-Size"] = str(len(data))
+            if self.hub.xet:
+                refresh = f"{self.hub.url}/api/{kind}s/{repo.repo_id}/xet-read-token/{commit}"
+                headers["X-Xet-Hash"] = xet_hash(data)
+                headers["X-Xet-Refresh-Route"] = refresh
+                headers["Link"] = f'<{refresh}>; rel="xet-auth"'
         self._content(data, headers)
 
     # -- ModelScope -------------------------------------------------------------------------

@@ -9,9 +9,11 @@ metadata is kept per URL and credential and served stale when the Hub errs, file
 fetched once, verified and served with ``Range``.
 
 What the wing owns: the request routes (:mod:`.routes`), the store of answers and files
-(:mod:`.store`), the upstream client (:mod:`.upstream`), the server (:mod:`.server`), starting
+(:mod:`.store`), the upstream client (:mod:`.upstream`), the server (:mod:`.server`), a branch's
+answers on one commit (:mod:`.branches`), the Xet fields kept from clients (:mod:`.xet`), the
+files being fetched (:mod:`.fills`) and the partial files of dead ones (:mod:`.partials`), starting
 one as a child process (:mod:`.service`), the manifest of what was served (:mod:`.export`) and
 the command (:mod:`.cli`). What it may import: the download core of ``cacheroot.fetch``
-(``_cli``, ``_httpvalues``, ``_progress``, ``_shared``, ``_store``) and ``cacheroot.envs``;
-never another wing. aiohttp is imported only here, and only when a hub runs.
+(``_cli``, ``_httpvalues``, ``_proc``, ``_progress``, ``_shared``, ``_store``) and
+``cacheroot.envs``; never another wing. aiohttp is imported only here, and only when a hub runs.
 """

@@ -141,8 +141,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=seconds_arg,
         default=30.0,
         metavar="SECONDS",
-        help="after a timeout, refusal or 5xx, serve from the store without asking the "
-        "upstream for this long, e.g. 60 (default 30)",
+        help="after 3 failures in a row of a host (timeouts, refusals, 429, 5xx), serve from "
+        "the store without asking that host for this long, then let one request probe it, "
+        "e.g. 60 (default 30; 0: never leave it alone)",
     )
     serve.add_argument(
         "--offline",
@@ -311,4 +312,9 @@ def _run_prune(args: argparse.Namespace) -> int:
         f"({format_size(done.removed_bytes)}), kept {counted(done.kept, 'file')} "
         f"({format_size(done.kept_bytes)}) in {store}\n"
     )
+    if done.partials:
+        sys.stdout.write(
+            f"cacheroot hub prune: {verb} {counted(done.partials, 'partial file')} "
+            f"({format_size(done.partial_bytes)}) of downloads whose hub is gone\n"
+        )
     return 0

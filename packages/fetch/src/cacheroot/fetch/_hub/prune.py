@@ -4,6 +4,8 @@ What a prune removes, it removes whole: an answer (one file) or a file's bytes (
 least recently used go first: a stored file is stamped each time it is served (its mtime), an
 answer when it was last received from the upstream. A file being fetched is a partial and is
 never touched; one a client is reading stays readable (an unlinked file lives on while open).
+A partial whose writer died (a hub killed mid-download) is removed whatever the criteria, as
+each hub does when it starts (:mod:`.partials` says how a dead writer is told from a live one).
 
 The store is read as untrusted: the walk never follows a link (a planted one is removed like
 any stray name, never its target), and only regular files are counted or removed.
@@ -17,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from .. import _shared
+from .partials import STALE_AFTER, sweep
 
 __all__ = ["Pruned", "prune"]
 
@@ -29,6 +32,9 @@ class Pruned:
     removed_bytes: int = 0
     kept: int = 0
     kept_bytes: int = 0
+    #: Partial files of dead writers removed, and their bytes.
+    partials: int = 0
+    partial_bytes: int = 0
 
 
 def _open_dir(parts: list[str] | tuple[str, ...], root: str) -> int:
@@ -81,13 +87,15 @@ def prune(
     max_size: int | None = None,
     now: float | None = None,
     dry_run: bool = False,
+    stale_after: float = STALE_AFTER,
 ) -> Pruned:
-    """Remove what was not used for ``older_than`` seconds, then the least recently used
-    until the store holds at most ``max_size`` bytes."""
+    """Remove the partials of dead writers; then what was not used for ``older_than``
+    seconds, then the least recently used until the store holds at most ``max_size`` bytes."""
     clock = time.time() if now is None else now
+    dead = sweep(root, now=clock, stale_after=stale_after, dry_run=dry_run)
     entries = sorted(_files(root, ["blobs"]) + _files(root, ["meta"]))
     total = sum(e[3] for e in entries)
-    done = Pruned()
+    done = Pruned(partials=len(dead), partial_bytes=sum(size for _name, size in dead))
     cutoff = None if older_than is None else (clock - older_than) * 1e9
     for mtime_ns, parts, name, size in entries:
         old = cutoff is not None and mtime_ns < cutoff

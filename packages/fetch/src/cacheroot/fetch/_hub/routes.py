@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote
 
-__all__ = ["FILE", "META", "OTHER", "Route", "classify", "is_commit"]
+__all__ = ["FILE", "META", "OTHER", "Route", "classify", "is_commit", "revision_span"]
 
 #: Kept per URL and credential: every ``/api/...`` answer and every ``HEAD`` of a file.
 META = "meta"
@@ -36,6 +36,9 @@ _API_REPO = re.compile(
     r"(?:/(?P<op>revision|tree|paths-info|treesize)/(?P<rev>[^/]+)(?:/.*)?)?$"
 )
 _KINDS = {"datasets": "dataset", "spaces": "space", "models": "model", None: "model"}
+#: Xet's token endpoints (``/api/{models,datasets,spaces,buckets}/REPO/xet-read-token/REV``):
+#: a token expires and is for one client, so it is asked for every time and never kept.
+_XET_TOKEN = re.compile(r"^/api/.+/xet-[a-z]+-token(?:/|$)")
 
 
 def is_commit(revision: str) -> bool:
@@ -61,7 +64,7 @@ def classify(method: str, path: str, query: str = "") -> Route:
     """The route of a request: ``method``, its path (still quoted) and its query."""
     if path.startswith("/api/v1/"):
         return _modelscope(method, path, query)
-    if method not in ("GET", "HEAD"):
+    if method not in ("GET", "HEAD") or _XET_TOKEN.match(path) is not None:
         return Route(OTHER)
     resolve = _RESOLVE.match(path)
     if resolve is not None and not path.startswith("/api/"):
@@ -87,6 +90,15 @@ def classify(method: str, path: str, query: str = "") -> Route:
             revision=revision,
         )
     return Route(OTHER)
+
+
+def revision_span(path: str) -> tuple[int, int] | None:
+    """Where the revision is in ``path`` (a file's or a repository's API path, still quoted),
+    as ``(start, end)``; ``None`` when it names none."""
+    found = _API_REPO.match(path) if path.startswith("/api/") else _RESOLVE.match(path)
+    if found is None or found["rev"] is None:
+        return None
+    return found.span("rev")
 
 
 def _modelscope(method: str, path: str, query: str) -> Route:

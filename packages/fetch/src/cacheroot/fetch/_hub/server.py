@@ -6,11 +6,12 @@ One :class:`Hub` answers every request of the clients that have ``HF_ENDPOINT`` 
   credential. An answer for a commit is fresh for good; for a branch or a tag it is fresh for
   ``ttl`` seconds and then asked again; a "not found" answer for ``negative_ttl``. When the
   upstream answers 429 or 5xx, times out past ``deadline``, refuses or resets, the last good
-  answer is served (stale-if-error, RFC 5861), marked ``X-Cacheroot-Hub: stale``. After such a
-  failure the upstream is left alone for ``cooloff`` seconds, or for as long as its
-  ``Retry-After`` asked (once, for every caller, in every process of the store): what is kept
-  is served at once meanwhile, and what is not fails at once with the upstream's status, so
-  no client waits behind retries stacked on retries. One upstream request per key at a time.
+  answer is served (stale-if-error, RFC 5861), marked ``X-Cacheroot-Hub: stale``. After 3
+  failures in a row of a host, or one that asked for a wait (``Retry-After``, ``RateLimit``),
+  that host is left alone for ``cooloff`` seconds or the wait (:mod:`.breaker`, a breaker per
+  host): what is kept is served at once meanwhile, and what is not fails at once, with a
+  status no client retries and a reason that says how to warm it (:mod:`.outage`), so no
+  client waits behind retries stacked on retries. One upstream request per key at a time.
 - **Files** (``GET .../resolve/REV/PATH``): the bytes are fetched once, checked against the
   digest the Hub gave for them (``X-Linked-Etag``: sha256; ``ETag``: git blob sha1) and the
   size, and published into the store in one step. Clients that ask while the first download
@@ -27,8 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import hashlib
+import dataclasses
 import json
 import math
 import os
@@ -41,9 +41,11 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from . import fleet, routes
+from . import branches, fills, fleet, partials, routes, xet
+from .breaker import Breakers
+from .outage import unanswered
 from .store import PUBLIC, Answer, Store, credential, digest_of, key_of
-from .upstream import CHUNK, Upstream, UpstreamError
+from .upstream import CHUNK, Upstream, UpstreamError, client_sessions
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -97,21 +99,6 @@ def _error_body(status: int, message: str) -> Answer:
     return Answer(status, (("Content-Type", "application/json"),), body)
 
 
-class _Fill:
-    """One file being fetched into the store: readers follow ``written`` while it grows."""
-
-    def __init__(self, path: str, partial: str, fd: int, size: int | None) -> None:
-        self.path, self.partial, self.fd, self.size = path, partial, fd, size
-        self.written = 0
-        self.done = False
-        self.error: str | None = None
-        self.cond = asyncio.Condition()
-
-    async def changed(self) -> None:
-        async with self.cond:
-            self.cond.notify_all()
-
-
 def _ms_files(body: bytes) -> list[dict[str, Any]]:
     """The file entries of a ModelScope listing (``Data.Files``); ``[]`` when it is not one."""
     try:
@@ -119,17 +106,6 @@ def _ms_files(body: bytes) -> list[dict[str, Any]]:
     except (ValueError, KeyError, TypeError):
         return []
     return [f for f in files if isinstance(f, dict)] if isinstance(files, list) else []
-
-
-def _readable(fill: _Fill) -> int:
-    """How many bytes of a file being fetched readers may have: all once it is verified, all
-    but the last before, so that bytes that fail the digest never reach a client whole."""
-    return fill.written if fill.done else max(0, fill.written - 1)
-
-
-def _moved(fill: _Fill, offset: int) -> bool:
-    """Whether a reader at ``offset`` has something new: bytes past it, the end, an error."""
-    return _readable(fill) > offset or fill.done or fill.error is not None
 
 
 class _Blob(web.FileResponse):
@@ -163,22 +139,39 @@ class _Blob(web.FileResponse):
 class Hub:
     """The server's state: settings, store, upstream, counters and the requests in flight."""
 
-    def __init__(self, settings: Settings, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        session: aiohttp.ClientSession,
+        downloads: aiohttp.ClientSession | None = None,
+    ) -> None:
         self.settings = settings
         self.store = Store(settings.store)
-        self.upstream = Upstream(settings.upstream, session, deadline=settings.deadline)
+        # One breaker per host contacted, shared by both upstreams (they may be one host).
+        self.breakers = Breakers(cooloff=settings.cooloff, probe=settings.deadline + 1.0)
         ms = settings.modelscope_upstream or settings.upstream
         self.upstreams = {
-            "hf": self.upstream,
-            "ms": Upstream(ms, session, deadline=settings.deadline),
+            name: Upstream(
+                base,
+                session,
+                deadline=settings.deadline,
+                downloads=downloads,
+                breakers=self.breakers,
+            )
+            for name, base in (("hf", settings.upstream), ("ms", ms))
         }
+        self.upstream = self.upstreams["hf"]
         self.counts: Counter[str] = Counter()
         self._flights: dict[str, asyncio.Task[Answer | UpstreamError]] = {}
-        self._fills: dict[str, _Fill] = {}
+        self._fills: dict[str, fills.Fill] = {}
+        #: Files whose bytes failed their check lately: answered that, not fetched again.
+        self._failures = fills.Failures()
         #: Stored files whose bytes this process checked: (device, inode, size, ctime), as
         #: they were after this process last stamped them (another writer moves the ctime).
         self._verified: set[tuple[int, int, int, int]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: The commits the branches' revision answers name (see :mod:`.branches`).
+        self._pins = branches.Pins()
 
     # -- the application ------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -187,8 +180,14 @@ class Hub:
         app.router.add_get(CONTROL, self._stats)
         app.router.add_post(CONTROL + "/offline", self._set_offline)
         app.router.add_route("*", "/{tail:.*}", self.handle)
+        app.on_startup.append(self._sweep)
         app.on_shutdown.append(self._shutdown)
         return app
+
+    async def _sweep(self, _app: web.Application) -> None:
+        """Remove the partial files of hubs that died mid-download (:mod:`.partials`)."""
+        gone = await asyncio.to_thread(partials.sweep, self.store.root)
+        self.counts["partials_removed"] += len(gone)
 
     async def _shutdown(self, _app: web.Application) -> None:
         for task in list(self._tasks):
@@ -202,6 +201,7 @@ class Hub:
             "modelscope_upstream": self.upstreams["ms"].base,
             "store": self.store.root,
             "offline": self.settings.offline,
+            "breakers": self.breakers.report(time.time()),
         }
         return web.json_response(payload)
 
@@ -229,12 +229,38 @@ class Hub:
         self.counts["requests"] += 1
         if route.kind == routes.OTHER:
             return await self._pass(request, target)
+        head = "HEAD" if route.kind == routes.FILE else request.method
+        target, route, found = await self._on_commit(head, target, route, request.headers)
         if route.kind == routes.FILE:
             return await self._file(request, target, route)
-        answer, state = await self.meta(request.method, target, route, request.headers)
+        answer, state = found or await self.meta(request.method, target, route, request.headers)
+        answer = xet.clean(path, answer)
         if route.repo_id and route.path and answer.status == 200:
             self._served(route, answer.header("X-Repo-Commit") or "")
         return self._respond(request, answer, state)
+
+    async def _on_commit(
+        self, method: str, target: str, route: routes.Route, headers: Mapping[str, str]
+    ) -> tuple[str, routes.Route, tuple[Answer, str] | None]:
+        """A request for a branch, asked as the commit the branch names (see :mod:`.branches`):
+        the target and route to ask, and the answer to ``method`` when it was asked already."""
+        pin = branches.revision_target(route) if branches.movable(route) else target
+        if pin == target:
+            return target, route, None
+        token = headers.get("Authorization")
+        auth = {"Authorization": token} if token else {}
+        resolved, how = await self.meta("GET", pin, routes.classify("GET", pin), auth)
+        commit = self._pins.commit(pin, credential(token), resolved)
+        pinned = branches.on_commit(target, commit) if commit is not None else None
+        if pinned is None:
+            return target, route, None
+        fixed = dataclasses.replace(route, immutable=True)
+        answer, state = await self.meta(method, pinned, fixed, headers)
+        if state == ERROR:
+            # A store filled before branches were pinned holds the branch's answers only.
+            return target, route, None
+        # A branch the upstream could not confirm: what follows from it is as stale.
+        return pinned, fixed, (answer, STALE if how == STALE and state == HIT else state)
 
     # -- metadata -------------------------------------------------------------------------
     def fresh(self, answer: Answer, route: routes.Route, now: float) -> bool:
@@ -247,9 +273,9 @@ class Hub:
         return age < self.settings.ttl
 
     def _wait(self, up: Upstream, now: float) -> float:
-        """Seconds ``up`` is still left alone for (a failure, a ``Retry-After``)."""
-        until = max(up.down_until, self.store.blocked_until(up.base))
-        return max(0.0, until - now)
+        """Seconds ``up``'s API is still left alone for: its breaker is open (failures in a
+        row, or a wait it asked for), or it asked another hub process of the store to wait."""
+        return max(0.0, up.breaker.wait(now), self.store.blocked_until(up.base) - now)
 
     async def meta(  # noqa: PLR0911 - one return for each way an answer is served
         self, method: str, target: str, route: routes.Route, headers: Mapping[str, str]
@@ -274,7 +300,7 @@ class Hub:
         if wait > 0:
             if fallback is not None:
                 return fallback, STALE
-            return self._down_answer(up, wait), ERROR
+            return self._down_answer(up, wait, route, method, target), ERROR
         flight = self._flights.get(key)
         if flight is None:
             flight = self._spawn(self._ask(up, method, target, headers, key=key, kept=kept))
@@ -284,15 +310,7 @@ class Hub:
         if isinstance(result, UpstreamError):
             if fallback is not None:
                 return fallback, STALE
-            status = result.status or (504 if "no answer" in result.reason else 502)
-            answer = _error_body(status, self._unseen(f"the upstream failed ({result.reason})"))
-            if result.wait:
-                answer = Answer(
-                    answer.status,
-                    (*answer.headers, ("Retry-After", str(math.ceil(result.wait)))),
-                    answer.body,
-                )
-            return answer, ERROR
+            return self._failed_answer(up, result, route, method, target), ERROR
         if kept is not None and result.stored <= kept.stored:
             return result, HIT  # another process refreshed it while we waited for the lock
         return result, (REVALIDATED if kept is not None else MISS)
@@ -300,17 +318,55 @@ class Hub:
     def _unseen(self, why: str) -> str:
         return f"{why}, and the hub cache has no answer for this request yet"
 
-    def _down_answer(self, up: Upstream, wait: float) -> Answer:
-        err = up.down
-        # A wait recorded in the store came from a 429 (this process's, or another's).
-        asked_to_wait = self.store.blocked_until(up.base) > time.time()
-        status = 429 if asked_to_wait or (err is not None and err.status == 429) else 503
-        reason = err.reason if err is not None else "HTTP 429 with Retry-After"
-        answer = _error_body(
-            status,
-            self._unseen(f"the upstream is left alone for {wait:.0f} s more after {reason}"),
+    def _down_answer(
+        self,
+        up: Upstream,
+        wait: float,
+        route: routes.Route,
+        method: str,
+        target: str,
+        *,
+        timed_out: bool = False,
+    ) -> Answer:
+        """The answer to a request the store cannot answer while ``up`` is left alone (see
+        :mod:`.outage`: a short wait is passed on, a longer one fails at once)."""
+        breaker = up.breaker
+        # A wait recorded in the store was asked for by the upstream (in another process, say).
+        asked = breaker.asked or self.store.blocked_until(up.base) > time.time() + 0.05
+        if breaker.failures and not asked:
+            why = f"failed {breaker.failures} times in a row (last: {breaker.reason})"
+        else:
+            why = f"asked to be left alone ({breaker.reason or 'HTTP 429'})"
+        why += f"; it is left alone for {math.ceil(wait)} s more"
+        return unanswered(
+            route,
+            method,
+            target,
+            upstream=up.base,
+            why=why,
+            wait=wait,
+            asked=asked,
+            timed_out=timed_out,
         )
-        return Answer(status, (*answer.headers, ("Retry-After", str(math.ceil(wait)))), answer.body)
+
+    def _failed_answer(
+        self, up: Upstream, err: UpstreamError, route: routes.Route, method: str, target: str
+    ) -> Answer:
+        """The answer to a request the store cannot answer after asking ``up`` failed: as
+        while it is left alone once this failure (or another) opened its breaker."""
+        wait = self._wait(up, time.time())
+        if wait > 0 or not err.contacted:
+            return self._down_answer(up, wait, route, method, target, timed_out=err.timed_out)
+        return unanswered(
+            route,
+            method,
+            target,
+            upstream=up.base,
+            why=f"failed ({err.reason})",
+            wait=0.0,
+            status=err.status,
+            timed_out=err.timed_out,
+        )
 
     async def _ask(
         self,
@@ -333,6 +389,7 @@ class Hub:
             except UpstreamError as err:
                 self._failed(up, err)
                 return err
+            answer = xet.clean(target.partition("?")[0], answer)
             if answer.status < 400 or answer.status in _NEGATIVE:
                 with contextlib.suppress(OSError):
                     self.store.save(key, answer)
@@ -353,16 +410,14 @@ class Hub:
         return lock
 
     def _failed(self, up: Upstream, err: UpstreamError) -> None:
-        """Leave ``up`` alone for a while after ``err`` (see the module docstring)."""
+        """Count a failure of an upstream host. A wait the API asked for is also recorded in
+        the store, so that every hub process on it obeys; the breakers themselves are told by
+        :class:`Upstream`, per host (a request never sent, its breaker open, is no failure)."""
+        if not err.contacted:
+            return
         self.counts["upstream_errors"] += 1
-        now = time.time()
-        if err.status == 429:
-            pause = err.wait if err.wait is not None else 1.0
-            self.store.block(up.base, now + pause)
-        else:
-            pause = self.settings.cooloff
-        up.down_until = max(up.down_until, now + pause)
-        up.down = err
+        if err.wait is not None and err.origin == up.breaker.origin:
+            self.store.block(up.base, time.time() + err.wait)
 
     # -- responses ------------------------------------------------------------------------
     def _rewrite(self, request: web.Request, value: str) -> str:
@@ -420,7 +475,9 @@ class Hub:
         etag, size, headers, commit = found
         headers["Content-Type"] = "application/octet-stream"
         self._served(route, commit)
-        path = self.store.blob_path(etag or target)
+        if not fills.checkable(etag):
+            return await self._relay(request, route, target, headers, size)
+        path = self.store.blob_path(etag)
         tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
         fd = await self._stored(path, etag, size)
         if fd is not None:
@@ -436,19 +493,65 @@ class Hub:
         if self.settings.offline:
             why = "the hub cache runs store-only and has no copy of this file"
             return self._respond(request, _error_body(504, why), ERROR)
+        return await self._fill_answer(
+            request, route, target, path=path, etag=etag, size=size, headers=headers
+        )
+
+    async def _fill_answer(
+        self,
+        request: web.Request,
+        route: routes.Route,
+        target: str,
+        *,
+        path: str,
+        etag: str,
+        size: int | None,
+        headers: dict[str, str],
+    ) -> web.StreamResponse:
+        """Answer from the fill of ``path``: joined when one runs, else started (see
+        :mod:`.fills`), unless its bytes failed their check lately."""
         fill = self._fills.get(path)
         if fill is None:
+            failed = self._failures.recall(path)
+            if failed is not None:
+                self.counts[ERROR] += 1
+                return fills.failure(502, failed)
+            if size is not None and fills.unsatisfiable(request, size):
+                return fills.not_satisfiable(size, headers)
             up = self.upstreams[route.hub]
             fill = self._start_fill(path, up, target, headers=request.headers, etag=etag, size=size)
-            if fill is None:
-                why = f"the hub cache could not write its store {self.store.root}"
-                return self._respond(request, _error_body(507, why), ERROR)
             self.counts["file_miss"] += 1
             headers[STATE_HEADER] = MISS
         else:
             self.counts["file_joined"] += 1
             headers[STATE_HEADER] = "joined"
-        return await self._follow(request, fill, headers)
+        resp = await fills.follow(request, fill, headers)
+        if resp.status >= 500:
+            self.counts[ERROR] += 1
+        return resp
+
+    async def _relay(
+        self,
+        request: web.Request,
+        route: routes.Route,
+        target: str,
+        headers: dict[str, str],
+        size: int | None,
+    ) -> web.StreamResponse:
+        """A file with no digest to check it by: streamed through, never stored."""
+        if self.settings.offline:
+            why = "the hub cache runs store-only and keeps no file without a digest"
+            return self._respond(request, _error_body(504, why), ERROR)
+        up = self.upstreams[route.hub]
+        self.counts["file_passed"] += 1
+        self.counts["upstream"] += 1
+        headers[STATE_HEADER] = PASSED
+        resp, err = await fills.relay(request, up, target, headers, size)
+        if err is not None:
+            self.counts[ERROR] += 1
+            if err.status != 502:
+                self._failed(up, err)
+        return resp
 
     async def _stored(self, path: str, etag: str, size: int | None) -> int | None:
         """A descriptor of the stored file ``path``, or ``None`` when there is none to trust.
@@ -534,137 +637,63 @@ class Hub:
         headers: Mapping[str, str],
         etag: str,
         size: int | None,
-    ) -> _Fill | None:
-        try:
-            partial, fd = self.store.new_partial(path)
-        except OSError:
-            return None
-        fill = _Fill(path, partial, fd, size)
+    ) -> fills.Fill:
+        fill = fills.Fill(path, size)
         self._fills[path] = fill
         self._spawn(self._run_fill(fill, up, target, dict(headers), etag))
         return fill
 
     async def _run_fill(
-        self, fill: _Fill, up: Upstream, target: str, headers: dict[str, str], etag: str
+        self, fill: fills.Fill, up: Upstream, target: str, headers: dict[str, str], etag: str
     ) -> None:
+        """Fetch ``fill``'s file into the store (see :mod:`.fills`); if another process of the
+        store published it while this one waited for the lock, hand that file over instead."""
         lock = await self._lock(os.path.basename(fill.path))
-        hasher: Any = None
-        if len(etag) == 64:
-            hasher = hashlib.sha256()
-        elif len(etag) == 40 and fill.size is not None:
-            hasher = hashlib.sha1(b"blob %d\x00" % fill.size, usedforsecurity=False)
-
-        def started(length: int | None) -> None:
-            if fill.size is None:
-                fill.size = length
-
-        async def sink(chunk: bytes) -> None:
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(fill.fd, view) :]
-            if hasher is not None:
-                hasher.update(chunk)
-            fill.written += len(chunk)
-            self.counts["bytes_from_upstream"] += len(chunk)
-            await fill.changed()
-
+        sink: fills.Sink | None = None
         try:
-            if not await self._copy_stored(fill, etag):
-                self.counts["upstream"] += 1
-                await up.download(target, headers, started, sink)
-                self._check(fill, hasher, etag)
-                await asyncio.to_thread(os.fsync, fill.fd)
-                os.replace(fill.partial, fill.path)
-                self._spawn(asyncio.to_thread(fleet.push_blob, fill.path))
-            fill.done = True
-        except (UpstreamError, OSError) as exc:
-            fill.error = str(exc)
-            if isinstance(exc, UpstreamError) and exc.status != 502:
+            theirs = await self._stored(fill.path, etag, fill.size)
+            if theirs is not None:
+                self.counts["file_handed_over"] += 1
+                fill.hand_over(theirs)
+                return
+            try:
+                partial, fd = self.store.new_partial(fill.path)
+            except OSError as exc:
+                why = f"the hub cache could not write its store {self.store.root}: {exc.strerror}"
+                fill.fail(why, 507)
+                return
+            fill.write_to(partial, fd)
+            sink = fills.Sink(fill, fd, etag)
+            self.counts["upstream"] += 1
+            await up.download(target, headers, sink.started, sink)
+            await sink.finish()
+            os.replace(partial, fill.path)
+            fill.partial = None
+            self._spawn(asyncio.to_thread(fleet.push_blob, fill.path))
+            fill.finish()
+        except fills.BadBytesError as exc:
+            self.counts[exc.counter] += 1
+            self._failures.add(fill.path, exc.reason)
+            fill.fail(exc.reason)
+        except UpstreamError as exc:
+            fill.fail(f"the upstream failed: {exc}", fills.error_status(exc))
+            if exc.status != 502:
                 self._failed(up, exc)
-            with contextlib.suppress(OSError):
-                os.unlink(fill.partial)
+        except OSError as exc:  # the store's disk: the network's errors are UpstreamErrors
+            fill.fail(f"the hub cache could not write its store {self.store.root}: {exc}", 507)
         except asyncio.CancelledError:
-            fill.error = "the hub cache stopped"
-            with contextlib.suppress(OSError):
-                os.unlink(fill.partial)
+            fill.fail("the hub cache stopped", 503)
             raise
         finally:
             self._fills.pop(fill.path, None)
+            if fill.partial is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(fill.partial)
+            if sink is not None:
+                self.counts["bytes_from_upstream"] += sink.received
+            fill.leave()
             if lock is not None:
                 await asyncio.to_thread(lock.release)
-            await fill.changed()
-            os.close(fill.fd)  # readers read through descriptors of their own
-
-    async def _copy_stored(self, fill: _Fill, etag: str) -> bool:
-        """Whether another process stored the file while we waited for its lock; if so, its
-        bytes become the fill's (they are served, not fetched again)."""
-        theirs = await self._stored(fill.path, etag, fill.size)
-        if theirs is None:
-            return False
-        try:
-            os.sendfile(fill.fd, theirs, 0, os.fstat(theirs).st_size)
-        finally:
-            os.close(theirs)
-        fill.written = os.fstat(fill.fd).st_size
-        return True
-
-    def _check(self, fill: _Fill, hasher: Any, etag: str) -> None:
-        """Raise unless the bytes fetched are as many as said, with the digest the Hub gave."""
-        if fill.size is not None and fill.written != fill.size:
-            raise UpstreamError(f"got {fill.written} bytes, expected {fill.size}", 502)
-        if hasher is not None and hasher.hexdigest() != etag:
-            self.counts["digest_mismatch"] += 1
-            raise UpstreamError(
-                f"the bytes have digest {hasher.hexdigest()}, the Hub said {etag}", 502
-            )
-
-    async def _follow(
-        self, request: web.Request, fill: _Fill, headers: dict[str, str]
-    ) -> web.StreamResponse:
-        """Stream a file that is being fetched, as its bytes arrive (``Range: bytes=N-[M]``)."""
-        start, end = 0, None
-        status = 200
-        spec = request.headers.get("Range", "")
-        if spec.startswith("bytes=") and "," not in spec:
-            first, _, last = spec[6:].partition("-")
-            if first.isdigit():
-                start = int(first)
-                end = int(last) + 1 if last.isdigit() else None
-                status = 206
-        fd = os.dup(fill.fd)
-        try:
-            resp = web.StreamResponse(status=status, headers=headers)
-            if fill.size is not None:
-                stop = fill.size if end is None else min(end, fill.size)
-                if status == 206:
-                    resp.headers["Content-Range"] = f"bytes {start}-{stop - 1}/{fill.size}"
-                resp.content_length = max(0, stop - start)
-                end = stop
-            await resp.prepare(request)
-            offset = start
-            while end is None or offset < end:
-                async with fill.cond:
-                    await fill.cond.wait_for(functools.partial(_moved, fill, offset))
-                ready = _readable(fill)
-                if ready > offset:
-                    want = ready - offset if end is None else min(ready, end) - offset
-                    data = os.pread(fd, min(want, CHUNK), offset)
-                    if not data:
-                        break
-                    await resp.write(data)
-                    offset += len(data)
-                elif fill.error is not None:
-                    # Cut the transfer short: the client sees fewer bytes than announced and
-                    # asks again (huggingface_hub resumes with a Range).
-                    if request.transport is not None:
-                        request.transport.abort()
-                    return resp
-                else:
-                    break
-            await resp.write_eof()
-            return resp
-        finally:
-            os.close(fd)
 
     # -- anything else --------------------------------------------------------------------
     async def _pass(self, request: web.Request, target: str) -> web.StreamResponse:
@@ -701,6 +730,13 @@ class Hub:
                     ):
                         continue
                     resp.headers.add(name, self._rewrite(request, value))
+                if xet.paths_info(request.method, target.partition("?")[0]):
+                    body = xet.scrub_body(await answer.read())
+                    resp.content_length = len(body)
+                    await resp.prepare(request)
+                    await resp.write(body)
+                    await resp.write_eof()
+                    return resp
                 if answer.content_length is not None and request.method != "HEAD":
                     resp.content_length = answer.content_length
                 await resp.prepare(request)
@@ -716,15 +752,13 @@ async def serve(settings: Settings, host: str, port: int, ready: Callable[[str],
     """Run a hub cache on ``host:port`` until cancelled; ``ready`` gets its URL once it listens."""
     import socket  # noqa: PLC0415
 
-    import aiohttp  # noqa: PLC0415
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    connector = aiohttp.TCPConnector(limit=64, limit_per_host=32)
-    async with aiohttp.ClientSession(connector=connector, auto_decompress=True) as session:
-        hub = Hub(settings, session)
+    # Metadata and files' bytes on separate connection pools (see `client_sessions`).
+    async with client_sessions() as (session, downloads):
+        hub = Hub(settings, session, downloads)
         runner = web.AppRunner(hub.app(), access_log=None, handle_signals=False)
         await runner.setup()
         site = web.SockSite(runner, sock, shutdown_timeout=5.0)

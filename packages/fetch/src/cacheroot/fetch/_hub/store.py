@@ -205,12 +205,14 @@ class Store:
         return fd
 
     def new_partial(self, path: str) -> tuple[str, int]:
-        """A fresh partial file beside ``path``: its name and a descriptor open for writing."""
-        parent = self._dir(os.path.dirname(path))
-        name = f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.partial"
-        tmp = os.path.join(parent, name)
-        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        return tmp, os.open(tmp, flags, 0o644)
+        """A fresh partial file beside ``path``: its name and a descriptor open for writing.
+
+        The name carries this process's machine tag and pid (``.NAME.MACHINE-PID.ID.partial``),
+        so that a partial left by a writer that died is known as such (:mod:`.partials`).
+        """
+        self._dir(os.path.dirname(path))
+        tmp = _store.partial_path(path)
+        return tmp, _store.open_regular(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
 
     def lock_path(self, key: str) -> str:
         """The lock file of ``key`` (its directory made)."""

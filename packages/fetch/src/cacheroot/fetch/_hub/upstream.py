@@ -4,29 +4,37 @@ The hub cache speaks to one upstream (``https://huggingface.co`` or a mirror). R
 stay on that origin are followed here, so a client never sees the upstream's host; a redirect
 of a file's metadata to another host (the Hub's CDN for LFS files) is the file's metadata, so it
 is answered 200 without its ``Location``, and the client downloads the bytes from this cache.
-When the bytes themselves are fetched, redirects to other hosts are followed with the
+When the bytes themselves are fetched, redirects to other http(s) hosts are followed with the
 credential dropped, as browsers and huggingface_hub do.
 
 Headers that would send a client around the cache are removed: the Xet storage protocol's
 (``X-Xet-*``, ``Link: <...>; rel="xet-auth"``), with which huggingface_hub would fetch the bytes
 from Xet's storage directly. So are hop-by-hop headers and cookies.
+
+Every host contacted has a breaker (:mod:`.breaker`): a request to a host whose breaker is open
+is not sent, and each answer or failure is reported to the breaker of the host that gave it, so
+a failing CDN never counts against the API. Metadata and files' bytes go through two connection
+pools (:func:`client_sessions`): downloads that hold every connection of theirs never make a
+metadata request wait for one, time out, and pass for an outage.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import urljoin, urlsplit
 
-from .._httpvalues import retry_after
+from .breaker import Breaker, Breakers, asked_wait, origin_of
 from .store import Answer
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
     import aiohttp
 
-__all__ = ["Upstream", "UpstreamError", "keep_headers"]
+__all__ = ["Upstream", "UpstreamError", "client_sessions", "keep_headers"]
 
 #: Request headers a client's request carries on to the upstream.
 FORWARD = ("authorization", "user-agent", "accept", "accept-language", "x-hf-bill-to")
@@ -53,18 +61,68 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5
 #: How many bytes of a file are asked for in one read.
 CHUNK = 1 << 20
+#: Connections per upstream host, in each of the two pools (metadata, files' bytes).
+POOL_PER_HOST = 32
+#: Connections in all, in each pool.
+POOL_SIZE = 64
 
 
 class UpstreamError(Exception):
     """The upstream gave no usable answer: a ``status`` (429, 5xx), or none (timeout, refused,
     reset: ``status`` is ``None``)."""
 
-    def __init__(self, reason: str, status: int | None = None, wait: float | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        status: int | None = None,
+        wait: float | None = None,
+        *,
+        origin: str = "",
+        contacted: bool = True,
+        outage: bool = True,
+        timed_out: bool = False,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.status = status
-        #: Seconds the upstream asked callers to wait (``Retry-After``), when it did.
+        #: Seconds the upstream asked callers to wait (``Retry-After``, ``RateLimit``), if it did.
         self.wait = wait
+        #: The host that failed (``scheme://host:port``); ``""`` when none is known.
+        self.origin = origin
+        #: ``False``: nothing was sent, that host's breaker is open.
+        self.contacted = contacted
+        #: Whether it speaks of the host being unavailable (429, 5xx, no answer), rather than
+        #: of an answer the cache cannot use (too many redirects, a ``file://`` redirect).
+        self.outage = outage
+        #: Whether the caller already waited out the deadline for it.
+        self.timed_out = timed_out
+
+
+@contextlib.asynccontextmanager
+async def client_sessions() -> AsyncIterator[tuple[aiohttp.ClientSession, aiohttp.ClientSession]]:
+    """The metadata session and the files' session, each with a connection pool of its own.
+
+    With one pool, downloads of large files held every connection to the Hub, a metadata
+    request timed out waiting for one, and that timeout cooled the whole upstream off.
+    """
+    import aiohttp  # noqa: PLC0415 - only where a hub runs
+
+    def pool() -> aiohttp.TCPConnector:
+        return aiohttp.TCPConnector(limit=POOL_SIZE, limit_per_host=POOL_PER_HOST)
+
+    async with (
+        aiohttp.ClientSession(connector=pool(), auto_decompress=True) as meta,
+        aiohttp.ClientSession(connector=pool(), auto_decompress=True) as files,
+    ):
+        yield meta, files
+
+
+class _SinkError(Exception):
+    """An error of the caller's sink (its disk, say): re-raised as it is, never the upstream's."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def keep_headers(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -86,16 +144,32 @@ def _origin(url: str) -> tuple[str, str]:
 
 
 class Upstream:
-    """One upstream hub (``base``, e.g. ``https://huggingface.co``) and the session to ask it."""
+    """One upstream hub (``base``, e.g. ``https://huggingface.co``), the sessions to ask it
+    (``session`` for metadata, ``downloads`` for files' bytes) and the breakers of the hosts
+    it sends the cache to."""
 
-    def __init__(self, base: str, session: aiohttp.ClientSession, *, deadline: float) -> None:
+    def __init__(
+        self,
+        base: str,
+        session: aiohttp.ClientSession,
+        *,
+        deadline: float,
+        downloads: aiohttp.ClientSession | None = None,
+        breakers: Breakers | None = None,
+    ) -> None:
         self.base = base.rstrip("/")
         self.session = session
+        self.downloads = session if downloads is None else downloads
         self.deadline = deadline
+        self.breakers = (
+            Breakers(cooloff=30.0, probe=deadline + 1.0) if breakers is None else breakers
+        )
         self._origin = _origin(self.base)
-        #: Until when (``time.time()``) it is left alone after a failure, and that failure.
-        self.down_until = 0.0
-        self.down: UpstreamError | None = None
+
+    @property
+    def breaker(self) -> Breaker:
+        """The breaker of the upstream's own host (its API)."""
+        return self.breakers.get(self.base)
 
     def url(self, target: str) -> str:
         """The upstream URL of a request target (path and query, as the client sent them)."""
@@ -105,19 +179,31 @@ class Upstream:
         """The upstream's answer to ``method target``: a status below 500 other than 429.
 
         Raises :class:`UpstreamError` for 429, 5xx, a timeout past the deadline, a refused or
-        reset connection. Same-origin redirects are followed; a file's metadata redirected to
-        another host is answered 200 without its ``Location`` (see the module docstring).
+        reset connection, or when the API's breaker is open (nothing sent). Same-origin
+        redirects are followed; a file's metadata redirected to another host is answered 200
+        without its ``Location`` (see the module docstring).
         """
         import aiohttp  # noqa: PLC0415 - only where a hub runs
 
+        breaker = self.breaker
+        _admit(breaker)
         try:
-            return await asyncio.wait_for(self._meta(method, target, headers), self.deadline)
-        except UpstreamError:
+            answer = await asyncio.wait_for(self._meta(method, target, headers), self.deadline)
+        except UpstreamError as failed:
+            _report(breaker, failed)
             raise
         except asyncio.TimeoutError as exc:  # not the built-in TimeoutError on Python 3.10
-            raise UpstreamError(f"no answer within {self.deadline:g} s") from exc
+            late = UpstreamError(
+                f"no answer within {self.deadline:g} s", origin=breaker.origin, timed_out=True
+            )
+            _report(breaker, late)
+            raise late from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise UpstreamError(f"{type(exc).__name__}: {exc}") from exc
+            broken = UpstreamError(f"{type(exc).__name__}: {exc}", origin=breaker.origin)
+            _report(breaker, broken)
+            raise broken from exc
+        breaker.succeeded()
+        return answer
 
     async def _meta(self, method: str, target: str, headers: Mapping[str, str]) -> Answer:
         send = {k: v for k, v in headers.items() if k.lower() in FORWARD}
@@ -140,7 +226,7 @@ class Upstream:
                             if k.lower() not in ("location", "content-length")
                         )
                         return Answer(200, kept, b"")
-                self._raise_for(resp.status, resp.headers.get("Retry-After"))
+                _raise_for(resp.status, resp.headers, url)
                 body = b"" if method == "HEAD" else await resp.read()
                 kept = tuple(
                     (k, v)
@@ -149,13 +235,6 @@ class Upstream:
                 )
                 return Answer(resp.status, kept, body)
         return _too_many()
-
-    @staticmethod
-    def _raise_for(status: int, retry: str | None, expect: int | None = None) -> None:
-        if status == 429 or status >= 500:
-            raise UpstreamError(f"HTTP {status}", status, retry_after(retry))
-        if expect is not None and status != expect:
-            raise UpstreamError(f"HTTP {status} for the file's bytes", 502)
 
     async def download(
         self,
@@ -166,41 +245,109 @@ class Upstream:
     ) -> None:
         """Stream a file's bytes into ``sink`` (``started`` gets the length, when sent).
 
-        Redirects are followed to any host, the credential dropped once the origin changes.
-        Connecting and each read have the deadline; the whole transfer has none.
+        Redirects are followed to any http(s) host, the credential dropped once the origin
+        changes; each hop is asked only while its host's breaker lets it, and reports to it.
+        Connecting and each read have the deadline; the whole transfer has none. An error of
+        ``sink`` is raised as it is.
         """
-        import aiohttp  # noqa: PLC0415
-
         send = {k: v for k, v in headers.items() if k.lower() in FORWARD}
         send["Accept-Encoding"] = "identity"
         url = self.url(target)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.deadline, sock_read=60)
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                async with self.session.get(
-                    url, headers=send, allow_redirects=False, timeout=timeout
-                ) as resp:
-                    location = resp.headers.get("Location")
-                    if resp.status in _REDIRECTS and location:
-                        next_url = urljoin(url, location)
-                        if _origin(next_url) != _origin(url):
-                            send.pop("authorization", None)
-                            send.pop("Authorization", None)
-                        url = next_url
-                        continue
-                    self._raise_for(resp.status, resp.headers.get("Retry-After"), expect=200)
-                    started(resp.content_length)
-                    async for chunk in resp.content.iter_chunked(CHUNK):
-                        await sink(chunk)
+                next_url = await self._hop(url, send, started, sink)
+                if next_url is None:
                     return
+                if _origin(next_url) != _origin(url):
+                    send = {k: v for k, v in send.items() if k.lower() != "authorization"}
+                url = next_url
             _too_many()
-        except UpstreamError:
+        except _SinkError as exc:
+            raise exc.error from None
+
+    async def _hop(
+        self,
+        url: str,
+        send: Mapping[str, str],
+        started: Callable[[int | None], None],
+        sink: Callable[[bytes], Awaitable[None]],
+    ) -> str | None:
+        """Ask ``url`` for the bytes: the redirect's target, or ``None`` once they were sunk."""
+        import aiohttp  # noqa: PLC0415
+
+        scheme = urlsplit(url).scheme.lower()
+        if scheme not in ("http", "https"):
+            # Decided before anything is sent: an answer the cache cannot use, not an outage.
+            raise UpstreamError(
+                f"the file was redirected to a {scheme}: URL, which the hub cache never follows",
+                502,
+                outage=False,
+            )
+        breaker = self.breakers.get(url)
+        _admit(breaker)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.deadline, sock_read=60)
+        try:
+            async with self.downloads.get(
+                url, headers=dict(send), allow_redirects=False, timeout=timeout
+            ) as resp:
+                location = resp.headers.get("Location")
+                if resp.status in _REDIRECTS and location:
+                    breaker.succeeded()
+                    return urljoin(url, location)
+                _raise_for(resp.status, resp.headers, url, expect=200)
+                breaker.succeeded()
+                started(resp.content_length)
+                async for chunk in resp.content.iter_chunked(CHUNK):
+                    try:
+                        await sink(chunk)
+                    except OSError as exc:
+                        raise _SinkError(exc) from exc
+                return None
+        except (UpstreamError, _SinkError) as exc:
+            if isinstance(exc, UpstreamError):
+                _report(breaker, exc)
             raise
         except asyncio.TimeoutError as exc:
-            raise UpstreamError("the upstream stopped sending") from exc
+            err = UpstreamError("the upstream stopped sending", origin=breaker.origin)
+            _report(breaker, err)
+            raise err from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise UpstreamError(f"{type(exc).__name__}: {exc}") from exc
+            err = UpstreamError(f"{type(exc).__name__}: {exc}", origin=breaker.origin)
+            _report(breaker, err)
+            raise err from exc
+
+
+def _admit(breaker: Breaker) -> None:
+    """Raise (nothing sent) unless ``breaker`` lets a request through now."""
+    wait = breaker.admit(time.time())
+    if wait > 0:
+        raise UpstreamError(
+            f"{breaker.origin} is left alone for {wait:.0f} s more after {breaker.reason}",
+            origin=breaker.origin,
+            contacted=False,
+        )
+
+
+def _report(breaker: Breaker, err: UpstreamError) -> None:
+    """Tell ``breaker`` what its host's request came to (an answer the cache cannot use is an
+    answer: the host is up)."""
+    if not err.contacted:
+        return
+    if err.outage:
+        breaker.failed(time.time(), err.reason, err.wait)
+    else:
+        breaker.succeeded()
+
+
+def _raise_for(
+    status: int, headers: Mapping[str, str], url: str, expect: int | None = None
+) -> None:
+    if status == 429 or status >= 500:
+        wait = asked_wait(status, headers)
+        raise UpstreamError(f"HTTP {status}", status, wait, origin=origin_of(url))
+    if expect is not None and status != expect:
+        raise UpstreamError(f"HTTP {status} for the file's bytes", 502, outage=False)
 
 
 def _too_many() -> NoReturn:
-    raise UpstreamError(f"more than {MAX_REDIRECTS} redirects", 502)
+    raise UpstreamError(f"more than {MAX_REDIRECTS} redirects", 502, outage=False)

@@ -7,6 +7,12 @@ huggingface_hub reads ``HF_ENDPOINT`` once, when it is imported, which is why th
 ``pytest_load_initial_conftests`` and not later. The hub's upstreams are the endpoints the
 session started with (default: the public hubs); its store is under the cache root. It stops
 when the session ends. xdist workers inherit the environment and start nothing.
+
+The session also sets ``HF_HUB_DISABLE_XET=1``: the hub serves listings without their Xet
+hashes (:mod:`cacheroot.fetch._hub.xet`), but huggingface_hub keeps the listings it saved
+before the hub was in front (``trees/<commit>.json`` next to a snapshot) and, with hf_xet
+installed, would go to Xet's storage for any file whose saved entry has a hash, around the hub
+and with no way to fall back during an outage. With Xet off, it asks the hub for every file.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import pytest
 from cacheroot.envs import (
     CACHEROOT_HUB_OWNER,
     HF_ENDPOINT,
+    HF_HUB_DISABLE_XET,
     MODELSCOPE_ENDPOINT,
     PYTEST_XDIST_WORKER,
 )
@@ -92,6 +99,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     early_config.add_cleanup(lambda: _stop(hub))
     os.environ[HF_ENDPOINT] = hub.url
     os.environ[MODELSCOPE_ENDPOINT] = hub.url
+    os.environ[HF_HUB_DISABLE_XET] = "1"
     # Its xdist workers (its children) use this hub; a pytest that a test starts may run one.
     os.environ[CACHEROOT_HUB_OWNER] = f"{os.getpid()} {hub.url}"
     if "huggingface_hub.constants" in sys.modules:

@@ -1,0 +1,546 @@
+"""Files being fetched into the hub's store, and the clients that read them as they grow.
+
+A :class:`Fill` is one file on its way into the store. Its bytes go to a partial file beside the
+blob; clients that ask meanwhile read that partial as it grows (:func:`follow`) and never wait
+for the whole download. Once the size and the digest the Hub gave check out, the partial is
+renamed into place. When the fill finds the file already stored (another hub process on the
+store fetched it while this one waited for the lock), that stored file is what its readers read:
+nothing is copied.
+
+What a client may be sent, and when:
+
+- Never a byte past the size the Hub declared: a body that runs longer fails the fill
+  (:class:`BadBytesError`), as does a ``Content-Length`` other than the declared size.
+- Never the last byte of a file before its digest is checked, so bytes that fail it never reach
+  a client whole. A file of at most :data:`SMALL` bytes is answered only once checked: a digest
+  that fails is then an error status with ``X-Error-Message`` (which huggingface_hub shows),
+  never a cut connection. A larger file's headers go out with its first bytes; if it fails
+  later, cutting the connection is all that is left (the client sees a short body).
+- The status an error answer carries is the upstream's own for a 429 or 5xx, 502 otherwise.
+- Ranges (RFC 9110): ``bytes=N-``, ``bytes=N-M`` and ``bytes=-N`` are answered 206 with
+  ``Content-Range``; a range that starts at or past the end 416 with ``Content-Range: bytes
+  */SIZE``; several ranges, or one that does not parse, the whole file (200). While the size is
+  not known yet (no ``X-Linked-Size``, no ``Content-Length``), a range waits for it.
+
+Writing and hashing run in a small pool of their own threads (:data:`IO_THREADS`), one batch
+behind the network, never on the event loop: a digest of a large file takes seconds, and a
+write can block for long under writeback pressure. The pool is not the default one, where the
+store's lock waits sit, so contended locks never starve a download.
+
+A file whose ETag is no digest the hub can check (neither sha256 nor git blob sha1) is streamed
+through from the upstream and never stored (:func:`relay`): stored, it would be kept under its
+URL, and a branch URL's bytes change. A file whose bytes failed their check is remembered for
+:data:`REMEMBER` seconds (:class:`Failures`): asked again meanwhile, it is answered the failure
+at once rather than fetched again, so a client's retries do not each download it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from .store import digest_of
+from .upstream import CHUNK, UpstreamError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from .upstream import Upstream
+
+__all__ = [
+    "REMEMBER",
+    "SMALL",
+    "BadBytesError",
+    "Failures",
+    "Fill",
+    "byte_range",
+    "checkable",
+    "failure",
+    "follow",
+    "relay",
+    "unsatisfiable",
+]
+
+#: Threads that write, hash and sync the files being fetched (all fills together).
+IO_THREADS = 4
+_IO = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="cacheroot-hub-io")
+#: Bytes gathered from the network before they are handed to a write.
+BATCH = CHUNK
+#: A file of at most this many bytes is answered only once its digest is checked.
+SMALL = CHUNK
+#: Seconds a file whose bytes failed their check is answered that failure without a download.
+REMEMBER = 30.0
+#: What :func:`byte_range` returns for a range that cannot be satisfied (416).
+UNSATISFIABLE = (-1, -1)
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+_HEX = frozenset("0123456789abcdef")
+STATE_HEADER = "X-Cacheroot-Hub"
+
+
+class BadBytesError(UpstreamError):
+    """The upstream answered, but with bytes that are not the file: too many, or another
+    digest. Not an outage (its host is up); remembered for a while (:class:`Failures`)."""
+
+    def __init__(self, reason: str, counter: str = "size_mismatch") -> None:
+        super().__init__(reason, 502, outage=False)
+        #: The hub's counter of this failure (``GET /.cacheroot/hub``).
+        self.counter = counter
+
+
+def checkable(etag: str) -> bool:
+    """Whether ``etag`` is a digest the hub can check bytes against (sha256, git blob sha1)."""
+    return len(etag) in (40, 64) and set(etag) <= _HEX
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``(start, stop)`` of the one range ``header`` asks of ``size`` bytes; ``None`` for the
+    whole file (no range, several, or one that does not parse); :data:`UNSATISFIABLE` (416)."""
+    match = _RANGE.fullmatch((header or "").strip())
+    if match is None:
+        return None
+    first, last = match.groups()
+    if not first:
+        if not last:
+            return None
+        suffix = int(last)
+        return (max(0, size - suffix), size) if suffix and size else UNSATISFIABLE
+    start = int(first)
+    if last and int(last) < start:
+        return None
+    if start >= size:
+        return UNSATISFIABLE
+    return start, size if not last else min(int(last) + 1, size)
+
+
+def unsatisfiable(request: web.BaseRequest, size: int) -> bool:
+    """Whether ``request`` asks for a range that ``size`` bytes cannot satisfy."""
+    return byte_range(request.headers.get("Range"), size) == UNSATISFIABLE
+
+
+def _header_text(message: str) -> str:
+    """``message`` as a header value: printable ASCII, one line, not too long."""
+    text = "".join(c if " " <= c <= "~" else "?" for c in message)
+    return text[:1000]
+
+
+def failure(status: int, message: str) -> web.Response:
+    """An error answer whose reason huggingface_hub shows (``X-Error-Message``)."""
+    out = {"X-Error-Message": _header_text(message), STATE_HEADER: "error"}
+    body = json.dumps({"error": message}).encode()
+    return web.Response(status=status, body=body, headers=out, content_type="application/json")
+
+
+def not_satisfiable(size: int, headers: Mapping[str, str]) -> web.Response:
+    """416 for a range past the end of ``size`` bytes, with the size in ``Content-Range``."""
+    out = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+    out["Content-Range"] = f"bytes */{size}"
+    return web.Response(status=416, headers=out)
+
+
+def error_status(exc: UpstreamError) -> int:
+    """The status a client is answered for ``exc``: the upstream's 429 or 5xx, else 502."""
+    status = exc.status or 0
+    return status if status == 429 or 500 <= status <= 599 else 502
+
+
+class Failures:
+    """Files whose bytes failed their check lately (blob path -> until when, and why)."""
+
+    def __init__(self, remember: float = REMEMBER) -> None:
+        self.remember = remember
+        self._failed: dict[str, tuple[float, str]] = {}
+
+    def add(self, path: str, why: str) -> None:
+        now = time.monotonic()
+        self._failed = {k: v for k, v in self._failed.items() if v[0] > now}
+        self._failed[path] = (now + self.remember, why)
+
+    def recall(self, path: str) -> str | None:
+        """Why ``path`` failed, if it did within the last :attr:`remember` seconds."""
+        found = self._failed.get(path)
+        if found is None:
+            return None
+        until, why = found
+        left = until - time.monotonic()
+        if left <= 0:
+            del self._failed[path]
+            return None
+        return f"{why}; the hub cache asks the upstream again in {left:.0f} s"
+
+
+class Fill:
+    """One file being fetched into the store, shared by the task that fetches it and by the
+    clients that read it (see the module docstring).
+
+    ``fd`` is what readers read: the partial being written, or the stored file the fill found.
+    It is closed once the fetching task and every reader are done with it, and never while a
+    write to it is still running in a thread: a closed descriptor's number is soon reused.
+    """
+
+    def __init__(self, path: str, size: int | None) -> None:
+        self.path = path
+        #: The size the Hub declared; else the download's ``Content-Length``, once known.
+        self.size = size
+        self.partial: str | None = None
+        self.fd: int | None = None
+        #: Bytes in ``fd`` that readers may have (see :meth:`readable`).
+        self.written = 0
+        self.done = False
+        self.error: str | None = None
+        self.status = 502
+        #: The fetching task and each reader.
+        self._users = 1
+        self._busy: Future[Any] | None = None
+        self._moved = asyncio.Event()
+
+    # -- the fetching task's side -------------------------------------------------------
+    def changed(self) -> None:
+        """Wake the readers: bytes arrived, the size became known, the fill ended."""
+        self._moved.set()
+        self._moved = asyncio.Event()
+
+    def write_to(self, partial: str, fd: int) -> None:
+        """Bytes will be written to ``partial``, open at ``fd``."""
+        self.partial, self.fd = partial, fd
+
+    def hand_over(self, fd: int) -> None:
+        """The file is stored already, open at ``fd``: its readers read that (no copy)."""
+        self.fd = fd
+        self.size = self.written = os.fstat(fd).st_size
+        self.finish()
+
+    def finish(self) -> None:
+        """Every byte is in, and checked."""
+        self.done = True
+        self.changed()
+
+    def fail(self, message: str, status: int = 502) -> None:
+        self.error, self.status = message, status
+        self.changed()
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Run the blocking ``fn(*args)`` on ``fd`` in the fills' threads (one at a time)."""
+        busy = _IO.submit(fn, *args)
+        self._busy = busy
+        return asyncio.wrap_future(busy)
+
+    # -- both sides ---------------------------------------------------------------------
+    def join(self) -> None:
+        self._users += 1
+
+    def leave(self) -> None:
+        """One user is done; the last one closes ``fd`` (after a write in flight, if any)."""
+        self._users -= 1
+        if self._users > 0 or self.fd is None:
+            return
+        fd, self.fd = self.fd, None
+        if self._busy is None:
+            os.close(fd)
+        else:  # at once if the last write is over, else in its thread when it ends
+            self._busy.add_done_callback(lambda _done: os.close(fd))
+
+    # -- the readers' side --------------------------------------------------------------
+    def readable(self) -> int:
+        """Bytes readers may have: all once checked; before that all but the last, and never
+        more than the declared size."""
+        if self.done:
+            return self.written
+        have = self.written if self.size is None else min(self.written, self.size)
+        return max(0, have - 1)
+
+    def ended(self) -> bool:
+        return self.done or self.error is not None
+
+    def failed(self) -> web.Response | None:
+        """The answer to a reader of a fill that failed; ``None`` while it has not."""
+        return None if self.error is None else failure(self.status, self.error)
+
+    async def until(self, ready: Callable[[], bool]) -> None:
+        """Wait until ``ready()`` or the fill ends."""
+        while not (ready() or self.ended()):
+            await self._moved.wait()
+
+    async def until_past(self, offset: int) -> None:
+        """Wait until readers may have the byte at ``offset``, or the fill ends."""
+        while not (self.readable() > offset or self.ended()):
+            await self._moved.wait()
+
+
+def _hasher(etag: str, size: int | None) -> Any:
+    if len(etag) == 64:
+        return hashlib.sha256()
+    if len(etag) == 40 and size is not None:
+        return hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False)
+    return None
+
+
+class Sink:
+    """Takes a download's bytes off the network for ``fill``; they are written and hashed in
+    the fills' threads, one batch behind (the next batch arrives while the last is written).
+
+    Raises :class:`BadBytesError` for a ``Content-Length`` other than the declared size, for a body
+    longer than it, and (:meth:`finish`) for bytes whose digest is not ``etag``.
+    """
+
+    def __init__(self, fill: Fill, fd: int, etag: str) -> None:
+        self.fill, self.fd, self.etag = fill, fd, etag
+        self.hasher = _hasher(etag, fill.size)
+        self.received = 0
+        self._batch: list[bytes] = []
+        self._batched = 0
+        self._pending: asyncio.Future[Any] | None = None
+
+    def started(self, length: int | None) -> None:
+        fill = self.fill
+        if length is not None and fill.size is not None and length != fill.size:
+            raise BadBytesError(
+                f"the upstream announced {length} bytes for a file the Hub gave {fill.size} for"
+            )
+        if fill.size is None and length is not None:
+            fill.size = length
+            self.hasher = self.hasher or _hasher(self.etag, length)
+            fill.changed()
+
+    async def __call__(self, chunk: bytes) -> None:
+        size = self.fill.size
+        if size is not None and self.received + len(chunk) > size:
+            raise BadBytesError(
+                f"the upstream sent more than the {size} bytes the Hub gave as the file's size"
+            )
+        self.received += len(chunk)
+        self._batch.append(chunk)
+        self._batched += len(chunk)
+        if self._batched >= BATCH:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            await pending
+        if not self._batch:
+            return
+        data = self._batch[0] if len(self._batch) == 1 else b"".join(self._batch)
+        self._batch, self._batched = [], 0
+        fill = self.fill
+
+        def wrote(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                fill.written += len(data)
+                fill.changed()
+
+        self._pending = fill.run(self._write, data)
+        self._pending.add_done_callback(wrote)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        if self.hasher is not None:
+            self.hasher.update(data)
+
+    async def finish(self) -> None:
+        """Write what is left, then check the size and the digest; then sync the file."""
+        await self._flush()
+        await self._flush()  # the last batch's write
+        size = self.fill.size
+        if size is not None and self.received != size:
+            # A body cut short: the connection, most likely, not the file.
+            raise UpstreamError(f"got {self.received} bytes, expected {size}", 502, outage=False)
+        if self.hasher is not None:
+            found = self.hasher.hexdigest()
+        else:  # a git blob sha1 whose size was known only at the end
+            found = await self.fill.run(digest_of, self.fd, self.etag, self.received) or ""
+        if found != self.etag:
+            kind = "sha256" if len(self.etag) == 64 else "git blob sha1"
+            raise BadBytesError(
+                f"the upstream sent bytes that do not match the file's digest: {kind} "
+                f"{self.etag} was expected, the bytes have {found}",
+                "digest_mismatch",
+            )
+        await self.fill.run(os.fsync, self.fd)
+
+
+async def follow(
+    request: web.BaseRequest, fill: Fill, headers: Mapping[str, str]
+) -> web.StreamResponse:
+    """Answer ``request`` from ``fill`` as its bytes arrive (see the module docstring)."""
+    fill.join()
+    try:
+        return await _follow(request, fill, headers)
+    finally:
+        fill.leave()
+
+
+async def _follow(
+    request: web.BaseRequest, fill: Fill, headers: Mapping[str, str]
+) -> web.StreamResponse:
+    spec = request.headers.get("Range")
+    if spec is not None:
+        await fill.until(lambda: fill.size is not None)  # a range needs the size
+    failed = fill.failed()
+    if failed is not None:
+        return failed
+    total = fill.size if fill.size is not None else (fill.written if fill.done else None)
+    span = byte_range(spec, total) if total is not None else None
+    if span == UNSATISFIABLE and total is not None:
+        return not_satisfiable(total, headers)
+    start, stop = (0, total) if span is None else span
+    # The headers wait for the first byte asked for; a small file's, for the check.
+    if total is not None and total <= SMALL:
+        await fill.until(lambda: False)
+    else:
+        await fill.until_past(start)
+    failed = fill.failed()
+    if failed is not None:
+        return failed
+    resp = web.StreamResponse(status=200 if span is None else 206, headers=headers)
+    if span is not None:
+        resp.headers["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{total}"
+    if stop is not None:
+        resp.content_length = stop - start
+    await resp.prepare(request)
+    if await _stream(resp, fill, start, stop):
+        await resp.write_eof()
+    elif request.transport is not None:
+        # Headers are out: cutting the connection short is all that is left. The client sees
+        # fewer bytes than announced and asks again (with a Range).
+        request.transport.abort()
+    return resp
+
+
+async def _stream(resp: web.StreamResponse, fill: Fill, start: int, stop: int | None) -> bool:
+    """Send ``fill``'s bytes ``start`` to ``stop`` (its end: ``None``) as they become readable;
+    whether they all went."""
+    offset = start
+    while stop is None or offset < stop:
+        await fill.until_past(offset)
+        ready = fill.readable() if stop is None else min(fill.readable(), stop)
+        data = b""
+        if ready > offset and fill.fd is not None:
+            data = os.pread(fill.fd, min(ready - offset, CHUNK), offset)
+        if data:
+            await resp.write(data)
+            offset += len(data)
+        elif fill.error is not None or stop is not None:
+            return False  # failed, or shorter than said
+        else:
+            break
+    return True
+
+
+class _Enough(Exception):  # noqa: N818 - not an error: the range asked for is sent
+    """Ends a relayed download early."""
+
+
+class _Relay:
+    """One client's answer streamed straight from the upstream (see :func:`relay`)."""
+
+    def __init__(
+        self, request: web.BaseRequest, headers: Mapping[str, str], size: int | None
+    ) -> None:
+        self.request, self.headers, self.size = request, headers, size
+        self.received = 0
+        self.span: tuple[int, int] | None = None
+        self.resp: web.StreamResponse | None = None
+        self.held: list[bytes] = []
+        self.refused = False
+
+    def started(self, length: int | None) -> None:
+        if length is not None and self.size is not None and length != self.size:
+            raise BadBytesError(
+                f"the upstream announced {length} bytes for a file the Hub gave {self.size} for"
+            )
+        if self.size is None:
+            self.size = length
+        if self.size is not None:
+            span = byte_range(self.request.headers.get("Range"), self.size)
+            if span == UNSATISFIABLE:
+                self.refused = True
+                raise _Enough
+            self.span = span
+
+    async def sink(self, chunk: bytes) -> None:
+        size = self.size
+        if size is not None and self.received + len(chunk) > size:
+            raise BadBytesError(
+                f"the upstream sent more than the {size} bytes the Hub gave as the file's size"
+            )
+        first = self.received
+        self.received += len(chunk)
+        start, stop = self.span or (0, None)
+        lo = max(start - first, 0)
+        hi = len(chunk) if stop is None else min(stop - first, len(chunk))
+        if lo < hi:
+            piece = chunk[lo:hi]
+            if self.resp is None and (size is None or size > SMALL):
+                await self._open()
+            if self.resp is None:
+                self.held.append(piece)
+            else:
+                await self.resp.write(piece)
+        if stop is not None and self.received >= stop and stop < (size or 0):
+            raise _Enough
+
+    async def _open(self) -> web.StreamResponse:
+        resp = web.StreamResponse(status=200 if self.span is None else 206, headers=self.headers)
+        if self.span is not None:
+            start, stop = self.span
+            resp.headers["Content-Range"] = f"bytes {start}-{stop - 1}/{self.size}"
+            resp.content_length = stop - start
+        elif self.size is not None:
+            resp.content_length = self.size
+        await resp.prepare(self.request)
+        self.resp = resp
+        for piece in self.held:
+            await resp.write(piece)
+        self.held = []
+        return resp
+
+    async def end(self) -> web.StreamResponse:
+        want = self.size if self.span is None else self.span[1]
+        if want is not None and self.received < want:
+            raise UpstreamError(f"got {self.received} bytes, expected {self.size}", 502)
+        resp = self.resp or await self._open()
+        await resp.write_eof()
+        return resp
+
+
+async def relay(
+    request: web.BaseRequest,
+    up: Upstream,
+    target: str,
+    headers: Mapping[str, str],
+    size: int | None,
+) -> tuple[web.StreamResponse, UpstreamError | None]:
+    """Stream a file with no digest to check straight from the upstream, storing nothing;
+    the answer, and the upstream's failure if there was one.
+
+    A range is cut from the whole download (the upstream is asked for the file as a fill
+    would). A small file is held until its end, so that a body longer than declared is an
+    error status; a larger one is cut off there.
+    """
+    if size is not None and unsatisfiable(request, size):
+        return not_satisfiable(size, headers), None
+    out = _Relay(request, headers, size)
+    try:
+        await up.download(target, request.headers, out.started, out.sink)
+        return await out.end(), None
+    except _Enough:
+        if out.refused and out.size is not None:
+            return not_satisfiable(out.size, headers), None
+        return await out.end(), None
+    except (UpstreamError, OSError) as exc:
+        err = exc if isinstance(exc, UpstreamError) else UpstreamError(str(exc), 502)
+        if out.resp is None:
+            return failure(error_status(err), err.reason), err
+        if request.transport is not None:
+            request.transport.abort()
+        return out.resp, err
