@@ -157,7 +157,8 @@ def test_escape_sequences_from_a_planted_record_are_not_printed_raw(
 
 
 def test_printable_escapes_controls_but_keeps_text() -> None:
-    assert printable("caf\u00e9 a\tb\n") == "caf\u00e9 a\tb\n"
+    assert printable("caf\u00e9 a b") == "caf\u00e9 a b"
+    assert printable("a\tb\n") == "a\\tb\\n"  # a line break would forge a line of output
     assert printable("a\x1b[31mb\rc\x9bd\x7f") == "a\\x1b[31mb\\rc\\x9bd\\x7f"
 
 

@@ -46,14 +46,15 @@ def _pause_pulls(paused: str, resume: str, wait: Callable[[str], None]) -> None:
 
     real = _shared._copy
 
-    def copy(fd: int, part: _store.Partial) -> None:
+    def copy(fd: int, part: _store.Partial, size: int) -> bool:
         with open(os.dup(fd), "rb") as f:
-            part.write(f.read(1 << 20))
+            part.write(f.read(min(1 << 20, size)))
             Path(paused).write_text("1")
             wait(resume)
-            while chunk := f.read(1 << 20):
+            while part.size < size and (chunk := f.read(min(1 << 20, size - part.size))):
                 part.write(chunk)
         _shared._copy = real
+        return part.size == size
 
     _shared._copy = copy
 

@@ -7,6 +7,7 @@ table reaches every format (and every CI script that uses one) without further e
 from __future__ import annotations
 
 import os
+import stat
 
 from _cacheroot_layout import (
     CACHEROOT,
@@ -129,6 +130,9 @@ def docker_args(
     host = resolve(environ, tag, pin)
     if host.root is None:
         raise ValueError(_unusable(host))
+    problem = _not_a_directory(host.root)
+    if problem:
+        raise ValueError(problem)
     inside = container_root or host.root
     problem = path_problem(inside)
     if problem:
@@ -175,6 +179,28 @@ def _unusable(layout: Layout) -> str:
     return f"cannot export the layout: {layout.root_reason}"
 
 
+def _not_a_directory(root: str) -> str:
+    """Why the root ``root`` cannot hold a layout though it resolved (``""``: it can).
+
+    Resolving never looks at the disk (it runs at every interpreter's start), so a root that
+    exists as a file (or a FIFO, a device, a link to one) passes it; exported, every cache of the
+    layout would sit below a file, and each tool would fail on its own, far from the cause. A
+    root not there yet is fine: the first tool that writes creates it.
+    """
+    try:
+        mode = os.stat(root).st_mode
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"cannot export the layout: {CACHEROOT}={root} cannot be looked at ({exc.strerror})"
+    if stat.S_ISDIR(mode):
+        return ""
+    return (
+        f"cannot export the layout: {CACHEROOT}={root} exists and is not a directory; "
+        "move it away or point CACHEROOT at a directory"
+    )
+
+
 def export(
     fmt: str,
     environ: Mapping[str, str] | None = None,
@@ -206,6 +232,9 @@ def export(
     layout = resolve(env, tag, pin)
     if layout.root is None:
         raise ValueError(_unusable(layout))
+    problem = _not_a_directory(layout.root)
+    if problem:
+        raise ValueError(problem)
     return _with_shared(fmt, renderers[fmt](layout), env)
 
 

@@ -74,6 +74,9 @@ def _entries(value: str) -> list[tuple[tuple[str, str, int], Secret]]:
             )
         elif not _TOKEN.fullmatch(token):
             problem = f"entry {n} has an empty token, or one with characters a header cannot carry"
+        elif m[3] and not 1 <= int(m[3]) <= 65535:
+            # No URL can name such a port: the entry would never match, its token never sent.
+            problem = f"entry {n} names port {int(m[3])}, outside 1..65535"
         else:
             scheme = (m[1] or "https").lower()
             port = int(m[3]) if m[3] else _DEFAULT_PORT[scheme]

@@ -219,8 +219,11 @@ def run(args: argparse.Namespace) -> int:
     reporter = LineReporter("cacheroot fetch", quiet=args.quiet)
     status, message, path = _fetch(args, Fetcher(reporter=reporter, **settings))
     if message:
-        # Records and names on the volume, and answers of origins, may hold escape sequences.
-        sys.stderr.write(f"cacheroot fetch: {printable(message)}\n")
+        # Records and names on the volume, and answers of origins, may hold escape sequences:
+        # each line is escaped, and a message of several lines (every source of a URL failed,
+        # each escaped where the message is made) keeps its line feeds.
+        lines = "\n".join(printable(line) for line in message.split("\n"))
+        sys.stderr.write(f"cacheroot fetch: {lines}\n")
     if args.json:
         done = reporter.last
         if done is not None and path is not None:

@@ -1124,7 +1124,10 @@ class Fetcher:
 
 def _all_failed(url: str, failed: list[tuple[str, FetchError]]) -> DownloadError:
     """The error when every source of ``url`` failed: each source, in order, with its reason."""
-    tried = "".join(f"\n  {redact_url(source)}: {exc}" for source, exc in failed)
+    # One line per source: the reasons are escaped here, so the line feeds between them are the
+    # only ones the message holds (its printer escapes none of those, and a reason cannot forge
+    # a line of its own).
+    tried = "".join(f"\n  {printable(f'{redact_url(source)}: {exc}')}" for source, exc in failed)
     status = next((e.status for _, e in reversed(failed) if isinstance(e, DownloadError)), None)
     return DownloadError(
         url,

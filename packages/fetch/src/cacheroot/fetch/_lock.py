@@ -20,7 +20,8 @@ In a setgid directory (a volume shared by a group, see :mod:`._store`) the lock 
 holder record are created group-writable, so that every member of the group can take the lock.
 
 The lock file and the holder record are names on a volume other jobs write: the record is read
-and written with ``O_NOFOLLOW | O_NONBLOCK`` (:func:`cacheroot.fetch._store.open_regular`), and a
+and written with ``O_NOFOLLOW | O_NONBLOCK`` (:func:`cacheroot.fetch._store.open_regular`), read
+only once ``fstat`` says it is small (:data:`cacheroot.fetch._store.MAX_RECORD`), and a
 link, FIFO or device planted under either name is removed before the lock is taken, so that no
 open follows it (older filelock releases open the lock file with ``O_TRUNC``, through a link) and
 no read waits on it.
@@ -37,7 +38,8 @@ from typing import TYPE_CHECKING
 
 from . import _proc
 from ._errors import LockTimeout
-from ._store import SHARED_FILE, open_regular, remove_planted, share, shared
+from ._redact import printable
+from ._store import SHARED_FILE, open_regular, read_json, remove_planted, share, shared
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,13 +62,9 @@ RECLAIM_EVERY = 0.5
 
 
 def holder(lock_path: str) -> dict[str, object] | None:
-    """The record the current holder of ``lock_path`` wrote, or ``None`` when there is none."""
-    try:
-        with open(open_regular(lock_path + ".holder"), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """The record the current holder of ``lock_path`` wrote, or ``None`` when there is none
+    (or it is damaged: not JSON, or too large to be one, which is never read)."""
+    return read_json(lock_path + ".holder")
 
 
 def _describe(record: dict[str, object] | None) -> str:
@@ -77,7 +75,8 @@ def _describe(record: dict[str, object] | None) -> str:
     where = str(record.get("machine", "?")).split("|", 1)[0]
     why = _proc.unknown_reason(record)
     state = f" (whether it still runs cannot be checked from here: {why})" if why else ""
-    return f"pid {record.get('pid')} on {where}{age}{state}"
+    # Every field is the holder's word, written to a volume other jobs share: shown escaped.
+    return printable(f"pid {record.get('pid')} on {where}{age}{state}")
 
 
 class PathLock:
@@ -181,11 +180,7 @@ class PathLock:
             os.rename(self.path + ".holder", claimed)
         except OSError:
             return False
-        try:
-            with open(open_regular(claimed), encoding="utf-8") as f:
-                same = json.load(f) == record
-        except (OSError, ValueError):
-            same = False
+        same = read_json(claimed) == record
         if not same:
             # A new holder replaced the record in between: give it back and keep waiting.
             with contextlib.suppress(OSError):

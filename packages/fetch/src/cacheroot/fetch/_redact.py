@@ -7,6 +7,15 @@ log lines, exception messages, the warm summary and the pytest report. The passw
 ``***`` and the user name stays (it says whose entry it is); a userinfo without a password is
 most often a token (``https://<token>@host/``), so all of it becomes ``***``.
 
+A URL's query carries credentials at least as often: signed object-store URLs
+(``X-Amz-Signature=``, ``X-Goog-Signature=``, Azure's ``sig=``, CloudFront's
+``Signature=``/``Policy=``), API keys and tokens (``?token=``, ``access_token=``, ``api_key=``).
+Such a value is a password for as long as it is valid, and a record on a shared volume is read by
+every user of it (and copied to the shared tier). The values of the parameters
+:func:`secret_name` names become ``***`` (the names stay: they say what was there). Only what is
+written down or shown is redacted: an entry's name is still derived from the full URL, so two
+signed URLs stay two entries.
+
 The userinfo is what the HTTP client takes it to be: everything before the last ``@`` of the
 authority (the text up to the first ``/``, ``?`` or ``#`` after ``scheme://``). The function
 works on any text, so a message that quotes several URLs (a redirect's source and target) is
@@ -16,8 +25,17 @@ redacted whole. Sibling distributions import it as ``cacheroot.fetch.redact_url`
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
-__all__ = ["REDACTED", "Secret", "printable", "redact_url"]
+__all__ = [
+    "REDACTED",
+    "SECRET_NAMES",
+    "SECRET_PARTS",
+    "Secret",
+    "printable",
+    "redact_url",
+    "secret_name",
+]
 
 #: What replaces a secret.
 REDACTED = "***"
@@ -33,15 +51,76 @@ def _redacted(match: re.Match[str]) -> str:
     return f"{scheme}{user}:{REDACTED}@" if colon else f"{scheme}{REDACTED}@"
 
 
+#: Query parameter names (lower case, ``-`` read as ``_``) whose values are credentials.
+SECRET_NAMES = frozenset(
+    {
+        "access_token",
+        "api_key",
+        "apikey",
+        "auth",
+        "code",
+        "id_token",
+        "jwt",
+        "key",
+        "key_pair_id",
+        "pass",
+        "passwd",
+        "password",
+        "policy",
+        "pwd",
+        "refresh_token",
+        "secret",
+        "session",
+        "sessionid",
+        "sig",
+        "signature",
+        "token",
+    }
+)
+#: Parts of names that make any parameter a credential (``x_amz_security_token``,
+#: ``x_amz_signature``, ``x_goog_credential``, ``client_secret``, ``sas_token``...).
+SECRET_PARTS = ("token", "secret", "passw", "signature", "credential", "apikey", "api_key")
+#: ``?name=value`` or ``&name=value`` (``;`` too): the value runs to the next separator, a
+#: fragment, whitespace or a quote (URLs are quoted in messages); a colon that ends it before
+#: whitespace is the message's own (``could not fetch URL: why``) and stays.
+_PARAM = re.compile(
+    r"(?P<head>[?&;](?P<name>[^=&;#?\s'\"<>]+)=)(?P<value>[^&;#\s'\"<>]*?)"
+    r"(?=[&;#\s'\"<>]|:\s|:$|$)"
+)
+
+
+#: What every name :func:`secret_name` accepts contains (or a ``%``, which may encode one):
+#: text without any of them has no credential in its query, found by one scan instead of a
+#: parse of each parameter (a fetch that hits redacts its URL on every call).
+_HINT = re.compile(r"key|sig|code|auth|pass|pwd|jwt|polic|session|secret|token|credential|%")
+
+
+def secret_name(name: str) -> bool:
+    """Whether a query parameter called ``name`` carries a credential (:data:`SECRET_NAMES`,
+    or a name containing one of :data:`SECRET_PARTS`)."""
+    plain = unquote(name).strip().lower().replace("-", "_")
+    return plain in SECRET_NAMES or any(part in plain for part in SECRET_PARTS)
+
+
+def _param(match: re.Match[str]) -> str:
+    if not match["value"] or not secret_name(match["name"]):
+        return match[0]
+    return match["head"] + REDACTED
+
+
 def redact_url(text: str) -> str:
     """``text`` with the credentials of every URL in it redacted (see the module docstring).
 
     ``https://alice:s3cret@host/x`` becomes ``https://alice:***@host/x``, ``https://tok@host/x``
-    becomes ``https://***@host/x``; text without credentials is returned as it is.
+    becomes ``https://***@host/x``, ``https://host/x?sig=abc&v=1`` becomes
+    ``https://host/x?sig=***&v=1``; text without credentials is returned as it is.
     """
-    if "@" not in text:
-        return text
-    return _USERINFO.sub(_redacted, text)
+    if "@" in text:
+        text = _USERINFO.sub(_redacted, text)
+    query = text.find("?")  # every query starts with one: none, no query credential
+    if query >= 0 and "=" in text and _HINT.search(text[query:].lower()):
+        text = _PARAM.sub(_param, text)
+    return text
 
 
 class Secret(str):
@@ -58,14 +137,18 @@ class Secret(str):
         return repr(REDACTED)
 
 
-#: C0 and C1 control characters and DEL, except tab and line feed.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: C0 and C1 control characters and DEL, tab and line feed included; and the Unicode line and
+#: paragraph separators, which some terminals and log viewers also break lines at.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def printable(text: str) -> str:
     """``text`` with every control character (an escape sequence's ESC, a carriage return, a
-    bell) written as a Python escape (``\\x1b``), so that a file name or a record planted on the
-    volume cannot rewrite the terminal or the CI log that shows it. Tab and line feed stay."""
+    bell, a line feed, a tab) written as a Python escape (``\\x1b``, ``\\n``), so that a file name
+    or a record planted on the volume cannot rewrite the terminal or the CI log that shows it,
+    nor start a line of its own that passes for one of cacheroot's (a line feed in a name would
+    forge a row of ``cacheroot cache ls``). Apply it to each value, not to a whole multi-line
+    text: the line feeds cacheroot writes itself must stay."""
     if not _CONTROLS.search(text):
         return text
     return _CONTROLS.sub(lambda m: repr(m.group(0))[1:-1], text)

@@ -56,6 +56,7 @@ from cacheroot.envs._shared_tier import (
 
 from . import _store
 from ._lease import Lease, lease_path
+from ._redact import printable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -325,13 +326,21 @@ def publish_new(tmp: str, final: str, *, durable: bool = True, dir_fd: int | Non
     return True
 
 
-def _copy(fd: int, part: _store.Partial) -> None:
-    """Append the bytes of the file open at ``fd`` to ``part`` (hashed as they are written)."""
+def _copy(fd: int, part: _store.Partial, size: int) -> bool:
+    """Append the bytes of the file open at ``fd`` to ``part`` (hashed as they are written);
+    whether they were exactly ``size`` bytes.
+
+    No more than ``size`` bytes are ever written: the copy stops at the first byte past them, so
+    a shared file larger than its record says (a forged record next to a sparse giant) cannot
+    fill this host's disk before its digest is compared.
+    """
     while True:
         buf = part.buffer(_CHUNK)
-        n = os.readv(fd, [buf])
+        n = os.readv(fd, [memoryview(buf)[: min(_CHUNK, size + 1 - part.size)]])
         if not n:
-            return
+            return part.size == size
+        if part.size + n > size:
+            return False
         part.write(memoryview(buf)[:n], owner=buf)
 
 
@@ -340,13 +349,24 @@ def _carried(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _wanted(meta: Mapping[str, Any] | None, key: str, digest: str | None) -> str | None:
-    """The digest a shared record promises for ``key`` (and ``digest``), else ``None``."""
-    if meta is None or meta.get("url") != key:
+    """The digest a shared record promises for ``key`` (and ``digest``), else ``None``.
+
+    A record without a size is no promise either: the size is what bounds the copy.
+    """
+    if meta is None or meta.get("url") != key or _size(meta) is None:
         return None
     recorded = meta.get("sha256")
     if not isinstance(recorded, str) or (digest is not None and recorded != digest):
         return None
     return recorded
+
+
+def _size(meta: Mapping[str, Any]) -> int | None:
+    """The size in bytes a record gives its file, or ``None`` if it gives none that can be."""
+    size = meta.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        return None
+    return size
 
 
 def available(l2: str, key: str, digest: str | None) -> bool:
@@ -363,7 +383,8 @@ def pull_file(dest: str, l2: str, key: str, digest: str | None) -> bool:
     """
     meta = _store.read_meta(l2)
     expected = _wanted(meta, key, digest)
-    if expected is None or meta is None:
+    size = None if meta is None else _size(meta)
+    if expected is None or meta is None or size is None:
         return False
     top, rel = top_of(l2)
     try:
@@ -371,32 +392,57 @@ def pull_file(dest: str, l2: str, key: str, digest: str | None) -> bool:
     except FileNotFoundError:
         return False
     try:
-        src, _st = open_source(os.path.basename(l2), dir_fd=dfd)
+        src, st = open_source(os.path.basename(l2), dir_fd=dfd)
     except FileNotFoundError:  # evicted from the shared tier while we looked
         return False
     finally:
         os.close(dfd)
     try:
-        _store.makedirs(os.path.dirname(dest))
-        part = _store.Partial(dest)
-        try:
-            _copy(src, part)
-            if part.sha256 != expected:
-                log.warning(
-                    "%s on the shared tier does not match its record (sha256 %s, recorded %s): "
-                    "not used; fetched from the origin instead",
-                    l2,
-                    part.sha256,
-                    expected,
-                )
-                part.discard()
-                return False
-            part.commit(_carried(meta))
-        except BaseException:
-            part.discard()
-            raise
+        if st.st_size != size:
+            log.warning(
+                "%s on the shared tier holds %d bytes, its record says %d: not copied; fetched "
+                "from the origin instead",
+                printable(l2),
+                st.st_size,
+                size,
+            )
+            return False
+        return _pull_verified(src, dest, l2, meta, size=size, expected=expected)
     finally:
         os.close(src)
+
+
+def _pull_verified(
+    src: int, dest: str, l2: str, meta: Mapping[str, Any], *, size: int, expected: str
+) -> bool:
+    """Copy ``size`` bytes of ``src`` into a partial of ``dest``; publish it if its sha256 is
+    ``expected`` and the source held exactly that many bytes."""
+    _store.makedirs(os.path.dirname(dest))
+    part = _store.Partial(dest)
+    try:
+        if not _copy(src, part, size):
+            log.warning(
+                "%s on the shared tier changed size while it was copied (its record says %d "
+                "bytes): not used; fetched from the origin instead",
+                printable(l2),
+                size,
+            )
+            part.discard()
+            return False
+        if part.sha256 != expected:
+            log.warning(
+                "%s on the shared tier does not match its record (sha256 %s, recorded %s): "
+                "not used; fetched from the origin instead",
+                l2,
+                part.sha256,
+                expected,
+            )
+            part.discard()
+            return False
+        part.commit(_carried(meta))
+    except BaseException:
+        part.discard()
+        raise
     return True
 
 
@@ -422,14 +468,18 @@ def pull_only(
 
 
 def _copy_fd(src_fd: int, dst_fd: int, size: int, hasher: _store.Hasher | None) -> int:
-    """Copy ``src_fd`` to ``dst_fd``; in-kernel (``copy_file_range``) unless hashing."""
+    """Copy ``src_fd`` to ``dst_fd``; in-kernel (``copy_file_range``) unless hashing.
+
+    At most ``size + 1`` bytes are copied: a count over ``size`` says the source holds more than
+    it should, and the copy stopped at the first byte past it instead of filling the disk.
+    """
     done = 0
     if hasher is None and hasattr(os, "copy_file_range"):
         try:
-            while True:
-                n = os.copy_file_range(src_fd, dst_fd, max(size - done, _CHUNK))
+            while done <= size:
+                n = os.copy_file_range(src_fd, dst_fd, min(size + 1 - done, 1 << 30))
                 if not n:
-                    return done
+                    break
                 done += n
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
@@ -439,9 +489,11 @@ def _copy_fd(src_fd: int, dst_fd: int, size: int, hasher: _store.Hasher | None) 
                 os.lseek(dst_fd, 0, os.SEEK_SET)
                 os.ftruncate(dst_fd, 0)
                 done = 0
-    while True:
+        else:
+            return done
+    while done <= size:
         buf = hasher.buffer(_CHUNK) if hasher is not None else bytearray(_CHUNK)
-        n = os.readv(src_fd, [buf])
+        n = os.readv(src_fd, [memoryview(buf)[: min(_CHUNK, size + 1 - done)]])
         if not n:
             return done
         view = memoryview(buf)[:n]
@@ -450,6 +502,7 @@ def _copy_fd(src_fd: int, dst_fd: int, size: int, hasher: _store.Hasher | None) 
         if hasher is not None:
             hasher.update(memoryview(buf)[:n], owner=buf)
         done += n
+    return done
 
 
 def copy_new(
@@ -457,6 +510,7 @@ def copy_new(
     final: str,
     *,
     sha256: str | None = None,
+    size: int | None = None,
     durable: bool = True,
     src_dir_fd: int | None = None,
     dst_dir_fd: int | None = None,
@@ -473,9 +527,23 @@ def copy_new(
     link and must be a regular file (with ``expect``, the one a walk saw: :func:`open_source`).
     ``src_dir_fd`` and ``dst_dir_fd`` make the names relative to those directories; the
     destination's directory must exist.
+
+    ``size`` (what a record or the upstream says the file holds) is compared with the source's
+    ``fstat`` before a byte is copied: a source of another size publishes nothing (``None``).
+    Whatever the size, no more is copied than the source held when it was opened, plus one byte
+    that shows it grew: a file on a volume others write cannot make the copy outgrow it.
     """
     tmp = _store.partial_path(final)
     src_fd, before = open_source(src, dir_fd=src_dir_fd, expect=expect)
+    if size is not None and before.st_size != size:
+        os.close(src_fd)
+        log.info(
+            "%s holds %d bytes where %d were expected: not copied",
+            printable(src),
+            before.st_size,
+            size,
+        )
+        return None
     fd = -1
     try:
         fd = os.open(
@@ -485,9 +553,12 @@ def copy_new(
             dir_fd=dst_dir_fd,
         )
         hasher = _store.Hasher() if sha256 is not None else None
-        _copy_fd(src_fd, fd, before.st_size, hasher)
+        copied = _copy_fd(src_fd, fd, before.st_size, hasher)
         after = os.fstat(src_fd)
-        same = (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+        same = copied == before.st_size and (after.st_size, after.st_mtime_ns) == (
+            before.st_size,
+            before.st_mtime_ns,
+        )
         if not same or (hasher is not None and hasher.hexdigest() != sha256):
             os.unlink(tmp, dir_fd=dst_dir_fd)
             return None
@@ -526,7 +597,9 @@ def push_file(dest: str, l2: str) -> bool:
     try:
         name = os.path.basename(l2)
         there = fd_path(dfd, name)
-        if os.path.lexists(there) or not copy_new(dest, name, sha256=recorded, dst_dir_fd=dfd):
+        if os.path.lexists(there) or not copy_new(
+            dest, name, sha256=recorded, size=_size(meta), dst_dir_fd=dfd
+        ):
             return _adopt_unrecorded(there, meta, recorded)
         _store.write_meta(there, _carried(meta))
     finally:
@@ -538,9 +611,12 @@ def _adopt_unrecorded(l2: str, meta: Mapping[str, Any], recorded: str) -> bool:
     if _store.read_meta(l2) is not None:
         return False
     try:
-        if not stat.S_ISREG(os.lstat(l2).st_mode):  # never a link, a FIFO or a device
+        st = os.lstat(l2)
+        if not stat.S_ISREG(st.st_mode):  # never a link, a FIFO or a device
             return False
-        digest, _size = _store.sha256_file(l2)
+        if st.st_size != _size(meta):  # another size cannot be the same bytes: not hashed
+            return False
+        digest, _length = _store.sha256_file(l2)
     except OSError:
         return False
     if digest != recorded:

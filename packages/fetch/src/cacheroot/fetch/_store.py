@@ -49,6 +49,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from . import _proc
+from ._redact import printable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -66,6 +67,11 @@ SHARED_FILE = 0o664
 SHARED_DIR = 0o2775
 #: A partial starts writing back behind the download every this many bytes.
 FLUSH_EVERY = 64 << 20
+#: The largest record (sidecar, lock holder) that is read: records are a few hundred bytes, and
+#: one planted far larger (a sparse file of gigabytes costs its planter no disk) would otherwise
+#: be read whole into memory by every fetch, ``cache ls``, ``verify`` and ``prune`` that meets it.
+#: A record over it is damaged: never read, its entry a miss.
+MAX_RECORD = 256 << 10
 #: Flags every open of a file on the volume adds: follow no final link, never block on a FIFO
 #: (cleared once the file is known to be regular), keep the descriptor from children.
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -78,6 +84,13 @@ _KINDS = (
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISDIR, "a directory"),
 )
+
+
+class RecordTooLargeError(OSError):
+    """A record (sidecar, lock holder) larger than :data:`MAX_RECORD`: damaged, and not read.
+
+    Reading it whole could take all the memory there is; nothing cacheroot writes is that large.
+    """
 
 
 class NotRegularFileError(OSError):
@@ -115,24 +128,82 @@ def open_regular(
     The descriptor is returned blocking again. With ``O_CREAT | O_EXCL`` a name that exists in
     any form (a dangling link too) raises :class:`FileExistsError`, as ``os.open`` does.
     """
+    return open_regular_stat(path, flags, mode, dir_fd=dir_fd)[0]
+
+
+def open_regular_stat(
+    path: str, flags: int = os.O_RDONLY, mode: int = 0o666, *, dir_fd: int | None = None
+) -> tuple[int, os.stat_result]:
+    """:func:`open_regular` that also returns the ``fstat`` it judged the file by, so that a
+    caller who needs the size or owner pays for no second system call."""
     try:
         fd = os.open(path, flags | _SAFE, mode, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise not_regular(path, None) from None
-        if exc.errno == errno.ENXIO:  # O_WRONLY on a FIFO nobody reads
-            raise not_regular(path, stat.S_IFIFO) from None
+        if exc.errno == errno.ENXIO:  # a socket, or O_WRONLY on a FIFO nobody reads
+            raise not_regular(path, _lmode(path, dir_fd, stat.S_IFIFO)) from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISREG(mode):
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
             os.set_blocking(fd, True)
-            return fd
+            return fd, st
     except BaseException:
         os.close(fd)
         raise
     os.close(fd)
-    raise not_regular(path, mode)
+    raise not_regular(path, st.st_mode)
+
+
+def _lmode(path: str, dir_fd: int | None, default: int) -> int:
+    """The ``st_mode`` of ``path`` itself (no link followed), or ``default`` if it is gone:
+    ``ENXIO`` comes from a socket as from a FIFO, and the message must name the right one."""
+    try:
+        return os.lstat(path, dir_fd=dir_fd).st_mode
+    except OSError:
+        return default
+
+
+def read_small(path: str, *, dir_fd: int | None = None, limit: int = MAX_RECORD) -> bytes:
+    """The whole content of the small regular file ``path`` (a record), read through
+    :func:`open_regular` only after ``fstat`` says it holds at most ``limit`` bytes.
+
+    A larger file raises :class:`RecordTooLargeError` and is not read; one that grows past
+    ``limit`` while it is read raises the same, having read ``limit + 1`` bytes at most.
+    """
+    fd, st = open_regular_stat(path, dir_fd=dir_fd)
+    try:
+        if st.st_size > limit:
+            raise _too_large(path, st.st_size, limit)
+        chunks: list[bytes] = []
+        got = 0
+        while chunk := os.read(fd, limit + 1 - got):
+            chunks.append(chunk)
+            got += len(chunk)
+            if got > limit:
+                raise _too_large(path, got, limit)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _too_large(path: str, size: int, limit: int) -> RecordTooLargeError:
+    return RecordTooLargeError(
+        errno.EFBIG,
+        f"record of {size} bytes, over the {limit}-byte limit of a record: damaged, not read",
+        path,
+    )
+
+
+def read_json(path: str, *, dir_fd: int | None = None) -> dict[str, Any] | None:
+    """The JSON object in the record ``path`` (:func:`read_small`); ``None`` when it is missing,
+    unreadable, too large, not JSON or not an object: a damaged record is no record."""
+    try:
+        data = json.loads(read_small(path, dir_fd=dir_fd))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def remove_planted(path: str) -> bool:
@@ -323,17 +394,21 @@ def _sha256_fd(fd: int) -> tuple[str, int]:
 
 
 def read_meta(dest: str) -> dict[str, Any] | None:
-    """The sidecar of ``dest`` (``None`` when missing or unreadable)."""
+    """The sidecar of ``dest`` (``None`` when missing, unreadable or over :data:`MAX_RECORD`:
+    the entry is then a miss, never a read of a planted giant)."""
+    return read_json(meta_path(dest))
+
+
+def record_problem(dest: str) -> str:
+    """Why the sidecar of ``dest`` is damaged beyond a missing one (``""`` if it is not): one
+    too large to read, which :func:`read_meta` reads as none but ``verify`` should name."""
     try:
-        fd = open_regular(meta_path(dest))
+        size = os.lstat(meta_path(dest)).st_size
     except OSError:
-        return None
-    try:
-        with open(fd, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        return ""
+    if size > MAX_RECORD:
+        return f"its record is {size} bytes, over the {MAX_RECORD}-byte limit: damaged, not read"
+    return ""
 
 
 def write_meta(dest: str, meta: dict[str, Any]) -> None:
@@ -454,6 +529,24 @@ class Hasher:
         return self._h.hexdigest()
 
 
+class UntrustedPartialError(OSError):
+    """An abandoned partial that may not be adopted: linked elsewhere or someone else's."""
+
+
+def _untrusted(st: os.stat_result) -> str:
+    """Why the partial whose ``fstat`` is ``st`` may not be adopted (``""``: it may).
+
+    Adopting means writing into that inode and publishing it as the entry. A second name for it
+    (``st_nlink > 1``) is a hard link another job made to a file of its choosing, which would be
+    rewritten and then served; a partial of another uid is bytes this user never wrote.
+    """
+    if st.st_nlink != 1:
+        return f"it has {st.st_nlink} names (a hard link to another file)"
+    if st.st_uid not in (0, os.geteuid()):
+        return f"it belongs to uid {st.st_uid}, neither root nor this user"
+    return ""
+
+
 class Partial:
     """One writer's partial file for ``dest``, hashed as it is written.
 
@@ -467,7 +560,12 @@ class Partial:
         # A fresh partial is created (O_EXCL: nothing there is followed); an adopted one must
         # be the regular file it was, never a link planted under a partial's name.
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if path is None else 0)
-        self.fd: int | None = open_regular(self.path, flags)
+        fd, st = open_regular_stat(self.path, flags)
+        self.fd: int | None = fd
+        if path is not None and (why := _untrusted(st)):
+            os.close(fd)
+            self.fd = None
+            raise UntrustedPartialError(errno.EPERM, f"not adopted: {why}", self.path)
         if path is None:
             try:
                 share(self.fd, os.path.dirname(self.path))
@@ -502,6 +600,11 @@ class Partial:
                 continue  # another process claimed it first
             try:
                 mine = cls(dest, new)
+            except UntrustedPartialError as exc:
+                log.warning("%s: %s; starting afresh", printable(old), exc.strerror)
+                with contextlib.suppress(OSError):
+                    os.unlink(new)  # our name only: another name of the inode keeps its bytes
+                continue
             except OSError:
                 remove_planted(new)  # swapped for a link or FIFO since it was listed
                 continue

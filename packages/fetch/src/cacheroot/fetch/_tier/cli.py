@@ -16,6 +16,7 @@ from cacheroot.envs.units import format_size
 
 from .._cli import age_arg, seconds_arg, size_arg
 from .._progress import counted
+from .._redact import printable
 from .._shared import read_only_note, read_problem, root_problem
 from . import layers as _tier
 
@@ -205,8 +206,19 @@ def _not_written(mode: str) -> str:
     return f"the shared tier is read-only here ({CACHEROOT_SHARED_MODE}=ro or a read-only mount)"
 
 
+class _Printable(logging.Formatter):
+    """Log lines with control characters escaped (:func:`printable`): the names a sync or an
+    eviction reports are the ones jobs gave files on the volume, and a line feed in one would
+    forge a line of this command's output."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
+
+
 def _quiet_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="cacheroot tier: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Printable("cacheroot tier: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def _run_up(args: argparse.Namespace) -> int:
@@ -300,7 +312,9 @@ def _run_evict(args: argparse.Namespace) -> int:
         if args.dry_run:
             sys.stdout.write(f"{label}: would remove {len(victims)} ({format_size(size)})\n")
             for v in victims:
-                sys.stdout.write(f"  {v.path} ({format_size(v.size)}): {v.reason}\n")
+                sys.stdout.write(
+                    f"  {printable(v.path)} ({format_size(v.size)}): {printable(v.reason)}\n"
+                )
             continue
         done = apply(victims)
         sys.stdout.write(

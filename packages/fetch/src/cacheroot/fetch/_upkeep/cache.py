@@ -53,6 +53,7 @@ from .._store import (
     partial_path,
     partials,
     read_meta,
+    record_problem,
     sha256_file,
     write_meta,
 )
@@ -380,7 +381,10 @@ def _found(path: str) -> str:
 
 def _check(entry: Entry) -> tuple[str, str]:
     """``(status, detail)``: ``ok``, ``corrupt``, ``unreadable`` (this user cannot read it) or
-    ``unverified`` (nothing recorded to check)."""
+    ``unverified`` (nothing recorded to check). A record too large to be one was never read
+    (:func:`record_problem`): the entry is ``corrupt``, so that ``verify`` moves it aside."""
+    if entry.meta is None and (why := record_problem(entry.path)):
+        return "corrupt", why
     meta = entry.meta or {}
     try:
         if isinstance(meta.get("sha256"), str):

@@ -23,6 +23,7 @@ from cacheroot.envs.units import format_age, format_size
 from .._cli import age_arg, namespace_arg, size_arg
 from .._errors import FetchError
 from .._progress import counted
+from .._redact import printable
 from .._warm.manifest import load_manifest
 from .._warm.warm import check_model
 from .cache import GRACE, disk_usage, entries, missing_namespace, verify
@@ -291,7 +292,8 @@ def _run_ls(args: argparse.Namespace, cache: str) -> int:
         f"test cache ({VLLM_TEST_CACHE}): {cache}",
         "ENTRY\tSIZE\tLAST USED (UTC)\tSOURCE",
         [
-            f"{e.namespace}/{e.name}\t{format_size(e.size)}\t{_when(e.last_used)}\t{e.url or '-'}\n"
+            f"{printable(f'{e.namespace}/{e.name}')}\t{format_size(e.size)}\t"
+            f"{_when(e.last_used)}\t{printable(e.url or '-')}\n"
             for e in rows
         ],
     )
@@ -350,7 +352,8 @@ def _run_verify(args: argparse.Namespace, cache: str) -> int:
     for r in rows:
         if r["status"] != "ok":
             where = f" -> {r['quarantined']}" if r.get("quarantined") else ""
-            lines.append(f"{r['status']}: {r['namespace']}/{r['name']}: {r['detail']}{where}\n")
+            entry = printable(f"{r['namespace']}/{r['name']}")
+            lines.append(f"{r['status']}: {entry}: {printable(r['detail'])}{printable(where)}\n")
     lines += [f"incomplete: {m['entry']}: {m['reason']}\n" for m in bad_models]
     checked = f"; {counted(len(models), 'model')}, {len(bad_models)} incomplete"
     lines.append(

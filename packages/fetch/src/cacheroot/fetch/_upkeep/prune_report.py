@@ -18,6 +18,7 @@ from cacheroot.envs import resolve
 from cacheroot.envs.units import format_size
 
 from .._progress import counted
+from .._redact import printable
 from .budget import apply, choose
 from .cache import prune
 from .root_caches import free_space, not_followed
@@ -120,17 +121,23 @@ def render(report: dict[str, Any]) -> str:
             continue
         lines.append(f"{name} ({info['path']}):\n")
         lines += [
-            f"  {verb} {r['label']} ({format_size(r['size'])}): {r['reason']}\n" for r in rows
+            f"  {verb} {printable(r['label'])} ({format_size(r['size'])}): "
+            f"{printable(r['reason'])}\n"
+            for r in rows
         ]
         lines += [
-            f"  {'could not remove' if k['error'] else 'kept'} {k['label']}: {k['reason']}\n"
+            f"  {'could not remove' if k['error'] else 'kept'} {printable(k['label'])}: "
+            f"{printable(k['reason'])}\n"
             for k in held
         ]
         if rows:
             lines.append(
                 f"  {counted(len(rows), 'entry', 'entries')}, {format_size(info['freed'])}\n"
             )
-    lines += [f"{verb} {s['path']}: {s['reason']}\n" for s in report.get("strays", [])]
+    lines += [
+        f"{verb} {printable(s['path'])}: {printable(s['reason'])}\n"
+        for s in report.get("strays", [])
+    ]
     lines += [f"note: {n}\n" for n in report["notes"]]
     free = "" if report["free"] is None else f", {format_size(report['free'])} free"
     lines.append(
