@@ -4,6 +4,8 @@ Not a test: it prints figures for the docs. Run from the repository root::
 
     .venv/bin/python benchmarks/bench_hub.py             # 256 MiB file, 7 rounds, fault table
     .venv/bin/python benchmarks/bench_hub.py --quick     # 16 MiB, 5 rounds, no fault table
+    .venv/bin/python benchmarks/bench_hub.py --speed     # 1 GiB file: section 0 alone
+    .venv/bin/python benchmarks/bench_hub.py --speed --size 256   # the same, quicker
 
 The upstream is the project's local test hub (``tests/hub/hubserver.py``: a threaded Python
 server on 127.0.0.1, the file sent from memory), so "direct" is a fast, local hub: the real Hub
@@ -11,6 +13,19 @@ is tens of milliseconds away, which the cache saves on every hit. Arms run in in
 rounds, the order rotated each round (``benchmarks/_rounds.py``); per arm the median and
 min-max are printed, with the Python, nproc and the load before and after.
 
+0. (``--speed``, alone.) Near disk speed, against a sendfile origin (``tests/origin``'s
+   ``files``: the kernel copies the file from the page cache, as a CDN on loopback would) that
+   answers the Hub's ``HEAD`` for one LFS file and sends its bytes. The file and the hub's
+   store are in a temporary directory on disk (the script prints its file system), never a
+   tmpfs: the hub's writes and its fsync are real. Each pull is one ``GET`` read to nowhere in
+   1 MiB ``readinto`` calls (``http.client``), timed to its last byte; ratios are taken round
+   by round. (a) A cold pull through the hub (the stored file removed before each; its ``HEAD``
+   answer kept) against the origin directly; after it, untimed, the script waits until the
+   hub has published the file, so its fsync never overlaps the next arm. (b) The first serve
+   after a restart of a file the hub verified itself (the hub restarted before each, untimed),
+   and a later serve of it, against the origin. (c) ``hf_hub_download`` into an empty cache
+   directory, through the hub (file stored) and directly from the origin. The hub's peak RSS
+   (``VmHWM``, the largest over its processes) is printed last.
 1. Metadata latency, per call, over a kept-alive connection (``requests.Session``): ``GET
    /api/models/REPO/revision/main`` and ``HEAD /REPO/resolve/main/config.json``, from the hub
    directly and through a warm hub cache.
@@ -30,15 +45,20 @@ min-max are printed, with the Python, nproc and the load before and after.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
+import http.client
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,11 +66,18 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import requests  # noqa: E402
 
-from benchmarks._rounds import MIN_ROUNDS, Conditions, Rounds, run_rounds, table  # noqa: E402
+from benchmarks._rounds import (  # noqa: E402
+    MIN_ROUNDS,
+    Conditions,
+    Rounds,
+    Summary,
+    run_rounds,
+    table,
+)
 from cacheroot.fetch._hub.service import HubProcess  # noqa: E402
 from tests.hub.hubserver import HubRepo, HubServer  # noqa: E402
 from tests.hub.suite import write_suite  # noqa: E402
-from tests.origin import Server, files  # noqa: E402
+from tests.origin import Exchange, Handler, Server, files  # noqa: E402
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -246,9 +273,183 @@ def faults(hub: HubServer, repo: HubRepo, tmp: Path, limit: float) -> None:
     print(f"   {'refused connection':<26}{cells[0]:<44}{cells[1]:<44}")
 
 
+SPEED_FILE = "model.safetensors"
+SPEED_PATH = f"/{REPO}/resolve/main/{SPEED_FILE}"
+
+
+def _speed_origin(static: Path, sha: str, size: int) -> Handler:
+    """The Hub's ``HEAD`` of one LFS file (as ``tests/hub/hubserver.py`` answers it) and its
+    bytes by ``sendfile`` (``files``); the client's "no agent known" registry; else 404."""
+    send = files(str(static))
+    commit = hashlib.sha1(sha.encode(), usedforsecurity=False).hexdigest()
+    head = {"X-Repo-Commit": commit, "ETag": f'"{sha}"', "X-Linked-Etag": f'"{sha}"'}
+    head.update({"X-Linked-Size": str(size), "Content-Type": "application/octet-stream"})
+
+    def answer(ex: Exchange) -> None:
+        if ex.info.path == "/api/agent-harnesses":
+            ex.respond(200, b'{"standardEnvVars": [], "harnesses": {}}')
+        elif ex.info.path != SPEED_PATH:
+            ex.respond(404, b"not found\n")
+        elif ex.command == "HEAD":
+            ex.respond(200, b"", head, length=size)
+        else:
+            send(ex)
+
+    return answer
+
+
+def _pull(url: str, size: int) -> float:
+    """Seconds a ``GET`` of ``url`` takes to its last byte, read to nowhere in 1 MiB reads."""
+    parts = urlsplit(url)
+    start = time.perf_counter()
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=120)
+    try:
+        conn.request("GET", parts.path)
+        resp = conn.getresponse()
+        view = memoryview(bytearray(1 << 20))
+        total = 0
+        while n := resp.readinto(view):
+            total += n
+    finally:
+        conn.close()
+    took = time.perf_counter() - start
+    if resp.status != 200 or total != size:
+        raise RuntimeError(f"{url}: status {resp.status}, {total} of {size} bytes")
+    return took
+
+
+def _peak_rss(proc: HubProcess) -> int:
+    """The hub process's peak resident set (``VmHWM``), in KiB; 0 if it cannot be read."""
+    try:
+        with open(f"/proc/{proc.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _fs_of(path: Path) -> str:
+    """The file system type ``path`` is on (from ``/proc/mounts``: the longest mount prefix)."""
+    best, kind = "", "unknown"
+    with contextlib.suppress(OSError), open("/proc/mounts") as mounts:
+        for line in mounts:
+            fields = line.split()
+            point = fields[1]
+            if str(path).startswith(point.rstrip("/") + "/") and len(point) > len(best):
+                best, kind = point, fields[2]
+    return f"{kind} (mounted at {best or '?'})"
+
+
+def _write_file(path: Path, size_mib: int) -> str:
+    """Write ``size_mib`` MiB of random bytes to ``path``; their sha256."""
+    hasher = hashlib.sha256()
+    with open(path, "wb") as out:
+        for _ in range(size_mib):
+            block = os.urandom(1 << 20)
+            hasher.update(block)
+            out.write(block)
+    return hasher.hexdigest()
+
+
+class _Speed:
+    """Section 0's hub (restarted at will on one store), its origin and its arms."""
+
+    def __init__(self, origin: Server, store: Path, blob: Path, size: int) -> None:
+        self.origin, self.store, self.blob, self.size = origin, store, blob, size
+        self.hub = HubProcess.start(upstream=origin.base, store=str(store))
+        #: The largest peak RSS of the hub processes stopped so far (KiB).
+        self.peak = 0
+
+    def stop(self) -> None:
+        self.peak = max(self.peak, _peak_rss(self.hub))
+        self.hub.stop()
+
+    def direct(self) -> float:
+        return _pull(self.origin.base + SPEED_PATH, self.size)
+
+    def cold(self) -> float:
+        with contextlib.suppress(FileNotFoundError):
+            self.blob.unlink()
+        took = _pull(self.hub.url + SPEED_PATH, self.size)
+        deadline = time.monotonic() + 120
+        while not self.blob.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)  # published (synced): nothing left to overlap the next arm
+        return took
+
+    def first(self) -> float:
+        self.stop()
+        self.hub = HubProcess.start(upstream=self.origin.base, store=str(self.store))
+        return _pull(self.hub.url + SPEED_PATH, self.size)
+
+    def later(self) -> float:
+        return _pull(self.hub.url + SPEED_PATH, self.size)
+
+    def hf(self, endpoint: str, into: Path) -> float:
+        import huggingface_hub as hh
+
+        shutil.rmtree(into, ignore_errors=True)
+        start = time.perf_counter()
+        hh.hf_hub_download(REPO, SPEED_FILE, endpoint=endpoint, cache_dir=str(into))
+        took = time.perf_counter() - start
+        shutil.rmtree(into, ignore_errors=True)
+        return took
+
+
+def speed(size_mib: int, rounds: int, tmp: Path) -> None:
+    """Section 0 (see the module docstring)."""
+    size = size_mib << 20
+    static = tmp / "static"
+    static.mkdir()
+    sha = _write_file(static / SPEED_FILE, size_mib)
+    print(f"file: {size_mib} MiB in {tmp}, on {_fs_of(tmp)}")
+    with Server(_speed_origin(static, sha, size), methods=("GET", "HEAD")) as origin:
+        s = _Speed(origin, tmp / "store", tmp / "store" / "blobs" / sha, size)
+        try:
+            arms: dict[str, Callable[[], float]] = {
+                "sendfile origin": s.direct,
+                "hub, cold pull-through": s.cold,
+            }
+            r = run_rounds(arms, rounds, warmup=1)
+            print("\n0a. Cold pull: seconds to the last byte")
+            _print(r, arms, scale=1.0)
+            _ratio(r, "hub, cold pull-through", "sendfile origin")
+            arms = {
+                "sendfile origin": s.direct,
+                "hub, first serve after restart": s.first,
+                "hub, later serve": s.later,
+            }
+            r = run_rounds(arms, rounds, warmup=1)
+            print("\n0b. Stored file: seconds to the last byte")
+            _print(r, arms, scale=1.0)
+            _ratio(r, "hub, first serve after restart", "sendfile origin")
+            _ratio(r, "hub, later serve", "sendfile origin")
+            arms = {
+                "hf_hub_download, origin": lambda: s.hf(origin.base, tmp / "hf-direct"),
+                "hf_hub_download, hub": lambda: s.hf(s.hub.url, tmp / "hf-hub"),
+            }
+            r = run_rounds(arms, rounds, warmup=1)
+            print("\n0c. hf_hub_download into an empty cache directory: seconds")
+            _print(r, arms, scale=1.0)
+            _ratio(r, "hf_hub_download, hub", "hf_hub_download, origin")
+        finally:
+            s.stop()
+    print(f"\n   hub peak RSS (VmHWM, largest of its processes): {s.peak / 1024:.0f} MiB")
+
+
+def _ratio(r: Rounds, arm: str, base: str) -> None:
+    s = Summary.of(r.ratios(arm, base))
+    print(f"   {arm} / {base}: median {s.median:.2f}, min-max {s.low:.2f}-{s.high:.2f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--size", type=int, default=256, help="MiB of the LFS file (default 256)")
+    p.add_argument(
+        "--size", type=int, default=None, help="MiB of the LFS file (default 256; --speed: 1024)"
+    )
+    p.add_argument("--speed", action="store_true", help="section 0 alone (near disk speed)")
+    p.add_argument("--dir", default=None, help="--speed: the directory its files go under")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--procs", type=int, default=8)
@@ -264,6 +465,12 @@ def main() -> None:
     args.rounds = max(args.rounds, MIN_ROUNDS)
     conditions = Conditions.now()
     print(conditions.header())
+    if args.speed:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp_text:
+            speed(args.size or 1024, args.rounds, Path(tmp_text))
+        print(conditions.footer())
+        return
+    args.size = args.size or 256
     repo = _repo(args.size)
     with tempfile.TemporaryDirectory() as tmp_text, HubServer() as hub:
         tmp = Path(tmp_text)

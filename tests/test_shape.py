@@ -134,7 +134,13 @@ HUB_USES = {
     "cacheroot.fetch._shared",
     "cacheroot.fetch._store",
 }
-HUB_SEAMS = {"cacheroot.fetch._plugin.hub", "cacheroot.fetch._plugin.offline"}
+HUB_SEAMS = {
+    "cacheroot.fetch._plugin.hub",
+    "cacheroot.fetch._plugin.offline",
+    # A manifest with ``hub_cache = true``: warm asks the suite's metadata calls through a hub
+    # cache on the volume's store, so that a run through the hub answers them with the Hub gone.
+    "cacheroot.fetch._warm.hubanswers",
+}
 
 
 def _in_wing(module: str, wing: str) -> bool:
@@ -177,6 +183,9 @@ SEAMS = {
     ("cacheroot.fetch._tier.layers", "cacheroot.fetch._upkeep.in_use"),
     ("cacheroot.fetch._upkeep.cli", "cacheroot.fetch._warm.manifest"),
     ("cacheroot.fetch._upkeep.cli", "cacheroot.fetch._warm.warm"),
+    # ``hub_cache = true``: the warm asks through a hub cache (found or started) and writes the
+    # answers that pin a branch to the warmed commit; the Hub's API stays the hub wing's.
+    ("cacheroot.fetch._warm.hubanswers", "cacheroot.fetch._hub.answers"),
     ("cacheroot.fetch._warm.manifest", "cacheroot.fetch._models.model"),
 }
 
@@ -332,6 +341,7 @@ PUBLIC = {
         "url_key",
     ],
     "cacheroot.envs": [
+        "BUILDKITE",
         "BUILDKITE_PARALLEL_JOB",
         "BUILDKITE_PARALLEL_JOB_COUNT",
         "CACHEROOT",
@@ -358,6 +368,7 @@ PUBLIC = {
         "DERIVED",
         "EXPLICIT",
         "FORMATS",
+        "GITHUB_STEP_SUMMARY",
         "HF_ENDPOINT",
         "HF_HOME",
         "HF_HUB_CACHE",

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cacheroot.envs import (
+    BUILDKITE,
     CACHEROOT,
     CACHEROOT_DISABLE,
     CACHEROOT_OFFLINE,
     CACHEROOT_OPT_IN,
+    GITHUB_STEP_SUMMARY,
     HF_HUB_OFFLINE,
     TABLE,
     VLLM_TEST_CACHE_ONLY,
@@ -36,14 +38,22 @@ TESTS = ROOT / "tests"
 #: The plugin's module (and what ``-p`` takes when no entry point registers it).
 PLUGIN = "cacheroot.fetch._plugin"
 #: Variables of the outer run that would change what a child run does (xdist's and
-#: pytest-split's, Buildkite's shard, the scenario suite's root and origin).
+#: pytest-split's, Buildkite's shard, the scenario suite's root and origin; and the CI's
+#: report targets, which a child run must not write to).
 DROP_PREFIXES = ("PYTEST_", "BUILDKITE_PARALLEL_", "CACHEROOT_SCENARIO_")
 #: The scenario suite's controls, spelled in ``tests/scenarios/origin.py`` (imported by name: it
 #: is another top-level test package, which mypy does not follow from here).
 _SCENARIOS: Any = importlib.import_module("scenarios.origin")
 SCENARIO_ROOT: str = _SCENARIOS.SCENARIO_ROOT
 SCENARIO_ORIGIN: str = _SCENARIOS.SCENARIO_ORIGIN
-DROP = (CACHEROOT_OFFLINE, HF_HUB_OFFLINE, VLLM_TEST_CACHE_ONLY, "PYTHONPATH")
+DROP = (
+    CACHEROOT_OFFLINE,
+    HF_HUB_OFFLINE,
+    VLLM_TEST_CACHE_ONLY,
+    "PYTHONPATH",
+    GITHUB_STEP_SUMMARY,
+    BUILDKITE,
+)
 
 
 def plugin_args() -> list[str]:

@@ -315,6 +315,10 @@ def test_export_manifest_lists_the_files_served_by_commit_and_branch(
     ).stdout
     assert out.splitlines()[2:] == [
         "",
+        "# The suite runs through the hub cache: warming this also keeps the answers of",
+        "# its metadata calls (model_info, list_repo_files, file_exists) in the hub store.",
+        "hub_cache = true",
+        "",
         "[[model]]",
         'hub = "hf"',
         'repo_id = "acme/tiny-model"',
@@ -545,3 +549,41 @@ def test_a_poisoned_or_planted_blob_is_never_served(
     assert got == data
     assert not blob.is_symlink()
     assert hub.count_path(path, "GET") == 3
+
+
+def test_a_file_the_hub_checked_itself_is_not_hashed_again_but_a_planted_one_is(
+    start: Start, hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    """Hashing a multi-gigabyte file again on its first serve after a restart only makes the
+    client wait: a file the hub published (checked as it arrived) is trusted as long as it is
+    unchanged, while a file that appeared in the store some other way is still checked."""
+    weights = f"/{tiny_repo.repo_id}/resolve/{tiny_repo.commit}/model.safetensors"
+    config = f"/{tiny_repo.repo_id}/resolve/{tiny_repo.commit}/config.json"
+    proxy = start(hub.url)
+    assert (
+        requests.get(proxy.url + weights, timeout=20).content
+        == (tiny_repo.files["model.safetensors"])
+    )
+    assert requests.get(proxy.url + weights, timeout=20).headers["X-Cacheroot-Hub"] == "hit"
+    assert proxy.stats()["counts"].get("blob_checked", 0) == 0
+    proxy.stop()
+
+    # Another job plants a file with the right bytes under its digest's name.
+    planted = tmp_path / "store" / "blobs" / tiny_repo.etag("config.json")
+    planted.write_bytes(tiny_repo.files["config.json"])
+    proxy = start(hub.url)
+    for _ in range(2):
+        resp = requests.get(proxy.url + weights, timeout=20)
+        assert (resp.content, resp.headers["X-Cacheroot-Hub"]) == (
+            tiny_repo.files["model.safetensors"],
+            "hit",
+        )
+    assert proxy.stats()["counts"].get("blob_checked", 0) == 0  # published: trusted
+    for _ in range(2):
+        resp = requests.get(proxy.url + config, timeout=20)
+        assert (resp.content, resp.headers["X-Cacheroot-Hub"]) == (
+            tiny_repo.files["config.json"],
+            "hit",
+        )
+    assert proxy.stats()["counts"]["blob_checked"] == 1  # planted: checked once, then trusted
+    assert hub.count_path(config, "GET") == 0

@@ -11,6 +11,7 @@ holds the store's lock of a file and publishes the file, as a hub does.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ import filelock
 import pytest
 import requests
 
+from cacheroot.fetch._hub import fills
 from cacheroot.fetch._hub.service import HubProcess
 
 if TYPE_CHECKING:
@@ -432,7 +434,9 @@ def test_ranges_are_answered_right_while_a_fill_runs_and_after(start: Start) -> 
             ),
             (200, None, sha, data[-10:]),
         ]
-        # The same from the store.
+        # The same from the store, once the fill is over: its clients have every byte before
+        # the file is synced and published, and a request meanwhile still joins the fill.
+        _wait_for(lambda: requests.head(url, timeout=10).headers.get("X-Cacheroot-Hub") == "hit")
         stored = [
             requests.get(url, headers={"Range": spec}, timeout=10)
             for spec in ("bytes=100-199", "bytes=4194304-", "bytes=-10")
@@ -643,3 +647,43 @@ def test_prune_removes_a_partial_only_when_its_writer_is_surely_gone(tmp_path: P
         ]
     )
     assert (done.removed, done.kept) == (0, 0)
+
+
+def test_readers_get_the_last_byte_before_the_sync_and_nothing_is_published_unsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Syncing a large file takes seconds: its readers need not wait for it, as long as the
+    digest checked out; the fill is done (and may be published) only once the sync is over."""
+    data = os.urandom(3 << 20)
+    syncing, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        syncing.set()
+        release.wait(30)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+
+    async def run() -> None:
+        fd = os.open(tmp_path / "partial", os.O_RDWR | os.O_CREAT, 0o644)
+        fill = fills.Fill(str(tmp_path / "blob"), len(data))
+        fill.write_to(str(tmp_path / "partial"), fd)
+        sink = fills.Sink(fill, fd, hashlib.sha256(data).hexdigest())
+        sink.started(len(data))
+        for at in range(0, len(data), 100_000):
+            await sink(data[at : at + 100_000])
+        finishing = asyncio.ensure_future(sink.finish())
+        while not syncing.is_set():
+            await asyncio.sleep(0.01)
+        assert fill.readable() == len(data)  # every byte, while the sync runs
+        assert os.pread(fd, len(data), 0) == data
+        assert not finishing.done()  # the publish comes after it: never unsynced
+        release.set()
+        await finishing
+        fill.leave()
+
+    try:
+        asyncio.run(run())
+    finally:
+        release.set()

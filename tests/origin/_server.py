@@ -237,8 +237,10 @@ class Server(ThreadingHTTPServer):
         port: int = 0,
         tls: ssl.SSLContext | None = None,
         methods: tuple[str, ...] = ("GET", "HEAD"),
+        host: str = "127.0.0.1",
     ) -> None:
-        super().__init__(("127.0.0.1", port), Exchange)
+        super().__init__((host, port), Exchange)
+        self.host = host
         if tls is not None:
             self.socket = tls.wrap_socket(self.socket, server_side=True)
         self.scheme = "https" if tls is not None else "http"
@@ -260,8 +262,9 @@ class Server(ThreadingHTTPServer):
 
     @property
     def base(self) -> str:
-        """``http://127.0.0.1:PORT`` (``https://`` with TLS)."""
-        return f"{self.scheme}://127.0.0.1:{self.port}"
+        """``http://HOST:PORT`` (``https://`` with TLS); the host is ``127.0.0.1`` unless
+        ``host`` named another loopback address."""
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def url(self, path: str = "") -> str:
         """The absolute URL of ``path`` (a leading ``/`` is added when missing)."""

@@ -106,6 +106,10 @@ PYTEST_XDIST_WORKER = "PYTEST_XDIST_WORKER"
 #: Buildkite's job index and count, from which the harness takes the shard of a parallel step.
 BUILDKITE_PARALLEL_JOB = "BUILDKITE_PARALLEL_JOB"
 BUILDKITE_PARALLEL_JOB_COUNT = "BUILDKITE_PARALLEL_JOB_COUNT"
+#: Set (to ``true``) in every Buildkite job: the session's hub report becomes an annotation.
+BUILDKITE = "BUILDKITE"
+#: GitHub Actions: the file a step appends Markdown to for the job's summary page.
+GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 
 #: The harness: a fixed root for the scenario suite (a CI volume, or a cold/warm directory), and
 #: an origin URL the scenarios use instead of starting their own.

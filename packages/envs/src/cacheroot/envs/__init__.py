@@ -9,6 +9,7 @@ package re-exports them with the exporters, and the doctor and the command line 
 from __future__ import annotations
 
 from _cacheroot_layout import (
+    BUILDKITE,
     BUILDKITE_PARALLEL_JOB,
     BUILDKITE_PARALLEL_JOB_COUNT,
     CACHEROOT,
@@ -34,6 +35,7 @@ from _cacheroot_layout import (
     DEFAULT_SOURCE,
     DERIVED,
     EXPLICIT,
+    GITHUB_STEP_SUMMARY,
     HF_ENDPOINT,
     HF_HOME,
     HF_HUB_CACHE,
@@ -77,6 +79,7 @@ from _cacheroot_layout import (
 from ._export import FORMATS, docker_args, export
 
 __all__ = [
+    "BUILDKITE",
     "BUILDKITE_PARALLEL_JOB",
     "BUILDKITE_PARALLEL_JOB_COUNT",
     "CACHEROOT",
@@ -103,6 +106,7 @@ __all__ = [
     "DERIVED",
     "EXPLICIT",
     "FORMATS",
+    "GITHUB_STEP_SUMMARY",
     "HF_ENDPOINT",
     "HF_HOME",
     "HF_HUB_CACHE",

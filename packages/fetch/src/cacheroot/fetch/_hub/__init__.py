@@ -11,9 +11,11 @@ fetched once, verified and served with ``Range``.
 What the wing owns: the request routes (:mod:`.routes`), the store of answers and files
 (:mod:`.store`), the upstream client (:mod:`.upstream`), the server (:mod:`.server`), a branch's
 answers on one commit (:mod:`.branches`), the Xet fields kept from clients (:mod:`.xet`), the
-files being fetched (:mod:`.fills`) and the partial files of dead ones (:mod:`.partials`), starting
-one as a child process (:mod:`.service`), the manifest of what was served (:mod:`.export`) and
-the command (:mod:`.cli`). What it may import: the download core of ``cacheroot.fetch``
+files being fetched (:mod:`.fills`) and the partial files of dead ones (:mod:`.partials`), the
+probe and the figures of a service (:mod:`.metrics`), starting one as a child process
+(:mod:`.service`), the manifest of what was served (:mod:`.export`), the hub a warm asks through
+and the branch answers it writes (:mod:`.answers`, called by the warm wing's ``hubanswers``
+alone) and the command (:mod:`.cli`). What it may import: the download core of ``cacheroot.fetch``
 (``_cli``, ``_httpvalues``, ``_proc``, ``_progress``, ``_shared``, ``_store``) and
 ``cacheroot.envs``; never another wing. aiohttp is imported only here, and only when a hub runs.
 """

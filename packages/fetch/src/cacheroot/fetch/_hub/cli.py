@@ -150,6 +150,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="store-only: never ask the upstream (air-gapped runs)",
     )
+    serve.add_argument(
+        "--allow-redirect-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host a file's redirect may send the hub cache to at any address, loopback and "
+        "private ones included (repeatable); the upstream's own host always may, any other "
+        "only at public addresses; e.g. cdn.mirror.internal",
+    )
+    serve.add_argument(
+        "--private-group",
+        default=None,
+        metavar="GROUP",
+        help="store what came with a credential readable by this group (0640) rather than by "
+        "the hub's user only (0600)",
+    )
     serve.set_defaults(func=_run_serve)
     export = hub_sub.add_parser(
         "export-manifest",
@@ -230,6 +246,16 @@ def _run_serve(args: argparse.Namespace) -> int:
                 f"cacheroot hub serve: {flag} must be an http:// or https:// URL, found {url!r}\n"
             )
             return 2
+    if args.private_group:
+        import grp  # noqa: PLC0415 - only where a hub runs
+
+        try:
+            grp.getgrnam(args.private_group)
+        except KeyError:
+            sys.stderr.write(
+                f"cacheroot hub serve: --private-group {args.private_group!r} is no group here\n"
+            )
+            return 2
     try:
         os.makedirs(store, exist_ok=True)
     except OSError as exc:
@@ -244,6 +270,8 @@ def _run_serve(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         cooloff=args.cooloff,
         offline=args.offline,
+        redirect_hosts=tuple(args.allow_redirect_host),
+        private_group=args.private_group or "",
     )
     host, port = args.listen
 

@@ -4,7 +4,9 @@ Every file a hub cache serves is noted in its store (:meth:`.store.Store.record_
 repository, the revision asked for, the commit it resolved to and the file's path. Grouped by
 repository and commit, that is a manifest that a nightly ``cacheroot warm`` keeps fresh, so a
 test author never writes one by hand: each entry pins the commit, names the branch it came
-from, and lists exactly the files that were served.
+from, and lists exactly the files that were served. It says ``hub_cache = true``: the suite ran
+through a hub cache, and a warm of it keeps the answers of the suite's metadata calls in the
+volume's hub store too, so that the next run through the hub needs no Hub at all.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ def manifest_text(rows: Iterable[dict[str, str]]) -> str:
         (
             "# What the hub cache served, as `cacheroot hub export-manifest` wrote it:\n"
             "# one entry per repository and commit, with the files that were asked for.\n"
+            "\n"
+            "# The suite runs through the hub cache: warming this also keeps the answers of\n"
+            "# its metadata calls (model_info, list_repo_files, file_exists) in the hub store.\n"
+            "hub_cache = true\n"
         )
     ]
     for group in sorted(groups):

@@ -12,10 +12,14 @@ What a client may be sent, and when:
 - Never a byte past the size the Hub declared: a body that runs longer fails the fill
   (:class:`BadBytesError`), as does a ``Content-Length`` other than the declared size.
 - Never the last byte of a file before its digest is checked, so bytes that fail it never reach
-  a client whole. A file of at most :data:`SMALL` bytes is answered only once checked: a digest
-  that fails is then an error status with ``X-Error-Message`` (which huggingface_hub shows),
-  never a cut connection. A larger file's headers go out with its first bytes; if it fails
-  later, cutting the connection is all that is left (the client sees a short body).
+  a client whole. A file of at most :data:`SMALL` bytes is answered only once checked and
+  stored: a digest that fails is then an error status with ``X-Error-Message`` (which
+  huggingface_hub shows), never a cut connection. A larger file's headers go out with its
+  first bytes; if it fails later, cutting the connection is all that is left (the client sees
+  a short body).
+- A larger file's last byte goes out once its digest checked out, without waiting for the
+  file's sync and publish (see below): a client that has it whole may, for a moment, not find
+  it stored yet, and a hub stopped in that moment drops it (it is fetched again).
 - The status an error answer carries is the upstream's own for a 429 or 5xx, 502 otherwise.
 - Ranges (RFC 9110): ``bytes=N-``, ``bytes=N-M`` and ``bytes=-N`` are answered 206 with
   ``Content-Range``; a range that starts at or past the end 416 with ``Content-Range: bytes
@@ -24,8 +28,14 @@ What a client may be sent, and when:
 
 Writing and hashing run in a small pool of their own threads (:data:`IO_THREADS`), one batch
 behind the network, never on the event loop: a digest of a large file takes seconds, and a
-write can block for long under writeback pressure. The pool is not the default one, where the
-store's lock waits sit, so contended locks never starve a download.
+write can block for long under writeback pressure. A batch's write and its hashing run side by
+side (two threads), so a batch costs the longer of the two, not their sum. The pool is not the
+default one, where the store's lock waits sit, so contended locks never starve a download.
+
+The file is synced once, after its digest checked out and before it is published; its readers
+may have the last byte as soon as the digest checked out (:meth:`Fill.check`), without waiting
+for the sync (seconds for a large file): nothing unsynced is ever published, and a reader is
+sent only bytes whose digest checked out.
 
 A file whose ETag is no digest the hub can check (neither sha256 nor git blob sha1) is streamed
 through from the upstream and never stored (:func:`relay`): stored, it would be kept under its
@@ -65,6 +75,7 @@ __all__ = [
     "checkable",
     "failure",
     "follow",
+    "in_pool",
     "relay",
     "unsatisfiable",
 ]
@@ -83,6 +94,11 @@ UNSATISFIABLE = (-1, -1)
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 _HEX = frozenset("0123456789abcdef")
 STATE_HEADER = "X-Cacheroot-Hub"
+
+
+def in_pool(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """Run the blocking ``fn(*args)`` in the fills' threads (not the default pool)."""
+    return asyncio.wrap_future(_IO.submit(fn, *args))
 
 
 class BadBytesError(UpstreamError):
@@ -193,6 +209,8 @@ class Fill:
         self.fd: int | None = None
         #: Bytes in ``fd`` that readers may have (see :meth:`readable`).
         self.written = 0
+        #: Every byte is in and its digest checked out (readers may have them all).
+        self.checked = False
         self.done = False
         self.error: str | None = None
         self.status = 502
@@ -217,9 +235,14 @@ class Fill:
         self.size = self.written = os.fstat(fd).st_size
         self.finish()
 
+    def check(self) -> None:
+        """Every byte is in and checked: readers may have them all (the sync may still run)."""
+        self.checked = True
+        self.changed()
+
     def finish(self) -> None:
-        """Every byte is in, and checked."""
-        self.done = True
+        """Every byte is in, checked and published."""
+        self.checked = self.done = True
         self.changed()
 
     def fail(self, message: str, status: int = 502) -> None:
@@ -251,13 +274,13 @@ class Fill:
     def readable(self) -> int:
         """Bytes readers may have: all once checked; before that all but the last, and never
         more than the declared size."""
-        if self.done:
+        if self.checked:
             return self.written
         have = self.written if self.size is None else min(self.written, self.size)
         return max(0, have - 1)
 
     def ended(self) -> bool:
-        return self.done or self.error is not None
+        return self.checked or self.error is not None
 
     def failed(self) -> web.Response | None:
         """The answer to a reader of a fill that failed; ``None`` while it has not."""
@@ -266,6 +289,11 @@ class Fill:
     async def until(self, ready: Callable[[], bool]) -> None:
         """Wait until ``ready()`` or the fill ends."""
         while not (ready() or self.ended()):
+            await self._moved.wait()
+
+    async def until_stored(self) -> None:
+        """Wait until the file is published (or handed over), or the fill failed."""
+        while not (self.done or self.error is not None):
             await self._moved.wait()
 
     async def until_past(self, offset: int) -> None:
@@ -282,6 +310,11 @@ def _hasher(etag: str, size: int | None) -> Any:
     return None
 
 
+def _hash(hasher: Any, batch: list[bytes]) -> None:
+    for piece in batch:
+        hasher.update(piece)
+
+
 class Sink:
     """Takes a download's bytes off the network for ``fill``; they are written and hashed in
     the fills' threads, one batch behind (the next batch arrives while the last is written).
@@ -296,7 +329,9 @@ class Sink:
         self.received = 0
         self._batch: list[bytes] = []
         self._batched = 0
-        self._pending: asyncio.Future[Any] | None = None
+        self._pending: list[asyncio.Future[Any]] = []
+        #: Bytes handed to a write so far (where the next batch goes).
+        self._submitted = 0
 
     def started(self, length: int | None) -> None:
         fill = self.fill
@@ -322,32 +357,43 @@ class Sink:
             await self._flush()
 
     async def _flush(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            await pending
+        if self._pending:
+            pending, self._pending = self._pending, []
+            await asyncio.gather(*pending)
         if not self._batch:
             return
-        data = self._batch[0] if len(self._batch) == 1 else b"".join(self._batch)
+        # The pieces as they came (no joining copy on the loop): one writev, one hash each.
+        batch, length = self._batch, self._batched
         self._batch, self._batched = [], 0
         fill = self.fill
 
         def wrote(done: asyncio.Future[Any]) -> None:
             if not done.cancelled() and done.exception() is None:
-                fill.written += len(data)
+                fill.written += length
                 fill.changed()
 
-        self._pending = fill.run(self._write, data)
-        self._pending.add_done_callback(wrote)
+        write = fill.run(self._write, batch, self._submitted)
+        self._submitted += length
+        write.add_done_callback(wrote)
+        self._pending.append(write)
+        if self.hasher is not None:  # beside the write, in another thread (the GIL is let go)
+            self._pending.append(in_pool(_hash, self.hasher, batch))
 
-    def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
-        if self.hasher is not None:
-            self.hasher.update(data)
+    def _write(self, batch: list[bytes], offset: int) -> None:
+        # At an offset of its own: readers' sendfile moves the descriptor's shared position.
+        views = [memoryview(piece) for piece in batch]
+        while views:
+            done = os.pwritev(self.fd, views, offset)
+            offset += done
+            while views and done >= len(views[0]):
+                done -= len(views[0])
+                views.pop(0)
+            if views and done:
+                views[0] = views[0][done:]
 
     async def finish(self) -> None:
-        """Write what is left, then check the size and the digest; then sync the file."""
+        """Write what is left, then check the size and the digest (its readers may then have
+        every byte); then sync the file."""
         await self._flush()
         await self._flush()  # the last batch's write
         size = self.fill.size
@@ -365,6 +411,7 @@ class Sink:
                 f"{self.etag} was expected, the bytes have {found}",
                 "digest_mismatch",
             )
+        self.fill.check()  # readers may have the last byte; the sync is the store's business
         await self.fill.run(os.fsync, self.fd)
 
 
@@ -388,14 +435,15 @@ async def _follow(
     failed = fill.failed()
     if failed is not None:
         return failed
-    total = fill.size if fill.size is not None else (fill.written if fill.done else None)
+    total = fill.size if fill.size is not None else (fill.written if fill.checked else None)
     span = byte_range(spec, total) if total is not None else None
     if span == UNSATISFIABLE and total is not None:
         return not_satisfiable(total, headers)
     start, stop = (0, total) if span is None else span
-    # The headers wait for the first byte asked for; a small file's, for the check.
+    # The headers wait for the first byte asked for; a small file's, for the check and the
+    # publish (its sync is short): a client that has it whole finds it stored.
     if total is not None and total <= SMALL:
-        await fill.until(lambda: False)
+        await fill.until_stored()
     else:
         await fill.until_past(start)
     failed = fill.failed()
@@ -407,13 +455,38 @@ async def _follow(
     if stop is not None:
         resp.content_length = stop - start
     await resp.prepare(request)
-    if await _stream(resp, fill, start, stop):
+    if stop is not None and request.method == "GET" and request.transport is not None:
+        sent = await _sendfile(request.transport, fill, start, stop)
+    else:
+        sent = await _stream(resp, fill, start, stop)
+    if sent:
         await resp.write_eof()
     elif request.transport is not None:
         # Headers are out: cutting the connection short is all that is left. The client sees
         # fewer bytes than announced and asks again (with a Range).
         request.transport.abort()
     return resp
+
+
+async def _sendfile(transport: asyncio.Transport, fill: Fill, start: int, stop: int) -> bool:
+    """Send ``fill``'s bytes ``start`` to ``stop`` as they become readable, by ``sendfile``
+    (the kernel copies them from the page cache: no read into the hub and no write out of it
+    on the event loop); whether they all went."""
+    if fill.fd is None:
+        return False
+    loop = asyncio.get_running_loop()
+    with open(os.dup(fill.fd), "rb", buffering=0) as file:
+        offset = start
+        while offset < stop:
+            await fill.until_past(offset)
+            ready = min(fill.readable(), stop)
+            if ready <= offset:
+                return False  # failed, or shorter than said
+            sent = await loop.sendfile(transport, file, offset, ready - offset)
+            if not sent:
+                return False
+            offset += sent
+    return True
 
 
 async def _stream(resp: web.StreamResponse, fill: Fill, start: int, stop: int | None) -> bool:

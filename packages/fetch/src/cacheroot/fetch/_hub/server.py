@@ -41,11 +41,12 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from . import branches, fills, fleet, partials, routes, xet
+from . import branches, fills, fleet, metrics, partials, routes, xet
 from .breaker import Breakers
 from .outage import unanswered
-from .store import PUBLIC, Answer, Store, credential, digest_of, key_of
+from .store import PUBLIC, Answer, Store, carries_credential, credential, digest_of, key_of
 from .upstream import CHUNK, Upstream, UpstreamError, client_sessions
+from .verified import Verified
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -83,6 +84,10 @@ class Settings:
     deadline: float = 5.0
     cooloff: float = 30.0
     offline: bool = False
+    #: Hosts a file's redirect may go to at any address (see :mod:`.redirects`).
+    redirect_hosts: tuple[str, ...] = ()
+    #: The group that may read what came with a credential (0640); ``""``: none (0600).
+    private_group: str = ""
 
 
 def normalize_etag(value: str | None) -> str:
@@ -144,9 +149,12 @@ class Hub:
         settings: Settings,
         session: aiohttp.ClientSession,
         downloads: aiohttp.ClientSession | None = None,
+        meter: metrics.Meter | None = None,
     ) -> None:
         self.settings = settings
-        self.store = Store(settings.store)
+        #: The figures of ``/metrics`` beyond the counters (its sessions' trace, when given).
+        self.meter = metrics.Meter() if meter is None else meter
+        self.store = Store(settings.store, private_group=settings.private_group)
         # One breaker per host contacted, shared by both upstreams (they may be one host).
         self.breakers = Breakers(cooloff=settings.cooloff, probe=settings.deadline + 1.0)
         ms = settings.modelscope_upstream or settings.upstream
@@ -157,6 +165,7 @@ class Hub:
                 deadline=settings.deadline,
                 downloads=downloads,
                 breakers=self.breakers,
+                redirect_hosts=settings.redirect_hosts,
             )
             for name, base in (("hf", settings.upstream), ("ms", ms))
         }
@@ -166,9 +175,8 @@ class Hub:
         self._fills: dict[str, fills.Fill] = {}
         #: Files whose bytes failed their check lately: answered that, not fetched again.
         self._failures = fills.Failures()
-        #: Stored files whose bytes this process checked: (device, inode, size, ctime), as
-        #: they were after this process last stamped them (another writer moves the ctime).
-        self._verified: set[tuple[int, int, int, int]] = set()
+        #: Stored files whose bytes this user's hubs checked (see :mod:`.verified`).
+        self._verified = Verified(settings.store)
         self._tasks: set[asyncio.Task[Any]] = set()
         #: The commits the branches' revision answers name (see :mod:`.branches`).
         self._pins = branches.Pins()
@@ -180,6 +188,7 @@ class Hub:
         app.router.add_get(CONTROL, self._stats)
         app.router.add_post(CONTROL + "/offline", self._set_offline)
         app.router.add_route("*", "/{tail:.*}", self.handle)
+        metrics.install(app, self)  # /healthz, /metrics
         app.on_startup.append(self._sweep)
         app.on_shutdown.append(self._shutdown)
         return app
@@ -202,6 +211,7 @@ class Hub:
             "store": self.store.root,
             "offline": self.settings.offline,
             "breakers": self.breakers.report(time.time()),
+            "slowest_fills": self.meter.slowest(),
         }
         return web.json_response(payload)
 
@@ -392,7 +402,7 @@ class Hub:
             answer = xet.clean(target.partition("?")[0], answer)
             if answer.status < 400 or answer.status in _NEGATIVE:
                 with contextlib.suppress(OSError):
-                    self.store.save(key, answer)
+                    self.store.save(key, answer, private=carries_credential(headers))
             return answer
         finally:
             if lock is not None:
@@ -556,30 +566,27 @@ class Hub:
     async def _stored(self, path: str, etag: str, size: int | None) -> int | None:
         """A descriptor of the stored file ``path``, or ``None`` when there is none to trust.
 
-        The store is on a volume other jobs write: the first time this process serves a file,
-        its bytes are checked against the digest it is named by (as ``CACHEROOT_VERIFY=
+        The store is on a volume other jobs write: a file that this user's hubs did not check
+        themselves (:mod:`.verified`: published by one, or checked on a serve) has its bytes
+        checked against the digest it is named by before it is served (as ``CACHEROOT_VERIFY=
         first-use`` does for downloads), and a file that fails is removed and fetched again.
         """
         fd = self.store.open_blob(path, size)
         if fd is None:
             return None
-        st = os.fstat(fd)
-        seen = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
-        if seen not in self._verified:
-            found = await asyncio.to_thread(digest_of, fd, etag, st.st_size)
+        name = os.path.basename(path)
+        if not self._verified.trusted(fd, name):
+            self.counts["blob_checked"] += 1
+            found = await fills.in_pool(digest_of, fd, etag, os.fstat(fd).st_size)
             if found is not None and found != etag:
                 self.counts["blob_corrupt"] += 1
+                self._verified.forget(fd)
                 os.close(fd)
                 with contextlib.suppress(OSError):
                     os.unlink(path)
                 return None
-        # Stamp it as used (what `hub prune` goes by); that moves its ctime, so the stamp
-        # after it is what a later serve of the same, unchanged file finds.
-        with contextlib.suppress(OSError):
-            os.utime(fd)
-            st = os.fstat(fd)
-        self._verified.discard(seen)
-        self._verified.add((st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns))
+        # Stamp it as used (what `hub prune` goes by) and record it as it is after the stamp.
+        await fills.in_pool(self._verified.stamp, fd, name)
         return fd
 
     async def _hf_file(
@@ -640,7 +647,8 @@ class Hub:
     ) -> fills.Fill:
         fill = fills.Fill(path, size)
         self._fills[path] = fill
-        self._spawn(self._run_fill(fill, up, target, dict(headers), etag))
+        task = self._spawn(self._run_fill(fill, up, target, dict(headers), etag))
+        self.meter.watch_fill(target, fill, task)
         return fill
 
     async def _run_fill(
@@ -657,7 +665,7 @@ class Hub:
                 fill.hand_over(theirs)
                 return
             try:
-                partial, fd = self.store.new_partial(fill.path)
+                partial, fd = self.store.new_partial(fill.path, private=carries_credential(headers))
             except OSError as exc:
                 why = f"the hub cache could not write its store {self.store.root}: {exc.strerror}"
                 fill.fail(why, 507)
@@ -667,7 +675,8 @@ class Hub:
             self.counts["upstream"] += 1
             await up.download(target, headers, sink.started, sink)
             await sink.finish()
-            os.replace(partial, fill.path)
+            self.store.publish_partial(partial, fill.path)
+            await fills.in_pool(self._verified.stamp, fd, os.path.basename(fill.path))
             fill.partial = None
             self._spawn(asyncio.to_thread(fleet.push_blob, fill.path))
             fill.finish()
@@ -687,8 +696,7 @@ class Hub:
         finally:
             self._fills.pop(fill.path, None)
             if fill.partial is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(fill.partial)
+                self.store.drop_partial(fill.partial)
             if sink is not None:
                 self.counts["bytes_from_upstream"] += sink.received
             fill.leave()
@@ -757,8 +765,9 @@ async def serve(settings: Settings, host: str, port: int, ready: Callable[[str],
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     # Metadata and files' bytes on separate connection pools (see `client_sessions`).
-    async with client_sessions() as (session, downloads):
-        hub = Hub(settings, session, downloads)
+    meter = metrics.Meter()
+    async with client_sessions([meter.tracing()]) as (session, downloads):
+        hub = Hub(settings, session, downloads, meter)
         runner = web.AppRunner(hub.app(), access_log=None, handle_signals=False)
         await runner.setup()
         site = web.SockSite(runner, sock, shutdown_timeout=5.0)

@@ -12,28 +12,51 @@ The key of an answer is a digest of the upstream, the method, the path with its 
 credential: a hash of the ``Authorization`` value, never the value itself, or ``public``. What
 another job planted here is read as untrusted: files are opened without following links or
 blocking on a FIFO, must be regular files, and a head that does not parse is a miss.
+
+Every write reaches its directory through a descriptor opened from the store's root one
+component at a time without following a link, held for that write (for a file being filled,
+until it is published; for the locks, for the process's life): a directory that another job
+swaps for a link after the hub made it never redirects a write, the write fails instead. What
+came with a credential (an answer asked with ``Authorization``, a file fetched with it) is
+written ``0600``, or ``0640`` for the group the operator names (``--private-group``), so that
+other users of the store's volume cannot read a gated repository's answers or files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import grp
 import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 from .. import _shared, _store
 
-__all__ = ["Answer", "Store", "credential", "key_of", "read_regular"]
+__all__ = ["Answer", "Store", "carries_credential", "credential", "key_of", "read_regular"]
 
 #: The most an answer's body may hold in the store (the Hub's listings are far smaller).
 MAX_ANSWER = 64 << 20
 #: Digests a blob may be named by: a git blob sha1, or an LFS sha256.
 _HEX = frozenset("0123456789abcdef")
 PUBLIC = "public"
+#: The mode of what anyone may read, and of what came with a credential (without a group).
+PUBLIC_MODE, PRIVATE_MODE = 0o644, 0o600
+#: The mode of what came with a credential, readable by the operator's group.
+GROUP_MODE = 0o640
+
+
+def carries_credential(headers: Mapping[str, str]) -> bool:
+    """Whether a request's headers carry an ``Authorization`` (its name in any case)."""
+    return any(str(name).lower() == "authorization" and value for name, value in headers.items())
 
 
 def credential(authorization: str | None) -> str:
@@ -129,8 +152,15 @@ def blob_name(etag: str) -> str:
 class Store:
     """The directory of one hub store (see the module docstring)."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, private_group: str = "") -> None:
         self.root = root
+        #: The group that may read what came with a credential; ``None``: only the hub's user.
+        self.private_gid = grp.getgrnam(private_group).gr_gid if private_group else None
+        #: The partials being filled, and the descriptor of the directory each is in.
+        self._partial_dirs: dict[str, int] = {}
+        #: Directories held for the process's life, by (device, inode): the locks' directory.
+        self._held: dict[tuple[int, int], int] = {}
+        self._held_lock = threading.Lock()
         self.meta = os.path.join(root, "meta")
         self.blobs = os.path.join(root, "blobs")
         self.served = os.path.join(root, "served")
@@ -140,13 +170,35 @@ class Store:
         self._served_path = os.path.join(self.served, f"{socket.gethostname()}-{os.getpid()}")
         self._served_seen: set[str] = set()
 
-    def _dir(self, path: str) -> str:
-        """``path`` (a directory of the store), made without following a planted link."""
-        if path not in self._made:
+    def _open_dir(self, path: str) -> int:
+        """A descriptor of ``path`` (a directory of the store, made if missing), reached from
+        the root without following a link: raises ``ELOOP`` where a link was planted."""
+        if self.root not in self._made:
             os.makedirs(self.root, exist_ok=True)  # the operator's own setting
-            os.close(_shared.open_below(self.root, os.path.relpath(path, self.root), create=True))
-            self._made.add(path)
-        return path
+            self._made.add(self.root)
+        return _shared.open_below(self.root, os.path.relpath(path, self.root), create=True)
+
+    def _hold(self, path: str) -> int:
+        """A descriptor of the directory ``path`` held for the process's life: reached afresh
+        (no link followed) on every call, so a path of it (:func:`_shared.fd_path`) given to a
+        library that opens by path can neither be redirected nor closed under it."""
+        fd = self._open_dir(path)
+        st = os.fstat(fd)
+        with self._held_lock:
+            held = self._held.setdefault((st.st_dev, st.st_ino), fd)
+        if held != fd:
+            os.close(fd)
+        return held
+
+    def _mode(self, fd: int, *, private: bool) -> None:
+        """Give the file open at ``fd`` the mode of what came with a credential, or not."""
+        if not private:
+            return
+        if self.private_gid is None:
+            os.fchmod(fd, PRIVATE_MODE)
+        else:
+            os.fchown(fd, -1, self.private_gid)
+            os.fchmod(fd, GROUP_MODE)
 
     def _meta_path(self, key: str) -> str:
         return os.path.join(self.meta, key[:2], key)
@@ -156,32 +208,39 @@ class Store:
         data = read_regular(self._meta_path(key), MAX_ANSWER + 65536)
         return None if data is None else Answer.decode(data)
 
-    def save(self, key: str, answer: Answer) -> None:
-        """Keep ``answer`` under ``key``, in one step (a reader sees the old or the new one)."""
+    def save(self, key: str, answer: Answer, *, private: bool = False) -> None:
+        """Keep ``answer`` under ``key``, in one step (a reader sees the old or the new one);
+        ``private``: it came with a credential (see the module docstring)."""
         if len(answer.body) > MAX_ANSWER:
             return
         path = self._meta_path(key)
-        self.publish(path, answer.encode())
+        self.publish(path, answer.encode(), private=private)
 
-    def publish(self, path: str, data: bytes) -> None:
-        """Write ``data`` to a fresh file beside ``path`` and rename it into place."""
-        parent = self._dir(os.path.dirname(path))
-        tmp = os.path.join(parent, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}")
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644
-        )
+    def publish(self, path: str, data: bytes, *, private: bool = False) -> None:
+        """Write ``data`` to a fresh file beside ``path`` and rename it into place, both in
+        the directory reached without following a link (see the module docstring)."""
+        name = os.path.basename(path)
+        dfd = self._open_dir(os.path.dirname(path))
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except BaseException:
+            tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
+            fd = _store.open_regular(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PUBLIC_MODE, dir_fd=dfd
+            )
+            try:
+                self._mode(fd, private=private)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+                raise
             os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        os.close(fd)
-        os.replace(tmp, path)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        finally:
+            os.close(dfd)
 
     # -- files ----------------------------------------------------------------------------
     def blob_path(self, etag: str) -> str:
@@ -204,19 +263,61 @@ class Store:
             return None
         return fd
 
-    def new_partial(self, path: str) -> tuple[str, int]:
+    def new_partial(self, path: str, *, private: bool = False) -> tuple[str, int]:
         """A fresh partial file beside ``path``: its name and a descriptor open for writing.
 
         The name carries this process's machine tag and pid (``.NAME.MACHINE-PID.ID.partial``),
-        so that a partial left by a writer that died is known as such (:mod:`.partials`).
+        so that a partial left by a writer that died is known as such (:mod:`.partials`). The
+        directory's descriptor is held until :meth:`publish_partial` or :meth:`drop_partial`.
+        ``private``: the bytes came with a credential (see the module docstring).
         """
-        self._dir(os.path.dirname(path))
+        dfd = self._open_dir(os.path.dirname(path))
         tmp = _store.partial_path(path)
-        return tmp, _store.open_regular(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            fd = _store.open_regular(
+                os.path.basename(tmp), os.O_RDWR | os.O_CREAT | os.O_EXCL, PUBLIC_MODE, dir_fd=dfd
+            )
+            try:
+                self._mode(fd, private=private)
+            except BaseException:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.basename(tmp), dir_fd=dfd)
+                raise
+        except BaseException:
+            os.close(dfd)
+            raise
+        self._partial_dirs[tmp] = dfd
+        return tmp, fd
+
+    def publish_partial(self, partial: str, path: str) -> None:
+        """Rename ``partial`` (of :meth:`new_partial`) to ``path``, in the directory it was
+        made in, whatever was swapped in for that directory's path meanwhile (on failure the
+        partial is still :meth:`drop_partial`'s to remove)."""
+        dfd = self._partial_dirs.get(partial)
+        if dfd is None:
+            raise OSError(errno.ENOENT, "not a partial of this store", partial)
+        os.replace(
+            os.path.basename(partial), os.path.basename(path), src_dir_fd=dfd, dst_dir_fd=dfd
+        )
+        del self._partial_dirs[partial]
+        os.close(dfd)
+
+    def drop_partial(self, partial: str) -> None:
+        """Remove ``partial`` (of :meth:`new_partial`) from the directory it was made in."""
+        dfd = self._partial_dirs.pop(partial, None)
+        if dfd is None:
+            return
+        try:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.basename(partial), dir_fd=dfd)
+        finally:
+            os.close(dfd)
 
     def lock_path(self, key: str) -> str:
-        """The lock file of ``key`` (its directory made)."""
-        return os.path.join(self._dir(self.locks), f"{key}.lock")
+        """The lock file of ``key``: a path through the locks' held descriptor (see
+        :meth:`_hold`), since the lock library opens by path."""
+        return _shared.fd_path(self._hold(self.locks), f"{key}.lock")
 
     # -- what the hub asked upstream to wait for ------------------------------------------
     def blocked_until(self, upstream: str) -> float:
@@ -230,7 +331,6 @@ class Store:
     def block(self, upstream: str, until: float) -> None:
         """Record that the upstream asked every caller to wait until ``until``."""
         with contextlib.suppress(OSError):
-            self._dir(self.state)
             self.publish(os.path.join(self.state, key_of(upstream, "", "", "")), b"%.3f" % until)
 
     # -- what was served ------------------------------------------------------------------
@@ -241,9 +341,13 @@ class Store:
             return
         self._served_seen.add(line)
         with contextlib.suppress(OSError):
-            self._dir(self.served)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-            fd = _store.open_regular(self._served_path, flags, 0o644)
+            dfd = self._open_dir(self.served)
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                name = os.path.basename(self._served_path)
+                fd = _store.open_regular(name, flags, PUBLIC_MODE, dir_fd=dfd)
+            finally:
+                os.close(dfd)
             try:
                 os.write(fd, line.encode() + b"\n")
             finally:

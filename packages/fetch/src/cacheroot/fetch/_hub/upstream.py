@@ -4,8 +4,14 @@ The hub cache speaks to one upstream (``https://huggingface.co`` or a mirror). R
 stay on that origin are followed here, so a client never sees the upstream's host; a redirect
 of a file's metadata to another host (the Hub's CDN for LFS files) is the file's metadata, so it
 is answered 200 without its ``Location``, and the client downloads the bytes from this cache.
-When the bytes themselves are fetched, redirects to other http(s) hosts are followed with the
-credential dropped, as browsers and huggingface_hub do.
+When the bytes themselves are fetched, redirects to other hosts are followed with the credential
+dropped (whatever the case of its header's name), as browsers and huggingface_hub do, and only
+where :mod:`.redirects` allows: a redirect is the upstream's to write, and the hub follows it from
+inside its own network, so a target's address is checked before anything is sent to it.
+
+A metadata answer is read only up to :data:`MAX_ANSWER` (a larger one is refused, 502, and never
+held whole in memory), and every request has the deadline to get its answer's headers: an
+upstream that accepts and never answers costs a client the deadline, not the files' read timeout.
 
 Headers that would send a client around the cache are removed: the Xet storage protocol's
 (``X-Xet-*``, ``Link: <...>; rel="xet-auth"``), with which huggingface_hub would fetch the bytes
@@ -27,14 +33,15 @@ from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import urljoin, urlsplit
 
 from .breaker import Breaker, Breakers, asked_wait, origin_of
-from .store import Answer
+from .redirects import Hop, RedirectPolicy, RedirectRefusedError, resolve
+from .store import MAX_ANSWER, Answer
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
     import aiohttp
 
-__all__ = ["Upstream", "UpstreamError", "client_sessions", "keep_headers"]
+__all__ = ["MAX_ANSWER", "Upstream", "UpstreamError", "client_sessions", "keep_headers"]
 
 #: Request headers a client's request carries on to the upstream.
 FORWARD = ("authorization", "user-agent", "accept", "accept-language", "x-hf-bill-to")
@@ -99,11 +106,14 @@ class UpstreamError(Exception):
 
 
 @contextlib.asynccontextmanager
-async def client_sessions() -> AsyncIterator[tuple[aiohttp.ClientSession, aiohttp.ClientSession]]:
+async def client_sessions(
+    trace: Sequence[aiohttp.TraceConfig] = (),
+) -> AsyncIterator[tuple[aiohttp.ClientSession, aiohttp.ClientSession]]:
     """The metadata session and the files' session, each with a connection pool of its own.
 
     With one pool, downloads of large files held every connection to the Hub, a metadata
-    request timed out waiting for one, and that timeout cooled the whole upstream off.
+    request timed out waiting for one, and that timeout cooled the whole upstream off. ``trace``
+    sees every request of both (the figures of ``/metrics``, :mod:`.metrics`).
     """
     import aiohttp  # noqa: PLC0415 - only where a hub runs
 
@@ -111,8 +121,12 @@ async def client_sessions() -> AsyncIterator[tuple[aiohttp.ClientSession, aiohtt
         return aiohttp.TCPConnector(limit=POOL_SIZE, limit_per_host=POOL_PER_HOST)
 
     async with (
-        aiohttp.ClientSession(connector=pool(), auto_decompress=True) as meta,
-        aiohttp.ClientSession(connector=pool(), auto_decompress=True) as files,
+        aiohttp.ClientSession(
+            connector=pool(), auto_decompress=True, trace_configs=list(trace)
+        ) as meta,
+        aiohttp.ClientSession(
+            connector=pool(), auto_decompress=True, trace_configs=list(trace)
+        ) as files,
     ):
         yield meta, files
 
@@ -156,8 +170,11 @@ class Upstream:
         deadline: float,
         downloads: aiohttp.ClientSession | None = None,
         breakers: Breakers | None = None,
+        redirect_hosts: Iterable[str] = (),
     ) -> None:
         self.base = base.rstrip("/")
+        #: Where a file's redirects may go (see :mod:`.redirects`).
+        self.redirects = RedirectPolicy(self.base, redirect_hosts)
         self.session = session
         self.downloads = session if downloads is None else downloads
         self.deadline = deadline
@@ -227,7 +244,7 @@ class Upstream:
                         )
                         return Answer(200, kept, b"")
                 _raise_for(resp.status, resp.headers, url)
-                body = b"" if method == "HEAD" else await resp.read()
+                body = b"" if method == "HEAD" else await _read_capped(resp)
                 kept = tuple(
                     (k, v)
                     for k, v in keep_headers(resp.headers)
@@ -245,21 +262,27 @@ class Upstream:
     ) -> None:
         """Stream a file's bytes into ``sink`` (``started`` gets the length, when sent).
 
-        Redirects are followed to any http(s) host, the credential dropped once the origin
-        changes; each hop is asked only while its host's breaker lets it, and reports to it.
-        Connecting and each read have the deadline; the whole transfer has none. An error of
-        ``sink`` is raised as it is.
+        Redirects are followed where :mod:`.redirects` allows (a refused one is a 502, its
+        target never contacted), the credential dropped once the origin changes; each hop is
+        asked only while its host's breaker lets it, and reports to it. The answer's headers
+        have the deadline (connecting included), each read of the body 60 s; the whole
+        transfer has none. An error of ``sink`` is raised as it is.
         """
         send = {k: v for k, v in headers.items() if k.lower() in FORWARD}
         send["Accept-Encoding"] = "identity"
         url = self.url(target)
+        hop = Hop(url)
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                next_url = await self._hop(url, send, started, sink)
+                next_url = await self._hop(url, hop, send, started, sink)
                 if next_url is None:
                     return
                 if _origin(next_url) != _origin(url):
                     send = {k: v for k, v in send.items() if k.lower() != "authorization"}
+                try:
+                    hop = await self.redirects.hop(next_url, resolve)
+                except RedirectRefusedError as exc:
+                    raise UpstreamError(str(exc), 502, contacted=False, outage=False) from None
                 url = next_url
             _too_many()
         except _SinkError as exc:
@@ -268,28 +291,42 @@ class Upstream:
     async def _hop(
         self,
         url: str,
+        hop: Hop,
         send: Mapping[str, str],
         started: Callable[[int | None], None],
         sink: Callable[[bytes], Awaitable[None]],
     ) -> str | None:
-        """Ask ``url`` for the bytes: the redirect's target, or ``None`` once they were sunk."""
+        """Ask ``url`` (at ``hop``, its checked address) for the bytes: the redirect's target,
+        or ``None`` once they were sunk."""
         import aiohttp  # noqa: PLC0415
 
-        scheme = urlsplit(url).scheme.lower()
-        if scheme not in ("http", "https"):
-            # Decided before anything is sent: an answer the cache cannot use, not an outage.
-            raise UpstreamError(
-                f"the file was redirected to a {scheme}: URL, which the hub cache never follows",
-                502,
-                outage=False,
-            )
         breaker = self.breakers.get(url)
         _admit(breaker)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.deadline, sock_read=60)
+        sent = dict(send)
+        if hop.host_header is not None:
+            sent["Host"] = hop.host_header
         try:
-            async with self.downloads.get(
-                url, headers=dict(send), allow_redirects=False, timeout=timeout
-            ) as resp:
+            try:
+                # The headers within the deadline: the 60 s read timeout is for a body under way.
+                answer = await asyncio.wait_for(
+                    self.downloads.get(
+                        hop.url,
+                        headers=sent,
+                        allow_redirects=False,
+                        timeout=timeout,
+                        server_hostname=hop.server_hostname,
+                    ),
+                    self.deadline,
+                )
+            except asyncio.TimeoutError as exc:
+                late = UpstreamError(
+                    f"no answer's headers within {self.deadline:g} s",
+                    origin=breaker.origin,
+                    timed_out=True,
+                )
+                raise late from exc
+            async with answer as resp:
                 location = resp.headers.get("Location")
                 if resp.status in _REDIRECTS and location:
                     breaker.succeeded()
@@ -347,6 +384,28 @@ def _raise_for(
         raise UpstreamError(f"HTTP {status}", status, wait, origin=origin_of(url))
     if expect is not None and status != expect:
         raise UpstreamError(f"HTTP {status} for the file's bytes", 502, outage=False)
+
+
+async def _read_capped(resp: aiohttp.ClientResponse) -> bytes:
+    """The body of a metadata answer, refused (502) past :data:`MAX_ANSWER` bytes: the Hub's
+    answers are far smaller, and one read whole would hold all of it in the hub's memory."""
+    too_large = UpstreamError(
+        f"the upstream's answer is larger than {MAX_ANSWER >> 20} MiB, which the hub cache "
+        "neither keeps nor passes on",
+        502,
+        outage=False,
+    )
+    if resp.content_length is not None and resp.content_length > MAX_ANSWER:
+        raise too_large
+    chunks: list[bytes] = []
+    held = 0
+    async for chunk in resp.content.iter_chunked(CHUNK):
+        held += len(chunk)
+        if held > MAX_ANSWER:
+            resp.close()
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _too_many() -> NoReturn:

@@ -119,12 +119,14 @@ def _stop(hub: HubProcess) -> None:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
-    """One line for the hub: how its answers were served, and how often the Hub was asked."""
+    """One line for the hub: how its answers were served, and how often the Hub was asked; the
+    same figures, with the slowest fills, where CI shows them (:mod:`.hub_report`)."""
     hub = session_hub(config)
     if hub is None:
         return
     try:
-        counts = hub.stats()["counts"]
+        stats = hub.stats()
+        counts = stats["counts"]
     except (OSError, ValueError, KeyError):
         terminalreporter.write_line("cacheroot hub: no figures (the hub cache did not answer)")
         return
@@ -136,6 +138,11 @@ def pytest_terminal_summary(
         f"cacheroot hub: {counts.get('requests', 0)} requests ({meta}); files: {files}; "
         f"{counts.get('upstream', 0)} upstream requests, {counts.get('upstream_errors', 0)} failed"
     )
+    from . import hub_report  # noqa: PLC0415 - only when a hub ran
+
+    problems = hub_report.publish(hub_report.markdown(stats), os.environ)
+    if problems:
+        terminalreporter.write_line(hub_report.report_problems(problems))
 
 
 def session_hub(config: pytest.Config) -> HubProcess | None:

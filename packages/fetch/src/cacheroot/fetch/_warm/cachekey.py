@@ -8,7 +8,8 @@ when the places the layout gives the warmed caches move, when the tag (the GPU f
 when the key's own format does. It must not change when a manifest is only reformatted
 (comments, whitespace, the order of keys or of entries), or split across several files: the key
 is a digest of the parsed, normalised entries (:meth:`Asset.as_dict`, :meth:`Model.as_dict`),
-sorted and without repeats, never of the files' bytes.
+sorted and without repeats, never of the files' bytes. A manifest's ``hub_cache = true`` marks
+its Hugging Face models (their warm fills the hub store too); without it the key is as before.
 
 A URL's credentials are left out (:func:`redact_url`): they do not change what is downloaded
 (its sha256 pins that), and a digest of a secret is not printed.
@@ -71,6 +72,9 @@ def _entries(manifests: Iterable[Manifest]) -> list[dict[str, Any]]:
             found[json.dumps(fields, sort_keys=True)] = fields
         for model in manifest.models:
             fields = {"kind": "model", **model.as_dict()}
+            if manifest.hub_cache and model.hub == "hf":
+                # The volume holds the hub store's answers for it too (``hub_cache = true``).
+                fields["hub_cache"] = True
             found[json.dumps(fields, sort_keys=True)] = fields
     return [found[text] for text in sorted(found)]
 

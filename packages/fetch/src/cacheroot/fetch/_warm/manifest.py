@@ -1,6 +1,10 @@
 """The warm manifest: a TOML file listing what a test suite needs in its caches.
 
-Two kinds of entries, as arrays of tables::
+Two kinds of entries, as arrays of tables, and one setting at the top::
+
+    hub_cache = true              # optional: the suite runs through the hub cache (pytest
+                                  # --cacheroot-hub); warm also leaves, in the volume's hub
+                                  # store, the answers its metadata calls need (hubanswers.py)
 
     [[asset]]                     # a file fetched by URL into $_VLLM_TEST_CACHE/<namespace>/
     url = "https://example.org/data/gsm8k-test.jsonl"
@@ -141,14 +145,18 @@ class Asset:
 
 
 class Manifest:
-    """A parsed manifest: its ``path``, ``assets`` and ``models`` in file order."""
+    """A parsed manifest: its ``path``, ``assets`` and ``models`` in file order, and whether
+    warming it keeps the hub cache's answers too (``hub_cache``)."""
 
-    __slots__ = ("assets", "models", "path")
+    __slots__ = ("assets", "hub_cache", "models", "path")
 
-    def __init__(self, path: str, assets: list[Asset], models: list[Model]) -> None:
+    def __init__(
+        self, path: str, assets: list[Asset], models: list[Model], *, hub_cache: bool = False
+    ) -> None:
         self.path = path
         self.assets = assets
         self.models = models
+        self.hub_cache = hub_cache
 
     def __repr__(self) -> str:
         return f"Manifest({self.path!r}, assets={len(self.assets)}, models={len(self.models)})"
@@ -205,6 +213,13 @@ class _Entry:
 
     def only(self, allowed: tuple[str, ...]) -> None:
         extra = sorted(set(self.table) - set(allowed))
+        if extra == ["hub_cache"]:
+            raise ManifestError(
+                self.path,
+                f"{self.where}, field 'hub_cache'",
+                "hub_cache is a setting of the whole manifest: put it at the top, above the "
+                "first [[asset]] or [[model]]",
+            )
         if extra:
             raise ManifestError(
                 self.path,
@@ -349,13 +364,16 @@ def parse_manifest(text: str, *, path: str = "<manifest>") -> Manifest:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(path, "", f"is not valid TOML ({exc})") from None
-    extra = sorted(set(data) - {"asset", "model"})
+    extra = sorted(set(data) - {"asset", "model", "hub_cache"})
     if extra:
         raise ManifestError(
             path,
             f"key {extra[0]!r}",
-            "unknown top-level key; expected only [[asset]] and [[model]] entries",
+            "unknown top-level key; expected only hub_cache and [[asset]] and [[model]] entries",
         )
+    hub_cache = data.get("hub_cache", False)
+    if not isinstance(hub_cache, bool):
+        raise ManifestError(path, "key 'hub_cache'", f"expected true or false, found {hub_cache!r}")
     tables: dict[str, list[Any]] = {}
     for kind in ("asset", "model"):
         value = data.get(kind, [])
@@ -369,7 +387,7 @@ def parse_manifest(text: str, *, path: str = "<manifest>") -> Manifest:
     assets = [_asset(path, i, t) for i, t in enumerate(tables["asset"], 1)]
     models = [_model(path, i, t) for i, t in enumerate(tables["model"], 1)]
     _no_duplicates(path, assets, models)
-    return Manifest(path, assets, models)
+    return Manifest(path, assets, models, hub_cache=hub_cache)
 
 
 def _no_namespace_through_an_entry(path: str, assets: list[Asset]) -> None:

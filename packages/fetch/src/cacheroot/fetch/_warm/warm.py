@@ -2,9 +2,12 @@
 
 One step before a fleet of CI jobs starts: each ``[[asset]]`` is fetched (and unpacked when it
 says ``extract = true``), each ``[[model]]`` snapshot is downloaded by its hub's own client
-(:mod:`.._models.snapshot`). Running it again costs no request: an asset already cached is
-found offline first, and a pinned complete snapshot is recognised from its record. Failures do
-not stop the others; the summary lists each with its reason and the exit status is non-zero.
+(:mod:`.._models.snapshot`); with ``hub_cache = true``, each Hugging Face model's metadata
+calls are then asked through a hub cache on the volume's store, so that a run through the hub
+cache answers them with the Hub gone (:mod:`.hubanswers`). Running it again costs no request:
+an asset already cached is found offline first, a pinned complete snapshot is recognised from
+its record, and the hub cache answers a commit's metadata from its store. Failures do not stop
+the others; the summary lists each with its reason and the exit status is non-zero.
 
 ``file://`` assets are read only when the caller says so (``--allow-file``): a manifest names
 paths on the machine that warms it, which may read what the manifest's author could not. A copy
@@ -194,6 +197,29 @@ def warm_model(
     )
 
 
+def _keep_hub_answers(
+    models: list[Model], rows: list[dict[str, Any]], reporter: Reporter | None, *, jobs: int
+) -> list[dict[str, Any]]:
+    """``rows`` of ``models`` once the hub cache's answers of each warmed one are kept (a
+    manifest's ``hub_cache = true``, :mod:`.hubanswers`): a model whose answers could not be
+    kept has failed, since a run through the hub cache would fail its metadata calls."""
+    from .hubanswers import keep_answers  # noqa: PLC0415 - only for a manifest that asks
+
+    warmed = [
+        (n, model, model.revision if model.pinned else os.path.basename(str(row["path"])))
+        for n, (model, row) in enumerate(zip(models, rows, strict=True))
+        if row["status"] in (HIT, MISS) and row["path"]
+    ]
+    problems = keep_answers([(model, commit) for _n, model, commit in warmed], jobs=jobs)
+    out = list(rows)
+    for k, why in problems.items():
+        n, model, _commit = warmed[k]
+        out[n] = {**rows[n], "status": FAILURE, "reason": why}
+        if reporter is not None:
+            reporter(FetchEvent(FAILED_EVENT, model.label, reason=why))
+    return out
+
+
 #: An asset's reason when no asset can be cached: the summary's warning says why, once.
 NOT_ATTEMPTED = "not attempted: no asset can be cached here (the summary's warning says why)"
 
@@ -251,7 +277,9 @@ def warm_manifest(
     at once with that failure's reason; ``attempts``: how many times a model's hub client is
     run on transient failures (:func:`~cacheroot.fetch.warm_snapshot`); ``deadline``
     (seconds, ``None``: none) bounds each asset's download, retries and waits included, as
-    :class:`~cacheroot.fetch.Fetcher`'s does.
+    :class:`~cacheroot.fetch.Fetcher`'s does. A manifest with ``hub_cache = true`` also has its
+    Hugging Face models' metadata answers kept in the volume's hub store (:mod:`.hubanswers`);
+    a model whose answers cannot be kept has failed, as a run through the hub would fail.
     """
     from .._fetcher import (  # noqa: PLC0415 - requests only when warming
         Fetcher,
@@ -303,6 +331,10 @@ def warm_manifest(
         ]
         rows = [f.result() for f in futures]
     fetcher.close()
+    if m.hub_cache and not check:
+        rows[len(m.assets) :] = _keep_hub_answers(
+            m.models, rows[len(m.assets) :], reporter, jobs=jobs
+        )
     count = {s: sum(r["status"] == s for r in rows) for s in (HIT, MISS, MISSING, FAILURE)}
     return {
         "manifest": m.path,

@@ -1,0 +1,334 @@
+"""The hub cache on a shared network and a shared store: where a file's redirect may send it,
+how long it waits for an answer's headers, how much of an answer it holds, who may read what
+came with a credential, and where its writes land once a store directory was swapped.
+
+Everything is sent to 127.0.0.x only. A refused redirect target outside loopback (the cloud's
+metadata address) is judged by the hub before it connects: the tests that name one prove that
+no request and no connection to it was started (aiohttp's own tracing hooks), and that address
+is never reachable from here to begin with, as nothing is listening on it for the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import hashlib
+import os
+import re
+import stat
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import aiohttp
+import pytest
+import requests
+
+from cacheroot.fetch._hub.redirects import RedirectPolicy, RedirectRefusedError, refused_address
+from cacheroot.fetch._hub.redirects import resolve as loop_resolve
+from cacheroot.fetch._hub.service import HubProcess
+from cacheroot.fetch._hub.store import credential, key_of
+from cacheroot.fetch._hub.upstream import Upstream, UpstreamError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from tests.origin import Exchange, Handler, Server, hang
+else:
+    from origin import Server, hang
+
+PATH = "/acme/m/resolve/main/w.bin"
+DATA = b"gated weights " * 1000
+SHA = hashlib.sha256(DATA).hexdigest()
+COMMIT = "c" * 40
+TOKEN = "Bearer hf_secret_token"  # noqa: S105 - a made-up token the test hub never checks
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def start(store: Path) -> Iterator[Callable[..., HubProcess]]:
+    """Start hub caches on ``store``; stop them, and fail the test on a traceback."""
+    started: list[HubProcess] = []
+
+    def go(upstream: str, *options: str) -> HubProcess:
+        proc = HubProcess.start(upstream=upstream, store=str(store), options=options)
+        started.append(proc)
+        return proc
+
+    yield go
+    said = "\n".join(proc.stop() for proc in started)
+    assert "Traceback" not in said
+
+
+def _hub_answers(body: Handler | None = None, *, location: str | None = None) -> Handler:
+    """A Hub: ``PATH``'s metadata names ``DATA``; its bytes are ``body``'s, or a redirect to
+    ``location``; any ``/api/`` path is answered a small JSON naming it."""
+
+    def answer(ex: Exchange) -> None:
+        path = ex.path.split("?", 1)[0]
+        if path.startswith("/api/"):
+            ex.respond(200, b'{"path": "%s"}' % path.encode(), {"Content-Type": "application/json"})
+        elif path != PATH:
+            ex.respond(404, b"{}")
+        elif ex.command == "HEAD":
+            headers = {
+                "X-Repo-Commit": COMMIT,
+                "ETag": f'"{SHA}"',
+                "X-Linked-Etag": f'"{SHA}"',
+                "X-Linked-Size": str(len(DATA)),
+            }
+            ex.respond(200, b"", headers, length=len(DATA))
+        elif location is not None:
+            ex.respond(302, b"", {"Location": location})
+        elif body is not None:
+            body(ex)
+        else:
+            ex.respond(200, DATA, {"Content-Type": "application/octet-stream"})
+
+    return answer
+
+
+def _cdn(ex: Exchange) -> None:
+    ex.respond(200, DATA, {"Content-Type": "application/octet-stream"})
+
+
+# -- (a) redirects ---------------------------------------------------------------------------
+def test_which_addresses_a_redirect_may_reach() -> None:
+    assert refused_address("169.254.169.254") == "link-local address 169.254.169.254"
+    assert refused_address("fe80::1") == "link-local address fe80::1"
+    assert refused_address("127.0.0.2") == "loopback address 127.0.0.2"
+    assert refused_address("::1") == "loopback address ::1"
+    assert refused_address("10.1.2.3") == "private address 10.1.2.3"
+    assert refused_address("172.16.0.1") == "private address 172.16.0.1"
+    assert refused_address("192.168.1.1") == "private address 192.168.1.1"
+    assert refused_address("fc00::1") == "private address fc00::1"
+    assert refused_address("0.0.0.0") == "unspecified address 0.0.0.0"
+    assert refused_address("224.0.0.1") == "multicast address 224.0.0.1"
+    assert refused_address("::ffff:169.254.169.254") == "link-local address 169.254.169.254"
+    assert refused_address("100.64.0.1") == "shared (carrier-grade NAT) address 100.64.0.1"
+    assert refused_address("8.8.8.8") is None  # judged only: nothing is sent anywhere
+    assert refused_address("2606:4700::1111") is None
+
+
+def test_a_redirect_is_judged_by_scheme_name_and_resolved_address() -> None:
+    async def judge(upstream: str, url: str, allowed: tuple[str, ...] = ()) -> str:
+        try:
+            hop = await RedirectPolicy(upstream, allowed).hop(url, loop_resolve)
+        except RedirectRefusedError as exc:
+            return str(exc)
+        return f"follow {hop.url}"
+
+    async def cases() -> list[str]:
+        up = "http://127.0.0.1:9"
+        return [
+            await judge("https://hub.test", "http://cdn.test/w.bin"),
+            await judge("https://hub.test", "ftp://cdn.test/w.bin"),
+            await judge(up, "http://169.254.169.254/latest/meta-data/"),
+            await judge(up, "http://127.0.0.2:9/w.bin"),
+            await judge(up, "http://127.0.0.2:9/w.bin", ("127.0.0.2",)),
+            await judge(up, "http://127.0.0.1:10/w.bin"),
+            # A name is resolved (here from the hosts file) and judged by its address.
+            await judge(up, "http://localhost:9/w.bin"),
+        ]
+
+    assert asyncio.run(cases()) == [
+        "the file was redirected from https to http, which the hub cache never follows",
+        "the file was redirected to a ftp: URL, which the hub cache never follows",
+        (
+            "the file was redirected to 169.254.169.254: a link-local address 169.254.169.254, "
+            "which the hub cache never connects to (allow a host by name with "
+            "--allow-redirect-host)"
+        ),
+        (
+            "the file was redirected to 127.0.0.2: a loopback address 127.0.0.2, which the hub "
+            "cache never connects to (allow a host by name with --allow-redirect-host)"
+        ),
+        "follow http://127.0.0.2:9/w.bin",
+        "follow http://127.0.0.1:10/w.bin",
+        (
+            "the file was redirected to localhost (127.0.0.1): a loopback address 127.0.0.1, "
+            "which the hub cache never connects to (allow a host by name with "
+            "--allow-redirect-host)"
+        ),
+    ]
+
+
+# pytest-socket refuses, in this process, any connection to another address: were the decision
+# ever lost, the test fails on that refusal instead of sending a packet to the metadata address.
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_a_redirect_to_the_metadata_address_is_refused_before_any_connection() -> None:
+    """The hub's own download code, with aiohttp's tracing hooks recording every request and
+    every connection it starts: none is to 169.254.169.254."""
+    started: list[str] = []
+    connections: list[str] = []
+
+    async def on_request(_s: object, _c: object, params: aiohttp.TraceRequestStartParams) -> None:
+        started.append(str(params.url))
+
+    async def on_connection(_s: object, _c: object, _p: object) -> None:
+        connections.append(started[-1])
+
+    async def download(base: str) -> UpstreamError:
+        trace = aiohttp.TraceConfig()
+        trace.on_request_start.append(on_request)
+        trace.on_connection_create_start.append(on_connection)
+        async with aiohttp.ClientSession(trace_configs=[trace]) as session:
+            up = Upstream(base, session, deadline=5.0)
+
+            async def sink(_chunk: bytes) -> None:
+                raise AssertionError("no bytes may arrive")
+
+            with pytest.raises(UpstreamError) as failed:
+                await up.download(PATH, {"Authorization": TOKEN}, lambda _n: None, sink)
+            return failed.value
+
+    with Server(_hub_answers(location="http://169.254.169.254/latest/meta-data/")) as origin:
+        err = asyncio.run(download(origin.base))
+    assert (err.status, err.contacted, err.outage) == (502, False, False)
+    assert "169.254.169.254: a link-local address" in err.reason
+    assert started == [origin.base + PATH]
+    assert connections == [origin.base + PATH]
+
+
+def test_a_redirect_to_another_loopback_host_is_refused_unless_allowed(
+    start: Callable[..., HubProcess], tmp_path: Path
+) -> None:
+    with Server(_cdn, host="127.0.0.2") as cdn, Server() as origin:
+        origin.handler = _hub_answers(location=cdn.url("/blob/w.bin"))
+        hub = start(origin.base)
+        refused = requests.get(hub.url + PATH, timeout=30)
+        assert refused.status_code == 502
+        assert "127.0.0.2: a loopback address 127.0.0.2" in refused.json()["error"]
+        assert cdn.count() == 0
+        assert origin.count(PATH, "GET") == 1
+        hub.stop()
+
+        allowed = HubProcess.start(
+            upstream=origin.base,
+            store=str(tmp_path / "store2"),
+            options=("--allow-redirect-host", "127.0.0.2"),
+        )
+        try:
+            got = requests.get(allowed.url + PATH, headers={"AUTHORIZATION": TOKEN}, timeout=30)
+        finally:
+            allowed.stop()
+        assert (got.status_code, got.content == DATA) == (200, True)
+        assert cdn.count("/blob/w.bin", "GET") == 1
+        # The credential goes to the upstream, never to the other host, whatever its case.
+        assert origin.requests(PATH, "GET")[-1].headers["authorization"] == TOKEN
+        assert "authorization" not in cdn.requests("/blob/w.bin", "GET")[0].headers
+
+
+# -- (b) the headers' deadline ---------------------------------------------------------------
+def test_an_upstream_that_never_answers_a_download_costs_the_deadline(
+    start: Callable[..., HubProcess],
+) -> None:
+    with Server() as origin:
+        origin.handler = _hub_answers(hang())
+        hub = start(origin.base, "--deadline", "1")
+        began = time.monotonic()
+        resp = requests.get(hub.url + PATH, timeout=30)
+        took = time.monotonic() - began
+    assert resp.status_code == 502
+    assert "no answer's headers within 1 s" in resp.json()["error"]
+    assert took < 10
+
+
+# -- (c) the answers' cap --------------------------------------------------------------------
+def _huge(ex: Exchange) -> None:
+    """768 MiB of JSON-ish bytes, without a Content-Length (the body ends with the
+    connection), so only counting what arrives can stop it."""
+    ex.send_response(200)
+    ex.send_header("Content-Type", "application/json")
+    ex.end_headers()
+    chunk = b" " * (1 << 20)
+    ex.close_connection = True
+    try:
+        for _ in range(768):
+            ex.wfile.write(chunk)
+    except OSError:
+        return
+
+
+def _peak_rss_kib(pid: int) -> int:
+    text = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"^VmHWM:\s+(\d+) kB", text, re.MULTILINE)
+    assert found is not None
+    return int(found[1])
+
+
+def test_a_huge_api_answer_is_refused_without_holding_it(
+    start: Callable[..., HubProcess],
+) -> None:
+    with Server() as origin:
+        origin.route("/api/models/acme/huge", _huge)
+        hub = start(origin.base, "--deadline", "60")
+        resp = requests.get(hub.url + "/api/models/acme/huge", timeout=120)
+        peak = _peak_rss_kib(hub.proc.pid)
+    assert resp.status_code == 502
+    assert "larger than 64 MiB" in resp.json()["error"]
+    assert peak < 320 * 1024, f"the hub peaked at {peak // 1024} MiB"
+
+
+# -- (d) modes and swapped directories -------------------------------------------------------
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_what_came_with_a_credential_is_readable_by_the_hubs_user_only(
+    start: Callable[..., HubProcess], store: Path
+) -> None:
+    with Server() as origin:
+        origin.handler = _hub_answers()
+        hub = start(origin.base)
+        public = requests.get(hub.url + "/api/models/acme/open", timeout=30)
+        private = requests.get(hub.url + PATH, headers={"AUTHORIZATION": TOKEN}, timeout=30)
+        base = origin.base
+    assert (public.status_code, private.status_code, private.content == DATA) == (200, 200, True)
+    open_key = key_of(base, "GET", "/api/models/acme/open", "public")
+    head_key = key_of(base, "HEAD", PATH, credential(TOKEN))
+    assert _mode(store / "meta" / open_key[:2] / open_key) == 0o644
+    assert _mode(store / "meta" / head_key[:2] / head_key) == 0o600
+    assert _mode(store / "blobs" / SHA) == 0o600
+
+
+def test_a_named_group_may_read_what_came_with_a_credential(
+    start: Callable[..., HubProcess], store: Path
+) -> None:
+    group = next(g for g in grp.getgrall() if g.gr_gid != os.getgid())
+    with Server() as origin:
+        origin.handler = _hub_answers()
+        hub = start(origin.base, "--private-group", group.gr_name)
+        got = requests.get(hub.url + PATH, headers={"Authorization": TOKEN}, timeout=30)
+    assert got.status_code == 200
+    blob = (store / "blobs" / SHA).stat()
+    assert (stat.S_IMODE(blob.st_mode), blob.st_gid) == (0o640, group.gr_gid)
+
+
+def test_a_store_directory_swapped_for_a_link_never_redirects_a_write(
+    start: Callable[..., HubProcess], store: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with Server() as origin:
+        origin.handler = _hub_answers()
+        hub = start(origin.base)
+        assert requests.get(hub.url + "/api/models/acme/first", timeout=30).status_code == 200
+        assert (store / "meta").is_dir()
+        assert not (store / "blobs").exists()
+        (store / "blobs").mkdir()
+        # Another job swaps the directories the hub made (or will use) for links.
+        for name in ("meta", "blobs", "locks"):
+            (store / name).rename(store / f"{name}.moved")
+            (store / name).symlink_to(elsewhere)
+        again = requests.get(hub.url + "/api/models/acme/second", timeout=30)
+        blob = requests.get(hub.url + PATH, timeout=30)
+    assert again.status_code == 200
+    assert again.json() == {"path": "/api/models/acme/second"}
+    assert blob.status_code == 507
+    assert "is a symbolic link or not a directory" in blob.json()["error"]
+    assert sorted(p.name for p in elsewhere.rglob("*")) == []
