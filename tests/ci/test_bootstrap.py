@@ -208,8 +208,10 @@ def uv_on_path(fake_bin: Path) -> str:
     uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
     if not Path(uv).is_file():
         pytest.skip("uv is not on PATH: the bootstrap installs nox with the uv it finds")
-    (fake_bin / "uv").symlink_to(uv)
-    return uv
+    # A copy, not a link: uv may be one the bootstrap installed (/usr/local/bin linking into
+    # /opt), which the root tests hide behind empty mounts.
+    shutil.copy2(os.path.realpath(uv), fake_bin / "uv")
+    return str(fake_bin / "uv")
 
 
 def version(tool: str) -> str:

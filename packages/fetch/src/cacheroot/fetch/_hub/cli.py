@@ -164,7 +164,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         metavar="GROUP",
         help="store what came with a credential readable by this group (0640) rather than by "
-        "the hub's user only (0600)",
+        "the hub's user only (0600); e.g. ci-runners",
     )
     serve.set_defaults(func=_run_serve)
     export = hub_sub.add_parser(
