@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from tests.origin import Exchange, Handler, Server, hang
+
+    from .hubserver import HubRepo, HubServer
 else:
     from origin import Server, hang
 
@@ -332,3 +334,23 @@ def test_a_store_directory_swapped_for_a_link_never_redirects_a_write(
     assert blob.status_code == 507
     assert "is a symbolic link or not a directory" in blob.json()["error"]
     assert sorted(p.name for p in elsewhere.rglob("*")) == []
+
+
+def test_a_credential_in_any_case_keeps_a_modelscope_listing_its_own(
+    start: Callable[..., HubProcess], hub: HubServer, tiny_repo: HubRepo
+) -> None:
+    """A ModelScope file's listing asked with ``authorization`` (lower case, as some clients
+    send it) is kept under that credential: an anonymous request after it is not answered
+    from it, but asked of the upstream again. The look-up of the credential in the mapping the
+    hub builds is by name in any case; aiohttp also gives a known header its canonical name,
+    so this guards the behaviour rather than reproduces a failure seen."""
+    proxy = start(hub.url, "--modelscope-upstream", hub.url)
+    url = f"{proxy.url}/api/v1/models/{tiny_repo.repo_id}/repo"
+    query = {"Revision": "master", "FilePath": "config.json"}
+    listing = f"/api/v1/models/{tiny_repo.repo_id}/repo/files"
+    with_token = requests.get(url, params=query, headers={"authorization": TOKEN}, timeout=30)
+    assert with_token.status_code == 200
+    assert hub.count_path(listing, "GET") == 1
+    anonymous = requests.get(url, params=query, timeout=30)
+    assert anonymous.status_code == 200
+    assert hub.count_path(listing, "GET") == 2

@@ -44,7 +44,16 @@ from aiohttp import web
 from . import branches, fills, fleet, metrics, partials, routes, xet
 from .breaker import Breakers
 from .outage import unanswered
-from .store import PUBLIC, Answer, Store, carries_credential, credential, digest_of, key_of
+from .store import (
+    PUBLIC,
+    Answer,
+    Store,
+    authorization,
+    carries_credential,
+    credential,
+    digest_of,
+    key_of,
+)
 from .upstream import CHUNK, Upstream, UpstreamError, client_sessions
 from .verified import Verified
 
@@ -257,7 +266,7 @@ class Hub:
         pin = branches.revision_target(route) if branches.movable(route) else target
         if pin == target:
             return target, route, None
-        token = headers.get("Authorization")
+        token = authorization(headers)
         auth = {"Authorization": token} if token else {}
         resolved, how = await self.meta("GET", pin, routes.classify("GET", pin), auth)
         commit = self._pins.commit(pin, credential(token), resolved)
@@ -292,7 +301,7 @@ class Hub:
     ) -> tuple[Answer, str]:
         """The answer to a metadata request, and how it was served (a counter's name)."""
         up = self.upstreams[route.hub]
-        cred = credential(headers.get("Authorization"))
+        cred = credential(authorization(headers))
         key = key_of(up.base, method, target, cred)
         now = time.time()
         kept = self.store.load(key)

@@ -59,6 +59,15 @@ def carries_credential(headers: Mapping[str, str]) -> bool:
     return any(str(name).lower() == "authorization" and value for name, value in headers.items())
 
 
+def authorization(headers: Mapping[str, str]) -> str | None:
+    """A request's ``Authorization`` value, its name in any case: a plain mapping built from a
+    client's headers keeps the client's spelling (``authorization``), which an exact look-up
+    misses, filing a credentialed answer under the public key."""
+    return next(
+        (value for name, value in headers.items() if str(name).lower() == "authorization"), None
+    )
+
+
 def credential(authorization: str | None) -> str:
     """The part of a key that says whose answer it is: ``public``, or a hash of the credential."""
     if not authorization:
