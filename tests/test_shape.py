@@ -364,6 +364,7 @@ PUBLIC = {
         "CACHEROOT_SHARED_MODE",
         "CACHEROOT_TAG",
         "CACHEROOT_VERIFY",
+        "CI",
         "DEFAULT_SOURCE",
         "DERIVED",
         "EXPLICIT",

@@ -20,6 +20,7 @@ import sys
 import termios
 from pathlib import Path
 
+from cacheroot.envs import CI
 from cacheroot.fetch import Fetcher
 
 from .origin import Origin, body, sha256
@@ -160,7 +161,7 @@ def test_on_a_terminal_the_bar_is_replaced_by_a_line_that_stays(origin: Origin, 
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
     try:
         # A terminal user's shell: no CI (bars are left out of CI logs; the suite may run in CI).
-        env = {k: v for k, v in os.environ.items() if k != "CI"}
+        env = {k: v for k, v in os.environ.items() if k != CI}
         proc = subprocess.Popen(
             [sys.executable, "-m", "cacheroot.envs._cli", "fetch", url],
             stdout=subprocess.PIPE,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from cacheroot.envs import CI
 from cacheroot.fetch import Fetcher
 
 from .origin import body, sha256
@@ -56,7 +57,7 @@ def _environ(
     in CI), a capable ``TERM``, no ``COLUMNS``/``LINES`` (the size comes from the terminal);
     then ``extra``. With ``hide_tqdm``, a folder first on the path whose ``tqdm`` cannot be
     imported, as where tqdm is not installed."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "COLUMNS", "LINES")}
+    env = {k: v for k, v in os.environ.items() if k not in (CI, "COLUMNS", "LINES")}
     env["TERM"] = "xterm-256color"
     if hide_tqdm is not None:
         package = hide_tqdm / "tqdm"
@@ -139,7 +140,7 @@ def test_a_slow_fetch_draws_a_bar_on_a_terminal_of_no_size(
     origin: Origin, name: str, ci: str | None
 ) -> None:
     url = _slow(origin, name)
-    env = _environ(None if ci is None else {"CI": ci})
+    env = _environ(None if ci is None else {CI: ci})
     status, out, text = on_terminal("fetch", url, env=env)
     assert status == 0, text
     assert out == f"{Fetcher().path(url)}\n"
@@ -167,7 +168,7 @@ def test_no_bar_when_stderr_is_a_pipe(origin: Origin, name: str) -> None:
 
 @pytest.mark.parametrize(
     "extra",
-    [{"CI": "true"}, {"CI": "1"}, {"TERM": "dumb"}],
+    [{CI: "true"}, {CI: "1"}, {"TERM": "dumb"}],
     ids=["CI=true", "CI=1", "TERM=dumb"],
 )
 def test_no_bar_in_ci_or_on_a_dumb_terminal(

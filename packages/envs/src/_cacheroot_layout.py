@@ -106,6 +106,10 @@ PYTEST_XDIST_WORKER = "PYTEST_XDIST_WORKER"
 #: Buildkite's job index and count, from which the harness takes the shard of a parallel step.
 BUILDKITE_PARALLEL_JOB = "BUILDKITE_PARALLEL_JOB"
 BUILDKITE_PARALLEL_JOB_COUNT = "BUILDKITE_PARALLEL_JOB_COUNT"
+#: Set by CI services (GitHub Actions, GitLab, Buildkite, CircleCI, ...) in every job. Some run
+#: the job on a pseudo-terminal (Buildkite does by default), whose log would keep every redraw of
+#: a progress bar; a bar is for someone watching, so none is drawn where it is set.
+CI = "CI"
 #: Set (to ``true``) in every Buildkite job: the session's hub report becomes an annotation.
 BUILDKITE = "BUILDKITE"
 #: GitHub Actions: the file a step appends Markdown to for the job's summary page.

@@ -25,6 +25,7 @@ import threading
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from cacheroot.envs import CI
 from cacheroot.envs.units import format_size
 
 from ._redact import printable, redact_url
@@ -158,10 +159,6 @@ def line(event: FetchEvent) -> str:
     return f"{event.kind} {event.url}: {event.reason}"
 
 
-#: Set by CI services (GitHub Actions, GitLab, Buildkite, CircleCI, ...) in every job. Some run
-#: the job on a pseudo-terminal (Buildkite does by default), whose log would keep every redraw of
-#: a bar; a bar is for someone watching.
-CI = "CI"
 #: Values of ``CI`` that say "not CI" (blank included).
 _NOT_CI = frozenset({"", "0", "false", "no", "off"})
 #: The terminal size assumed where a terminal reports none and ``COLUMNS``/``LINES`` are unset.
