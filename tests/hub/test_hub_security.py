@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import grp
 import hashlib
+import json
 import os
 import re
 import stat
@@ -24,10 +25,11 @@ import aiohttp
 import pytest
 import requests
 
+from cacheroot.fetch._hub.answers import WarmHub, pin_branch
 from cacheroot.fetch._hub.redirects import RedirectPolicy, RedirectRefusedError, refused_address
 from cacheroot.fetch._hub.redirects import resolve as loop_resolve
 from cacheroot.fetch._hub.service import HubProcess
-from cacheroot.fetch._hub.store import credential, key_of
+from cacheroot.fetch._hub.store import Answer, Store, credential, key_of
 from cacheroot.fetch._hub.upstream import Upstream, UpstreamError
 
 if TYPE_CHECKING:
@@ -354,3 +356,25 @@ def test_a_credential_in_any_case_keeps_a_modelscope_listing_its_own(
     anonymous = requests.get(url, params=query, timeout=30)
     assert anonymous.status_code == 200
     assert hub.count_path(listing, "GET") == 2
+
+
+def test_the_branch_answers_a_warm_writes_with_a_credential_stay_its_holders(
+    tmp_path: Path,
+) -> None:
+    """A warm run with a token pins a branch from the commit's answer it asked with that token:
+    the answers it writes for the branch are kept 0600, as the hub keeps what came with one."""
+    upstream, repo, commit = "http://127.0.0.1:9", "acme/gated", "d" * 40
+    hub = WarmHub(url="http://127.0.0.1:9", upstream=upstream, store=str(tmp_path / "store"))
+    store = Store(hub.store)
+    cred = credential(TOKEN)
+    body = json.dumps({"id": repo, "sha": commit}).encode()
+    source = f"/api/models/{repo}/revision/{commit}"
+    store.save(key_of(upstream, "GET", source, cred), Answer(200, (), body), private=True)
+    targets = pin_branch(
+        hub, repo_type="model", repo_id=repo, branch="main", commit=commit, authorization=TOKEN
+    )
+    assert targets == [f"/api/models/{repo}/revision/main", f"/api/models/{repo}"]
+    for target in targets:
+        key = key_of(upstream, "GET", target, cred)
+        mode = os.stat(tmp_path / "store" / "meta" / key[:2] / key).st_mode
+        assert stat.S_IMODE(mode) == 0o600, target

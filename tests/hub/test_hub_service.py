@@ -230,6 +230,11 @@ def test_healthz_answers_200_while_the_store_takes_files_and_503_once_it_cannot(
         "breakers": {},
     }
     assert sorted(p.name for p in (tmp_path / "store" / "blobs").iterdir()) == []
+    # A probe holds nothing open after it: a Deployment probes every few seconds, for weeks.
+    descriptors = len(os.listdir(f"/proc/{proxy.proc.pid}/fd"))
+    for _ in range(20):
+        assert requests.get(proxy.url + "/healthz", timeout=10).status_code == 200
+    assert len(os.listdir(f"/proc/{proxy.proc.pid}/fd")) == descriptors
 
     # The blobs' directory replaced by a file: no fill could write there any more.
     shutil.rmtree(tmp_path / "store" / "blobs")

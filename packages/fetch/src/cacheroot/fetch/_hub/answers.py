@@ -37,7 +37,7 @@ from cacheroot.envs import CACHEROOT_HUB_OWNER, HF_ENDPOINT
 from . import branches, routes
 from .cli import DEFAULT_UPSTREAM, default_store, modelscope_upstream
 from .service import HubProcess
-from .store import Store, credential, key_of
+from .store import PUBLIC, Store, credential, key_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -137,5 +137,7 @@ def pin_branch(
     if branch == DEFAULT_BRANCH:
         targets.append(_info_target(repo_type, repo_id, ""))
     for target in targets:
-        store.save(key_of(hub.upstream, "GET", target, cred), replace(source, stored=time.time()))
+        kept = replace(source, stored=time.time())
+        # An answer asked with a credential stays its holder's (0600), as the hub keeps it.
+        store.save(key_of(hub.upstream, "GET", target, cred), kept, private=cred != PUBLIC)
     return targets

@@ -203,7 +203,7 @@ def _probe_store(hub: Hub) -> None:
         os.write(fd, b"ok\n")
     finally:
         os.close(fd)
-        os.unlink(partial)
+        store.drop_partial(partial)  # through its held directory, which it also closes
 
 
 async def health(hub: Hub) -> web.Response:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -410,8 +411,13 @@ class Hub:
                 return err
             answer = xet.clean(target.partition("?")[0], answer)
             if answer.status < 400 or answer.status in _NEGATIVE:
+                # Written and synced in the fills' threads: an fsync on the loop stalls every
+                # request while the store's disk (a network volume) syncs.
+                save = functools.partial(
+                    self.store.save, key, answer, private=carries_credential(headers)
+                )
                 with contextlib.suppress(OSError):
-                    self.store.save(key, answer, private=carries_credential(headers))
+                    await fills.in_pool(save)
             return answer
         finally:
             if lock is not None:
