@@ -26,14 +26,19 @@ from ._lock import PathLock, holder
 from ._naming import check_filename, check_namespace, entry_name, entry_path
 from ._redact import Secret, printable, redact_url
 from ._store import (
+    MAX_RECORD,
+    SHARED_DIR,
+    SHARED_FILE,
     NotRegularFileError,
     Partial,
     Staging,
     atomic_write,
     current_meta,
     fsync_dir,
+    kind,
     lock_path,
     open_regular,
+    open_regular_stat,
     partial_abandoned,
     partials,
     publish_dir,
@@ -47,6 +52,9 @@ from ._store import (
 from ._used import touch_used
 
 __all__ = [
+    "MAX_RECORD",
+    "SHARED_DIR",
+    "SHARED_FILE",
     "NotRegularFileError",
     "Partial",
     "PathLock",
@@ -61,8 +69,10 @@ __all__ = [
     "extract_entry",
     "fsync_dir",
     "holder",
+    "kind",
     "lock_path",
     "open_regular",
+    "open_regular_stat",
     "parse_http_date",
     "partial_abandoned",
     "partials",

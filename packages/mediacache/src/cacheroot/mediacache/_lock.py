@@ -23,9 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cacheroot.fetch import LockTimeout
-from cacheroot.fetch.store import NotRegularFileError, open_regular
-
-from ._volume import SHARED_FILE
+from cacheroot.fetch.store import SHARED_FILE, NotRegularFileError, open_regular
 
 if TYPE_CHECKING:
     from collections.abc import Callable

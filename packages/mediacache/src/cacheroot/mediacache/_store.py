@@ -45,12 +45,12 @@ import threading
 import time
 from typing import Any
 
-from cacheroot.fetch.store import NotRegularFileError
+from cacheroot.fetch.store import MAX_RECORD, NotRegularFileError
 
 from . import _policy
 from ._lock import DirLock
 from ._redact import one_line, shown
-from ._volume import MAX_RECORD, Directory, RefusedFileError, planted_kind
+from ._volume import Directory, RefusedFileError, planted_kind
 
 log = logging.getLogger("cacheroot.mediacache")
 
@@ -209,7 +209,7 @@ class Store:
         """Store ``body`` as ``name`` within the bound; return how many entries were evicted.
 
         ``None`` means it was not stored: the body (with its record) alone exceeds the bound,
-        or the record would be larger than a reader reads (:data:`._volume.MAX_RECORD`).
+        or the record would be larger than a reader reads (the core's ``MAX_RECORD``).
         Under the directory lock a publisher evicts what it needs and *reserves* its bytes: its
         file is created at the body's full size, and a placeholder holds the record's room
         until the record exists. A concurrent publisher's scan counts both, so the writing,

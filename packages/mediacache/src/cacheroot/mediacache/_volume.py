@@ -38,17 +38,18 @@ import threading
 import weakref
 from typing import NamedTuple
 
-from cacheroot.fetch.store import NotRegularFileError, open_regular
+from cacheroot.fetch.store import (
+    MAX_RECORD,
+    SHARED_DIR,
+    SHARED_FILE,
+    NotRegularFileError,
+    kind,
+    open_regular,
+    open_regular_stat,
+)
 
-#: The largest record (``.<entry>.meta.json``) or ledger the cache reads: a few headers, a URL
-#: and a few numbers take a few KiB; a record larger than this is refused unread, and the cache
-#: never writes one.
-MAX_RECORD = 256 * 1024
-#: Modes of what the cache creates in a setgid directory (a volume a group shares), as
-#: :mod:`cacheroot.fetch` makes them: the next member of the group must be able to lock,
-#: replace and evict them. Elsewhere the umask decides, as for any program.
-SHARED_FILE = 0o664
-SHARED_DIR = 0o2775
+#: The record cap (:data:`MAX_RECORD`) and the modes of a setgid volume (:data:`SHARED_FILE`,
+#: :data:`SHARED_DIR`) are the download core's: the two caches share one volume and its rules.
 #: A temporary file younger than this is never judged abandoned (its writer may not have
 #: locked it yet); older and unlocked, its writer is gone. Where ``flock`` does not work, only
 #: :data:`STALE_AFTER` tells.
@@ -62,23 +63,6 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
-_KINDS = (
-    (stat.S_ISLNK, "a symbolic link"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISREG, "a regular file"),
-)
-
-
-def kind(mode: int) -> str:
-    """What ``mode`` (``st_mode``) is, in words: ``"a FIFO"``, ``"a socket"``, ..."""
-    for test, words in _KINDS:
-        if test(mode):
-            return words
-    return "a special file"
 
 
 class RefusedPathError(OSError):
@@ -203,12 +187,7 @@ class Directory:
         or directory (not followed, not waited on), :class:`RefusedFileError` for a file with
         another link or an untrusted owner, :class:`FileNotFoundError` when there is none.
         """
-        fd = open_regular(name, os.O_RDONLY, dir_fd=self.fd())
-        try:
-            st = os.fstat(fd)
-        except BaseException:
-            os.close(fd)
-            raise
+        fd, st = open_regular_stat(name, os.O_RDONLY, dir_fd=self.fd())
         reason = self._unusable(st)
         if reason:
             os.close(fd)
