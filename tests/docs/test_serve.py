@@ -140,6 +140,9 @@ def test_it_serves_the_docs_origin_and_hub_and_prints_the_exports_that_reach_the
             if line.startswith("export "):
                 name, _, value = shlex.split(line)[1].partition("=")
                 env[name] = value
+        # Were the mirror ever skipped, the fetch would go on to the real example.org: a proxy
+        # on a closed loopback port ends any such request here, and the mirror is no proxy's.
+        env.update(HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="127.0.0.1")
         fetched = subprocess.run(
             [
                 sys.executable,

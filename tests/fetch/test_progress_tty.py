@@ -144,6 +144,7 @@ def test_a_slow_fetch_draws_a_bar_on_a_terminal_of_no_size(
     status, out, text = on_terminal("fetch", url, env=env)
     assert status == 0, text
     assert out == f"{Fetcher().path(url)}\n"
+    assert Path(out.strip()).read_bytes() == body(name, SIZE)  # the path printed holds the file
     _assert_bar(text, name)
     # The bar is cleared; what the screen keeps last is the summary line.
     last = re.split(r"[\r\n]+", text.strip())[-1]
@@ -163,6 +164,7 @@ def test_no_bar_when_stderr_is_a_pipe(origin: Origin, name: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{Fetcher().path(url)}\n"
+    assert Path(done.stdout.strip()).read_bytes() == body(name, SIZE)
     assert re.fullmatch(_miss_line("fetch", url) + "\n", done.stderr), done.stderr
 
 
@@ -179,6 +181,7 @@ def test_no_bar_in_ci_or_on_a_dumb_terminal(
     status, out, text = on_terminal("fetch", url, env=_environ(extra), size=(24, 120))
     assert status == 0, text
     assert out == f"{Fetcher().path(url)}\n"
+    assert Path(out.strip()).read_bytes() == body(name, SIZE)  # the path printed holds the file
     # One line, as in a log (the terminal turns its line feed into CR LF).
     assert re.fullmatch(_miss_line("fetch", url) + "\r\n", text), text
 
@@ -189,6 +192,7 @@ def test_without_tqdm_no_bar_and_no_error(origin: Origin, name: str, tmp_path: P
     status, out, text = on_terminal("fetch", url, env=env, size=(24, 120))
     assert status == 0, text
     assert out == f"{Fetcher().path(url)}\n"
+    assert Path(out.strip()).read_bytes() == body(name, SIZE)  # the path printed holds the file
     assert re.fullmatch(_miss_line("fetch", url) + "\r\n", text), text
 
 

@@ -320,7 +320,9 @@ def test_downloads_holding_every_connection_never_starve_metadata(start: Start) 
                 got = requests.get(proxy.url + _api("acme/m", "v1"), timeout=10)
                 took = time.monotonic() - began
                 assert (got.status_code, got.headers["X-Cacheroot-Hub"]) == (200, "miss")
-                assert took < 1.5, took
+                # A starved request waits out the 2 s deadline and gets 504 (the status above);
+                # the time is bounded by it too, with room for a loaded 2-core machine.
+                assert took < 2.0, took
                 assert _breaker(proxy, origin.base)["state"] == "closed"
             finally:
                 release.set()

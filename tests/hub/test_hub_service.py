@@ -7,6 +7,7 @@ so a line Prometheus would reject fails the test, and every value is written out
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -196,7 +197,7 @@ def test_metrics_after_a_known_sequence_of_requests(
         ("cacheroot_hub_upstream_failures_total", ()): 3,
         **{
             (f"{fill}_bucket", (("outcome", "ok"), ("le", le))): 1
-            for le in ("0.5", "1", "5", "15", "60", "300", "900", "+Inf")
+            for le in ("5", "15", "60", "300", "900", "+Inf")
         },
         (f"{fill}_count", (("outcome", "ok"),)): 1,
         ("cacheroot_hub_breaker_open", (("origin", origin),)): 1,
@@ -204,8 +205,11 @@ def test_metrics_after_a_known_sequence_of_requests(
         ("cacheroot_hub_events_total", (("event", "partials_removed"),)): 0,
     }
     # A fill of a few KiB on loopback takes well under 0.1 s, though a loaded machine may not.
-    quick = samples.pop((f"{fill}_bucket", frozenset({("outcome", "ok"), ("le", "0.1")})))
-    assert quick in (0, 1)
+    quick = [
+        samples.pop((f"{fill}_bucket", frozenset({("outcome", "ok"), ("le", le)})))
+        for le in ("0.1", "0.5", "1")
+    ]
+    assert quick in ([0, 0, 0], [0, 0, 1], [0, 1, 1], [1, 1, 1])  # cumulative, one fill
     assert samples == {
         (name, frozenset(labels)): value for (name, labels), value in expected.items()
     }
@@ -215,6 +219,16 @@ def test_metrics_after_a_known_sequence_of_requests(
     again = parse_exposition(requests.get(proxy.url + "/metrics", timeout=10).text)[1]
     assert _at(again, "cacheroot_hub_requests_total") == 9
     assert hub.count_path("/metrics") == hub.count_path("/healthz") == 0
+
+
+def _files_open(proxy: HubProcess) -> list[str]:
+    """What the hub process holds open, sockets left out (clients' connections come and go)."""
+    fds = f"/proc/{proxy.proc.pid}/fd"
+    found = []
+    for fd in os.listdir(fds):
+        with contextlib.suppress(FileNotFoundError):
+            found.append(os.readlink(f"{fds}/{fd}"))
+    return sorted(f for f in found if not f.startswith(("socket:", "anon_inode:", "pipe:")))
 
 
 def test_healthz_answers_200_while_the_store_takes_files_and_503_once_it_cannot(
@@ -231,10 +245,10 @@ def test_healthz_answers_200_while_the_store_takes_files_and_503_once_it_cannot(
     }
     assert sorted(p.name for p in (tmp_path / "store" / "blobs").iterdir()) == []
     # A probe holds nothing open after it: a Deployment probes every few seconds, for weeks.
-    descriptors = len(os.listdir(f"/proc/{proxy.proc.pid}/fd"))
+    before = _files_open(proxy)
     for _ in range(20):
         assert requests.get(proxy.url + "/healthz", timeout=10).status_code == 200
-    assert len(os.listdir(f"/proc/{proxy.proc.pid}/fd")) == descriptors
+    assert _files_open(proxy) == before
 
     # The blobs' directory replaced by a file: no fill could write there any more.
     shutil.rmtree(tmp_path / "store" / "blobs")

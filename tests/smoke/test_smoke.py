@@ -9,7 +9,6 @@ session around it (build and install included) stays under a minute on 2 cores.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -89,4 +88,5 @@ def test_one_run_with_the_hub_cache_against_the_local_test_hub(tmp_path: Path) -
         out = runner.run_pytest(args, env=env, cwd=project, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "1 passed" in out.stdout
-    assert os.listdir(tmp_path / "root")  # the run's caches landed under the root
+    # The model landed in the hub cache of the layout's root.
+    assert (tmp_path / "root" / "huggingface" / "hub" / "models--acme--smoke-model").is_dir()
