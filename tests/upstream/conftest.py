@@ -67,6 +67,9 @@ class Pin:
     why: str
     #: Part of the audit's measured corpus (``test_audit_corpus.py``): downloaded, not installed.
     corpus: bool = False
+    #: Part of the audit's held-out corpus (``holdout_truth.py``): downloaded, not installed;
+    #: its truth was written before the audit ever read it.
+    holdout: bool = False
 
     @property
     def spec(self) -> str:
@@ -89,6 +92,7 @@ class Pins:
                 install=w.get("install", False) is not False,
                 why=w["why"],
                 corpus=w.get("corpus", False) is True,
+                holdout=w.get("holdout", False) is True,
             )
             for w in data["wheel"]
         )
