@@ -43,6 +43,7 @@ from _cacheroot_layout import (
     CACHEROOT_AUDIT_DIR,
     PYTEST_CURRENT_TEST,
     resolve,
+    secret_variable,
 )
 
 TYPE_CHECKING = False
@@ -521,20 +522,39 @@ def read_places(directory: str) -> list[str]:
 def redact_command(command: list[str] | str) -> str:
     """A command line as text, with what looks like a secret replaced by ``***``: the value
     of an option that names a token, key, secret or password (``--token=...``, ``--token
-    ...``), an ``Authorization:`` or other key header, a URL's password (``user:***@``, a
-    token as userinfo ``***@``) and its token-like query values. Arguments holding spaces are
-    quoted. Only called when a process is started or recorded."""
+    ...``, ``--password ...``), of ``-p`` (``sshpass -p``, ``docker login -p``) except for the
+    programs whose ``-p`` is something else (:data:`_DASH_P_IS_NO_PASSWORD`), of a
+    ``NAME=value`` word whose name is a secret's (``HF_TOKEN=``, ``AWS_SECRET_ACCESS_KEY=``,
+    ``-e OPENAI_API_KEY=...``, ``--env=GITHUB_TOKEN=...``: the layout's
+    :func:`~_cacheroot_layout.secret_variable`), an ``Authorization:`` or other key header, a
+    URL's password (``user:***@``, a token as userinfo ``***@``) and its token-like query
+    values. Arguments holding spaces are quoted. Only called when a process is started or
+    recorded."""
     import re  # noqa: PLC0415 - only once a command is recorded
 
     argv = command.split(" ") if isinstance(command, str) else list(command)
     out: list[str] = []
     hide_next = False
+    program, starts = "", True  # the program whose arguments these are; the next word names one
     for arg in argv:
         if hide_next:
             arg, hide_next = "***", False  # noqa: PLW2901 - the argument, redacted
-        elif re.fullmatch(_HIDDEN_OPTION, arg):
-            hide_next = True
+        else:
+            if starts and not re.fullmatch(_SETTING, arg):
+                program, starts = os.path.basename(arg), False  # a shell's FOO=x before it skipped
+            if (
+                arg in _SEPARATORS
+                or arg.endswith(";")
+                or (arg == "-m" and program.startswith("python"))
+            ):
+                starts = True  # a shell's next command, or the module python runs
+            hide_next = bool(re.fullmatch(_HIDDEN_OPTION, arg)) or (
+                arg == "-p" and program not in _DASH_P_IS_NO_PASSWORD
+            )
         arg = re.sub(_HIDDEN_ASSIGN, r"\1***", arg)  # noqa: PLW2901
+        setting = re.fullmatch(_SETTING, arg)
+        if setting and secret_variable(setting[2]):
+            arg = f"{setting[1] or ''}{setting[2]}=***"  # noqa: PLW2901
         arg = re.sub(_HIDDEN_HEADER, r"\1: ***", arg)  # noqa: PLW2901
         arg = re.sub(_USERINFO, _userinfo, arg)  # noqa: PLW2901
         arg = re.sub(_HIDDEN_QUERY, r"\1***", arg)  # noqa: PLW2901
@@ -548,6 +568,16 @@ _HIDDEN_ASSIGN = rf"(?i)^(--?[\w-]*{_WORDS}[\w-]*=)[^\s]+"
 _HIDDEN_HEADER = r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key|cookie)\s*:\s*.+"
 _USERINFO = r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#\s@]*(?:@[^/?#\s@]*)*)@"
 _HIDDEN_QUERY = rf"(?i)([?&][\w-]*(?:{_WORDS}|sig|signature|key)[\w-]*=)[^&#\s]+"
+#: ``NAME=value`` (an environment setting, ``make``'s or Hydra's ``a.b=value``), alone or as an
+#: option's value (``--env=NAME=value``): the option, the name.
+_SETTING = r"(?s)(--?[\w-]+=)?([A-Za-z_][\w.-]*)=.+"
+#: The words after which a shell line starts another command.
+_SEPARATORS = frozenset({";", "&&", "||", "|", "&"})
+#: Programs whose ``-p`` is no password: a flag with no value, so the next word is a path
+#: (``mkdir -p DIR``, ``cp -p``), or pytest's plugin (``pytest -p no:xdist``,
+#: ``python -m pytest -p``). Any other program's ``-p VALUE`` is hidden: a port or a process id
+#: shown as ``***`` costs less than a password shown in clear.
+_DASH_P_IS_NO_PASSWORD = frozenset({"cp", "install", "ls", "mkdir", "py.test", "pytest", "tar"})
 
 
 def _userinfo(match: object) -> str:

@@ -139,6 +139,44 @@ VLLM_MEDIA_CACHE = "VLLM_MEDIA_CACHE"
 #: eviction deletes every file there that does not start with a dot.
 CACHEROOT_MEDIA_CACHE = "CACHEROOT_MEDIA_CACHE"
 
+#: Names whose values are credentials (lower case, ``-`` read as ``_``): query parameters
+#: (``?token=``, signed URLs' ``sig=``/``Signature=``/``Policy=``, OAuth's ``code=``) and the
+#: ``NAME=value`` words of a command line (``HF_TOKEN=``). :func:`cacheroot.fetch.redact_url`,
+#: the media cache (through it) and the run-time audit's command lines all judge names by
+#: :func:`secret_name`, so there is one list to extend.
+SECRET_NAMES = frozenset(
+    {
+        "access_token",
+        "api_key",
+        "apikey",
+        "auth",
+        "code",
+        "id_token",
+        "jwt",
+        "key",
+        "key_pair_id",
+        "pass",
+        "passwd",
+        "password",
+        "policy",
+        "pwd",
+        "refresh_token",
+        "secret",
+        "session",
+        "sessionid",
+        "sig",
+        "signature",
+        "token",
+    }
+)
+#: Parts of names that make any name a credential (``x_amz_security_token``, ``HF_TOKEN``,
+#: ``AWS_SECRET_ACCESS_KEY``, ``x_goog_credential``, ``client_secret``, ``OPENAI_API_KEY``...).
+SECRET_PARTS = ("token", "secret", "passw", "signature", "credential", "apikey", "api_key")
+#: Endings that make an environment variable's name a credential (``SSH_PRIVATE_KEY``,
+#: ``MYSQL_PWD``, ``REDISCLI_AUTH``) where a query parameter's is not (``?sort_key=``):
+#: only :func:`secret_variable` reads them.
+SECRET_ENDINGS = ("_key", "_pass", "_pwd", "_auth")
+
 #: The tags a variable may belong to. ``all`` means every tag, and no tag at all.
 TAGS = ("cuda", "rocm")
 
@@ -829,6 +867,25 @@ def _blank(value: str | None) -> bool:
 def truthy(value: str | None) -> bool:
     """Whether a switch variable is on (``1``, ``true``, ``yes``, ``on``; any case)."""
     return value is not None and value.strip().lower() in _TRUE
+
+
+def secret_name(name: str) -> bool:
+    """Whether a value called ``name`` (a query parameter, a ``NAME=value`` word) is a
+    credential: one of :data:`SECRET_NAMES`, or a name containing one of :data:`SECRET_PARTS`
+    (in any case, ``-`` read as ``_``)."""
+    plain = name.strip().lower().replace("-", "_")
+    return plain in SECRET_NAMES or any(part in plain for part in SECRET_PARTS)
+
+
+def secret_variable(name: str) -> bool:
+    """Whether an environment variable (or a ``NAME=value`` setting) called ``name`` holds a
+    credential: :func:`secret_name`, or a name with one of :data:`SECRET_ENDINGS`
+    (``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``SSH_PRIVATE_KEY``, ``MYSQL_PWD``; not
+    ``AWS_ACCESS_KEY_ID`` or ``PATH``). A dotted name (``wandb.api_key``, as Hydra writes an
+    override) is judged by its last part as well."""
+    plain = name.strip().lower().replace("-", "_")
+    last = plain.rpartition(".")[2]
+    return secret_name(plain) or secret_name(last) or last.endswith(SECRET_ENDINGS)
 
 
 def shared_root(environ: "Mapping[str, str]") -> "str | None":

@@ -19,7 +19,9 @@ Read at every download (a hit never asks), from two places:
 requests after them. Tokens are never recorded, logged or put into an error: a malformed entry
 is named by its position, never by its text (a reversed ``TOKEN=HOST`` puts the token where the
 host goes). The header value is a :class:`~._redact.Secret`, whose ``repr`` is redacted, so a
-traceback that shows local variables (``pytest -l``) does not show it either.
+traceback that shows local variables (``pytest -l``) does not show it either; the bytes that
+http.client builds from it are cleared from the frames of a request that fails
+(:func:`._http._request`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ for it. What it handles, and how:
 - ``max_size`` is checked against the announced length and while streaming;
 - each retry is announced (``on_retry``) before its wait, so a dead origin shows at its first
   failure; its reason is the socket's own words (``Connection refused``) where there are some;
+- a request that fails leaves its bytes nowhere: http.client holds the header block (tokens
+  included) in the locals of the frames it raises through, and those locals are cleared, so
+  a traceback that shows locals (``pytest -l``) cannot print a token (see :func:`_request`);
 - a ``file://`` copy (where allowed) is made no more readable than its source before a byte is
   written, and the digest of a source that not everyone may read is never shown
   (:attr:`Transfer.private`): a manifest run by a privileged job must not turn a private file
@@ -37,7 +40,9 @@ import logging
 import os
 import random
 import stat
+import sys
 import time
+import traceback
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 from urllib.request import url2pathname
@@ -352,9 +357,7 @@ class Transfer:
             # The caller's headers and the environment's tokens are for the origin it named.
             sent = {**mine, **headers} if origin(url) == home else headers
             try:
-                resp = self.session.get(
-                    url, headers=sent, stream=True, allow_redirects=False, timeout=self._timeouts()
-                )
+                resp = _request(self.session, url, sent, self._timeouts())
                 self.answered = True
             except _TRANSIENT as exc:
                 why = _headers_too_large(exc)
@@ -498,6 +501,46 @@ def _label(dest: str) -> str:
     if dash and tail and len(head) == 16 and all(c in "0123456789abcdef" for c in head):
         name = tail
     return name[:40]
+
+
+def _request(
+    session: requests.Session, url: str, headers: Mapping[str, str], timeout: tuple[float, float]
+) -> requests.Response:
+    """One GET of ``url``, redirects not followed; a failure leaves no request bytes behind.
+
+    http.client writes the request's header block into bytes before it connects (``msg`` in
+    ``_send_output``, ``data`` in ``send``), so a refused or reset connection raises through
+    frames whose locals hold ``Authorization: Bearer TOKEN`` in clear, whatever type the value
+    was handed over as (a :class:`~._redact.Secret` included): ``pytest -l`` and every other
+    traceback that shows locals would print it. What such a failure raises, and what it
+    chains, has the locals of the library's frames (requests, urllib3, http.client, socket)
+    cleared: their code and lines still show where it broke; their variables are gone.
+    """
+    before = sys.exc_info()[1]  # what the caller is handling: its frames are not ours to clear
+    try:
+        return session.get(
+            url, headers=headers, stream=True, allow_redirects=False, timeout=timeout
+        )
+    except BaseException as exc:
+        _forget_locals(exc, before)
+        raise
+
+
+def _forget_locals(exc: BaseException, before: BaseException | None) -> None:
+    """Clear the locals of every finished frame in the tracebacks of ``exc`` and of the
+    exceptions it chains or wraps, stopping at ``before``. A frame still running (the
+    caller's) cannot be cleared, and is left as it is."""
+    todo: list[BaseException] = [exc]
+    seen: list[BaseException] = []
+    while todo:
+        e = todo.pop()
+        if e is before or any(e is s for s in seen):
+            continue
+        seen.append(e)
+        traceback.clear_frames(e.__traceback__)
+        reason = getattr(e, "reason", None)  # urllib3's MaxRetryError keeps its cause here
+        todo += [a for a in (*e.args, reason) if isinstance(a, BaseException)]
+        todo += [c for c in (e.__cause__, e.__context__) if c is not None]
 
 
 def _headers_too_large(exc: BaseException) -> str:

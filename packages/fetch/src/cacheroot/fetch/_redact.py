@@ -27,6 +27,9 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+from cacheroot.envs import SECRET_NAMES, SECRET_PARTS
+from cacheroot.envs import secret_name as _secret_name
+
 __all__ = [
     "REDACTED",
     "SECRET_NAMES",
@@ -51,35 +54,6 @@ def _redacted(match: re.Match[str]) -> str:
     return f"{scheme}{user}:{REDACTED}@" if colon else f"{scheme}{REDACTED}@"
 
 
-#: Query parameter names (lower case, ``-`` read as ``_``) whose values are credentials.
-SECRET_NAMES = frozenset(
-    {
-        "access_token",
-        "api_key",
-        "apikey",
-        "auth",
-        "code",
-        "id_token",
-        "jwt",
-        "key",
-        "key_pair_id",
-        "pass",
-        "passwd",
-        "password",
-        "policy",
-        "pwd",
-        "refresh_token",
-        "secret",
-        "session",
-        "sessionid",
-        "sig",
-        "signature",
-        "token",
-    }
-)
-#: Parts of names that make any parameter a credential (``x_amz_security_token``,
-#: ``x_amz_signature``, ``x_goog_credential``, ``client_secret``, ``sas_token``...).
-SECRET_PARTS = ("token", "secret", "passw", "signature", "credential", "apikey", "api_key")
 #: ``?name=value`` or ``&name=value`` (``;`` too): the value runs to the next separator, a
 #: fragment, whitespace or a quote (URLs are quoted in messages); a colon that ends it before
 #: whitespace is the message's own (``could not fetch URL: why``) and stays.
@@ -96,10 +70,11 @@ _HINT = re.compile(r"key|sig|code|auth|pass|pwd|jwt|polic|session|secret|token|c
 
 
 def secret_name(name: str) -> bool:
-    """Whether a query parameter called ``name`` carries a credential (:data:`SECRET_NAMES`,
-    or a name containing one of :data:`SECRET_PARTS`)."""
-    plain = unquote(name).strip().lower().replace("-", "_")
-    return plain in SECRET_NAMES or any(part in plain for part in SECRET_PARTS)
+    """Whether a query parameter called ``name`` (percent-encoded as in the URL) carries a
+    credential: :data:`SECRET_NAMES`, or a name containing one of :data:`SECRET_PARTS`. The
+    names are the layout's (:func:`cacheroot.envs.secret_name`), which the run-time audit
+    judges command lines by as well."""
+    return _secret_name(unquote(name))
 
 
 def _param(match: re.Match[str]) -> str:
