@@ -150,6 +150,10 @@ def _partials(store: Path) -> list[str]:
     return sorted(p.name for p in blobs.iterdir() if p.name.endswith(".partial"))
 
 
+def _partial_sizes(store: Path) -> list[int]:
+    return [(store / "blobs" / name).stat().st_size for name in _partials(store)]
+
+
 def _sparse(path: Path) -> Path:
     """The sparse file of :data:`BIG` bytes at ``path``."""
     with path.open("wb") as f:
@@ -300,6 +304,27 @@ def test_a_download_above_4_gib_announces_its_size_and_refuses_ranges_past_it(
         with pytest.raises(requests.exceptions.RequestException):
             requests.get(url, timeout=10).content  # noqa: B018 - it ends short again
         assert origin.count(PATH, "GET") == 2
+
+
+def test_a_hub_stopped_during_a_stalled_download_stops_at_once(start: Start, store: Path) -> None:
+    """A large file is received in a thread blocked on its socket: stopping the hub ends that
+    read rather than waiting out its timeout, and leaves no partial."""
+    release = threading.Event()
+    with Server(_lfs(_announce(BIG, b"\0" * (3 << 20), release), BIG_SHA256, BIG)) as origin:
+        proxy = start(origin.base)
+        try:
+            with requests.get(proxy.url + PATH, stream=True, timeout=30) as resp:
+                assert len(resp.raw.read(1 << 20)) == 1 << 20
+                # All that was sent is written: the receiving thread now waits on its socket.
+                _wait_for(lambda: _partial_sizes(store) == [3 << 20])
+                began = time.monotonic()
+                said = proxy.stop()
+                took = time.monotonic() - began
+        finally:
+            release.set()
+    assert proxy.proc.returncode == 0, said
+    assert took < 5, f"the hub took {took:.1f} s to stop"
+    assert _partials(store) == []
 
 
 # -- bytes that are not the file -------------------------------------------------------------

@@ -227,6 +227,60 @@ def test_a_redirect_to_another_loopback_host_is_refused_unless_allowed(
         assert "authorization" not in cdn.requests("/blob/w.bin", "GET")[0].headers
 
 
+#: A file large enough to be received off the event loop (``cacheroot.fetch._hub.receive``).
+LARGE = bytes(range(256)) * (12 << 10)  # 3 MiB
+LARGE_SHA = "f6dd7fec8584ad00219a447071c1fa368a1caee4d9c146083d233713ddccd2c0"
+
+
+def _large_hub(location: str) -> Handler:
+    """A Hub whose ``PATH`` names :data:`LARGE` and redirects its bytes to ``location``."""
+
+    def answer(ex: Exchange) -> None:
+        if ex.command == "HEAD":
+            headers = {
+                "X-Repo-Commit": COMMIT,
+                "ETag": f'"{LARGE_SHA}"',
+                "X-Linked-Etag": f'"{LARGE_SHA}"',
+                "X-Linked-Size": str(len(LARGE)),
+            }
+            ex.respond(200, b"", headers, length=len(LARGE))
+        else:
+            ex.respond(302, b"", {"Location": location})
+
+    return answer
+
+
+def test_a_large_file_received_off_the_loop_keeps_the_redirect_rules(
+    start: Callable[..., HubProcess],
+) -> None:
+    """The large file's request is sent outside aiohttp's sessions: the same refusal before
+    connecting, the same credential dropped on another host, the same count in ``/metrics``."""
+
+    def cdn(ex: Exchange) -> None:
+        ex.respond(200, LARGE, {"Content-Type": "application/octet-stream"})
+
+    with Server(cdn, host="127.0.0.2") as cdn_server, Server() as origin:
+        origin.handler = _large_hub(cdn_server.url("/blob/w.bin"))
+        refusing = start(origin.base)
+        refused = requests.get(refusing.url + PATH, timeout=30)
+        assert refused.status_code == 502
+        assert "127.0.0.2: a loopback address 127.0.0.2" in refused.json()["error"]
+        assert cdn_server.count() == 0
+        refusing.stop()
+
+        hub = start(origin.base, "--allow-redirect-host", "127.0.0.2")
+        got = requests.get(hub.url + PATH, headers={"AUTHORIZATION": TOKEN}, timeout=30)
+        assert (got.status_code, len(got.content), got.content == LARGE) == (200, 3 << 20, True)
+        metrics = requests.get(hub.url + "/metrics", timeout=10).text
+    assert cdn_server.count("/blob/w.bin", "GET") == 1
+    assert origin.requests(PATH, "GET")[-1].headers["authorization"] == TOKEN
+    assert "authorization" not in cdn_server.requests("/blob/w.bin", "GET")[0].headers
+    assert (
+        f'cacheroot_hub_upstream_requests_total{{origin="{cdn_server.base}",status="2xx"}} 1'
+        in metrics
+    )
+
+
 # -- (b) the headers' deadline ---------------------------------------------------------------
 def test_an_upstream_that_never_answers_a_download_costs_the_deadline(
     start: Callable[..., HubProcess],

@@ -52,17 +52,21 @@ import json
 import os
 import re
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from threading import Event
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from .receive import receiving
 from .store import digest_of
 from .upstream import CHUNK, UpstreamError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from .receive import Download
     from .upstream import Upstream
 
 __all__ = [
@@ -85,6 +89,10 @@ IO_THREADS = 4
 _IO = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="cacheroot-hub-io")
 #: Bytes gathered from the network before they are handed to a write.
 BATCH = CHUNK
+#: A file received off the loop (:meth:`Sink.receive`): bytes read into one buffer, and how
+#: many buffers one fill cycles through (received, written, being hashed).
+RECEIVE_BATCH = 4 << 20
+RECEIVE_BUFFERS = 3
 #: A file of at most this many bytes is answered only once its digest is checked.
 SMALL = CHUNK
 #: Seconds a file whose bytes failed their check is answered that failure without a download.
@@ -249,9 +257,10 @@ class Fill:
         self.error, self.status = message, status
         self.changed()
 
-    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Run the blocking ``fn(*args)`` on ``fd`` in the fills' threads (one at a time)."""
-        busy = _IO.submit(fn, *args)
+    def run(self, fn: Callable[..., Any], *args: Any, pool: Executor = _IO) -> asyncio.Future[Any]:
+        """Run the blocking ``fn(*args)`` on ``fd`` in ``pool``'s threads (the fills', unless
+        said; one at a time)."""
+        busy = pool.submit(fn, *args)
         self._busy = busy
         return asyncio.wrap_future(busy)
 
@@ -379,7 +388,7 @@ class Sink:
         if self.hasher is not None:  # beside the write, in another thread (the GIL is let go)
             self._pending.append(in_pool(_hash, self.hasher, batch))
 
-    def _write(self, batch: list[bytes], offset: int) -> None:
+    def _write(self, batch: list[bytes] | list[memoryview], offset: int) -> None:
         # At an offset of its own: readers' sendfile moves the descriptor's shared position.
         views = [memoryview(piece) for piece in batch]
         while views:
@@ -390,6 +399,71 @@ class Sink:
                 views.pop(0)
             if views and done:
                 views[0] = views[0][done:]
+
+    def off_loop(self) -> bool:
+        """Whether the file is received off the event loop (:meth:`receive`): its size is
+        declared and larger than :data:`SMALL` (see :mod:`.receive`)."""
+        return self.fill.size is not None and self.fill.size > SMALL and self.hasher is not None
+
+    async def receive(self, body: Download) -> None:
+        """Take the whole body from ``body`` in a receiving thread: each buffer written there
+        and hashed in a thread of its own, beside the next one's receive; readers woken as
+        bytes are written. Raises what :meth:`_pump` raises."""
+        loop = asyncio.get_running_loop()
+        stop = Event()
+        job = self.fill.run(self._pump, body, loop, stop, pool=receiving())
+        try:
+            await asyncio.shield(job)
+        except asyncio.CancelledError:
+            stop.set()
+            body.abort()
+            await asyncio.wait([job])  # its thread lets go of the descriptor and the socket
+            raise
+        finally:
+            self._advanced(self.received)
+
+    def _advanced(self, written: int) -> None:
+        if written > self.fill.written:
+            self.fill.written = written
+            self.fill.changed()
+
+    def _pump(self, body: Download, loop: asyncio.AbstractEventLoop, stop: Event) -> None:
+        """Receive, write and hash the body (in a receiving thread; see :meth:`receive`).
+
+        Raises :class:`~.receive.ReceiveError` for the network, ``OSError`` for the store,
+        :class:`BadBytesError` for a body longer than the declared size.
+        """
+        size = self.fill.size
+        hasher = self.hasher
+        if size is None or hasher is None:
+            raise ValueError("a file received off the loop needs its size and its digest")
+        hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cacheroot-hub-hash")
+        free = [memoryview(bytearray(RECEIVE_BATCH)) for _ in range(RECEIVE_BUFFERS)]
+        queued: deque[tuple[memoryview, Future[Any]]] = deque()
+        try:
+            while not stop.is_set():
+                if not free:
+                    view, hashed = queued.popleft()
+                    hashed.result()
+                    free.append(view)
+                view = free.pop()
+                # One byte more than the file has left: a body that runs longer shows here.
+                got = body.readinto(view[: min(len(view), size - self.received + 1)])
+                if not got:
+                    return
+                if self.received + got > size:
+                    raise BadBytesError(
+                        f"the upstream sent more than the {size} bytes the Hub gave as the "
+                        "file's size"
+                    )
+                self._write([view[:got]], self.received)
+                self.received += got
+                loop.call_soon_threadsafe(self._advanced, self.received)
+                queued.append((view, hashing.submit(hasher.update, view[:got])))
+        finally:
+            for _view, hashed in queued:
+                hashed.exception()  # waits; a buffer is never let go while it is hashed
+            hashing.shutdown()
 
     async def finish(self) -> None:
         """Write what is left, then check the size and the digest (its readers may then have

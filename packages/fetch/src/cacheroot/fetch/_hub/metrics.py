@@ -121,19 +121,23 @@ class Meter:
         async def ended(
             _session: aiohttp.ClientSession, _ctx: Any, params: aiohttp.TraceRequestEndParams
         ) -> None:
-            self.upstream[(origin_of(str(params.url)), f"{params.response.status // 100}xx")] += 1
+            self.answered(str(params.url), params.response.status)
 
         async def broke(
             _session: aiohttp.ClientSession,
             _ctx: Any,
             params: aiohttp.TraceRequestExceptionParams,
         ) -> None:
-            self.upstream[(origin_of(str(params.url)), "error")] += 1
+            self.answered(str(params.url), None)
 
         trace = aiohttp.TraceConfig()
         trace.on_request_end.append(ended)
         trace.on_request_exception.append(broke)
         return trace
+
+    def answered(self, url: str, status: int | None) -> None:
+        """One upstream request to ``url`` got an answer with ``status`` (``None``: none)."""
+        self.upstream[(origin_of(url), "error" if status is None else f"{status // 100}xx")] += 1
 
     def watch_fill(self, target: str, fill: Fill, task: asyncio.Future[Any]) -> None:
         """Time the fill ``task`` runs for ``target``, from now until it ends."""

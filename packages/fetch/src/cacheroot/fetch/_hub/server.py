@@ -176,6 +176,7 @@ class Hub:
                 downloads=downloads,
                 breakers=self.breakers,
                 redirect_hosts=settings.redirect_hosts,
+                observe=self.meter.answered,
             )
             for name, base in (("hf", settings.upstream), ("ms", ms))
         }
@@ -688,7 +689,8 @@ class Hub:
             fill.write_to(partial, fd)
             sink = fills.Sink(fill, fd, etag)
             self.counts["upstream"] += 1
-            await up.download(target, headers, sink.started, sink)
+            receive = sink.receive if sink.off_loop() else None
+            await up.download(target, headers, sink.started, sink, receive=receive)
             await sink.finish()
             self.store.publish_partial(partial, fill.path)
             await fills.in_pool(self._verified.stamp, fd, os.path.basename(fill.path))

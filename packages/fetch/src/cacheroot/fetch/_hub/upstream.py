@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import time
 from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import urljoin, urlsplit
 
 from .breaker import Breaker, Breakers, asked_wait, origin_of
+from .receive import Download, ReceiveError
 from .redirects import Hop, RedirectPolicy, RedirectRefusedError, resolve
 from .store import MAX_ANSWER, Answer
 
@@ -171,8 +173,12 @@ class Upstream:
         downloads: aiohttp.ClientSession | None = None,
         breakers: Breakers | None = None,
         redirect_hosts: Iterable[str] = (),
+        observe: Callable[[str, int | None], None] | None = None,
     ) -> None:
         self.base = base.rstrip("/")
+        #: Sees each request sent outside the sessions (whose trace sees theirs): its URL and
+        #: its answer's status, ``None`` when none came.
+        self.observe = observe
         #: Where a file's redirects may go (see :mod:`.redirects`).
         self.redirects = RedirectPolicy(self.base, redirect_hosts)
         self.session = session
@@ -259,8 +265,11 @@ class Upstream:
         headers: Mapping[str, str],
         started: Callable[[int | None], None],
         sink: Callable[[bytes], Awaitable[None]],
+        *,
+        receive: Callable[[Download], Awaitable[None]] | None = None,
     ) -> None:
-        """Stream a file's bytes into ``sink`` (``started`` gets the length, when sent).
+        """Stream a file's bytes into ``sink`` (``started`` gets the length, when sent); with
+        ``receive``, hand it the body instead, read off the event loop (:mod:`.receive`).
 
         Redirects are followed where :mod:`.redirects` allows (a refused one is a 502, its
         target never contacted), the credential dropped once the origin changes; each hop is
@@ -274,7 +283,10 @@ class Upstream:
         hop = Hop(url)
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                next_url = await self._hop(url, hop, send, started, sink)
+                if receive is None:
+                    next_url = await self._hop(url, hop, send, started, sink)
+                else:
+                    next_url = await self._hop_off_loop(url, hop, send, started, receive)
                 if next_url is None:
                     return
                 if _origin(next_url) != _origin(url):
@@ -352,6 +364,58 @@ class Upstream:
             err = UpstreamError(f"{type(exc).__name__}: {exc}", origin=breaker.origin)
             _report(breaker, err)
             raise err from exc
+
+    async def _hop_off_loop(
+        self,
+        url: str,
+        hop: Hop,
+        send: Mapping[str, str],
+        started: Callable[[int | None], None],
+        receive: Callable[[Download], Awaitable[None]],
+    ) -> str | None:
+        """:meth:`_hop`, its request sent and its body read in a thread (:mod:`.receive`)."""
+        breaker = self.breakers.get(url)
+        _admit(breaker)
+        body = Download(hop, send)
+        try:
+            try:
+                head = await body.open(self.deadline)
+            except asyncio.TimeoutError as exc:
+                self._observed(hop.url, None)
+                late = UpstreamError(
+                    f"no answer's headers within {self.deadline:g} s",
+                    origin=breaker.origin,
+                    timed_out=True,
+                )
+                raise late from exc
+            except (OSError, http.client.HTTPException) as exc:
+                self._observed(hop.url, None)
+                raise UpstreamError(f"{type(exc).__name__}: {exc}", origin=breaker.origin) from exc
+            self._observed(hop.url, head.status)
+            location = head.headers.get("Location")
+            if head.status in _REDIRECTS and location:
+                breaker.succeeded()
+                return urljoin(url, location)
+            _raise_for(head.status, head.headers, url, expect=200)
+            breaker.succeeded()
+            started(head.length)
+            try:
+                await receive(body)
+            except ReceiveError as exc:
+                raise UpstreamError(exc.reason, origin=breaker.origin) from None
+            except OSError as exc:
+                raise _SinkError(exc) from exc
+        except UpstreamError as exc:
+            _report(breaker, exc)
+            raise
+        finally:
+            body.close()
+        return None
+
+    def _observed(self, url: str, status: int | None) -> None:
+        """Count an answer (``None``: none came) of a request sent outside the sessions."""
+        if self.observe is not None:
+            self.observe(url, status)
 
 
 def _admit(breaker: Breaker) -> None:
