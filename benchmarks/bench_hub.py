@@ -6,6 +6,7 @@ Not a test: it prints figures for the docs. Run from the repository root::
     .venv/bin/python benchmarks/bench_hub.py --quick     # 16 MiB, 5 rounds, no fault table
     .venv/bin/python benchmarks/bench_hub.py --speed     # 1 GiB file: section 0 alone
     .venv/bin/python benchmarks/bench_hub.py --speed --size 256   # the same, quicker
+    .venv/bin/python benchmarks/bench_hub.py --speed --rate 1000  # an origin at 1000 MiB/s
 
 The upstream is the project's local test hub (``tests/hub/hubserver.py``: a threaded Python
 server on 127.0.0.1, the file sent from memory), so "direct" is a fast, local hub: the real Hub
@@ -21,10 +22,14 @@ min-max are printed, with the Python, nproc and the load before and after.
    1 MiB ``readinto`` calls (``http.client``), timed to its last byte; ratios are taken round
    by round. (a) A cold pull through the hub (the stored file removed before each; its ``HEAD``
    answer kept) against the origin directly; after it, untimed, the script waits until the
-   hub has published the file, so its fsync never overlaps the next arm. (b) The first serve
+   hub has published the file, so its fsync never overlaps the next arm. With ``--rate``, the
+   origin sends the file's bytes no faster than that (``sendfile`` in 4 MiB slices, paced): a
+   link of that speed, the same for both arms. (b) The first serve
    after a restart of a file the hub verified itself (the hub restarted before each, untimed),
    and a later serve of it, against the origin. (c) ``hf_hub_download`` into an empty cache
-   directory, through the hub (file stored) and directly from the origin. The hub's peak RSS
+   directory, through the hub (file stored), through the hub with its stored file removed
+   first (a cold pull-through as a user meets it: the client writes the file in both arms),
+   and directly from the origin. The hub's peak RSS
    (``VmHWM``, the largest over its processes) is printed last.
 1. Metadata latency, per call, over a kept-alive connection (``requests.Session``): ``GET
    /api/models/REPO/revision/main`` and ``HEAD /REPO/resolve/main/config.json``, from the hub
@@ -277,10 +282,37 @@ SPEED_FILE = "model.safetensors"
 SPEED_PATH = f"/{REPO}/resolve/main/{SPEED_FILE}"
 
 
-def _speed_origin(static: Path, sha: str, size: int) -> Handler:
+def _paced(static: Path, rate: float) -> Handler:
+    """The file named by the path from ``static``, sent by ``sendfile`` in 4 MiB slices at
+    ``rate`` bytes a second at most (a link of that speed); no ``Range``."""
+
+    def answer(ex: Exchange) -> None:
+        path = static / os.path.basename(ex.info.path)
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            ex.send_response(200)
+            ex.send_header("Content-Length", str(size))
+            ex.send_header("Content-Type", "application/octet-stream")
+            ex.end_headers()
+            ex.wfile.flush()
+            began, offset = time.perf_counter(), 0
+            while offset < size:
+                ahead = began + offset / rate - time.perf_counter()
+                if ahead > 0:
+                    time.sleep(ahead)
+                sent = os.sendfile(ex.connection.fileno(), f.fileno(), offset, 4 << 20)
+                if sent == 0:
+                    break
+                offset += sent
+
+    return answer
+
+
+def _speed_origin(static: Path, sha: str, size: int, rate: float | None = None) -> Handler:
     """The Hub's ``HEAD`` of one LFS file (as ``tests/hub/hubserver.py`` answers it) and its
-    bytes by ``sendfile`` (``files``); the client's "no agent known" registry; else 404."""
-    send = files(str(static))
+    bytes by ``sendfile`` (``files``; at ``rate`` bytes a second, when given); the client's "no
+    agent known" registry; else 404."""
+    send = files(str(static)) if rate is None else _paced(static, rate)
     commit = hashlib.sha1(sha.encode(), usedforsecurity=False).hexdigest()
     head = {"X-Repo-Commit": commit, "ETag": f'"{sha}"', "X-Linked-Etag": f'"{sha}"'}
     head.update({"X-Linked-Size": str(size), "Content-Type": "application/octet-stream"})
@@ -386,9 +418,12 @@ class _Speed:
     def later(self) -> float:
         return _pull(self.hub.url + SPEED_PATH, self.size)
 
-    def hf(self, endpoint: str, into: Path) -> float:
+    def hf(self, endpoint: str, into: Path, *, cold: bool = False) -> float:
         import huggingface_hub as hh
 
+        if cold:
+            with contextlib.suppress(FileNotFoundError):
+                self.blob.unlink()
         shutil.rmtree(into, ignore_errors=True)
         start = time.perf_counter()
         hh.hf_hub_download(REPO, SPEED_FILE, endpoint=endpoint, cache_dir=str(into))
@@ -397,14 +432,16 @@ class _Speed:
         return took
 
 
-def speed(size_mib: int, rounds: int, tmp: Path) -> None:
+def speed(size_mib: int, rounds: int, tmp: Path, rate: float | None = None) -> None:
     """Section 0 (see the module docstring)."""
     size = size_mib << 20
     static = tmp / "static"
     static.mkdir()
     sha = _write_file(static / SPEED_FILE, size_mib)
     print(f"file: {size_mib} MiB in {tmp}, on {_fs_of(tmp)}")
-    with Server(_speed_origin(static, sha, size), methods=("GET", "HEAD")) as origin:
+    if rate is not None:
+        print(f"origin paced at {rate / (1 << 20):.0f} MiB/s ({rate * 8 / 1e9:.1f} Gbit/s)")
+    with Server(_speed_origin(static, sha, size, rate), methods=("GET", "HEAD")) as origin:
         s = _Speed(origin, tmp / "store", tmp / "store" / "blobs" / sha, size)
         try:
             arms: dict[str, Callable[[], float]] = {
@@ -428,11 +465,13 @@ def speed(size_mib: int, rounds: int, tmp: Path) -> None:
             arms = {
                 "hf_hub_download, origin": lambda: s.hf(origin.base, tmp / "hf-direct"),
                 "hf_hub_download, hub": lambda: s.hf(s.hub.url, tmp / "hf-hub"),
+                "hf_hub_download, cold hub": lambda: s.hf(s.hub.url, tmp / "hf-cold", cold=True),
             }
             r = run_rounds(arms, rounds, warmup=1)
             print("\n0c. hf_hub_download into an empty cache directory: seconds")
             _print(r, arms, scale=1.0)
             _ratio(r, "hf_hub_download, hub", "hf_hub_download, origin")
+            _ratio(r, "hf_hub_download, cold hub", "hf_hub_download, origin")
         finally:
             s.stop()
     print(f"\n   hub peak RSS (VmHWM, largest of its processes): {s.peak / 1024:.0f} MiB")
@@ -450,6 +489,12 @@ def main() -> None:
     )
     p.add_argument("--speed", action="store_true", help="section 0 alone (near disk speed)")
     p.add_argument("--dir", default=None, help="--speed: the directory its files go under")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="--speed: the origin sends at most this many MiB/s (a link of that speed)",
+    )
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--procs", type=int, default=8)
@@ -467,7 +512,8 @@ def main() -> None:
     print(conditions.header())
     if args.speed:
         with tempfile.TemporaryDirectory(dir=args.dir) as tmp_text:
-            speed(args.size or 1024, args.rounds, Path(tmp_text))
+            rate = None if args.rate is None else args.rate * (1 << 20)
+            speed(args.size or 1024, args.rounds, Path(tmp_text), rate)
         print(conditions.footer())
         return
     args.size = args.size or 256

@@ -341,6 +341,10 @@ class Sink:
         self._pending: list[asyncio.Future[Any]] = []
         #: Bytes handed to a write so far (where the next batch goes).
         self._submitted = 0
+        #: Off the loop (:meth:`receive`): bytes written so far, and whether the loop was
+        #: asked to pass that on to the readers and has not yet.
+        self._written = 0
+        self._telling = False
 
     def started(self, length: int | None) -> None:
         fill = self.fill
@@ -406,9 +410,10 @@ class Sink:
         return self.fill.size is not None and self.fill.size > SMALL and self.hasher is not None
 
     async def receive(self, body: Download) -> None:
-        """Take the whole body from ``body`` in a receiving thread: each buffer written there
-        and hashed in a thread of its own, beside the next one's receive; readers woken as
-        bytes are written. Raises what :meth:`_pump` raises."""
+        """Take the whole body from ``body`` off the event loop: received in a receiving
+        thread; each buffer then written in one thread and hashed in another, side by side and
+        beside the next buffer's receive; readers woken as bytes are written (one wake-up for
+        however many writes ended meanwhile). Raises what :meth:`_pump` raises."""
         loop = asyncio.get_running_loop()
         stop = Event()
         job = self.fill.run(self._pump, body, loop, stop, pool=receiving())
@@ -417,18 +422,30 @@ class Sink:
         except asyncio.CancelledError:
             stop.set()
             body.abort()
-            await asyncio.wait([job])  # its thread lets go of the descriptor and the socket
+            await asyncio.wait([job])  # its threads let go of the descriptor and the socket
             raise
         finally:
-            self._advanced(self.received)
+            self._tell()
 
-    def _advanced(self, written: int) -> None:
-        if written > self.fill.written:
-            self.fill.written = written
+    def _wrote(self, end: int, loop: asyncio.AbstractEventLoop) -> None:
+        """(A writing thread.) Bytes up to ``end`` are written: wake the readers, once."""
+        self._written = end
+        if not self._telling:
+            self._telling = True
+            loop.call_soon_threadsafe(self._tell)
+
+    def _tell(self) -> None:
+        self._telling = False  # before reading how far: a later write then tells again
+        if self._written > self.fill.written:
+            self.fill.written = self._written
             self.fill.changed()
 
+    def _write_at(self, piece: memoryview, offset: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._write([piece], offset)
+        self._wrote(offset + len(piece), loop)
+
     def _pump(self, body: Download, loop: asyncio.AbstractEventLoop, stop: Event) -> None:
-        """Receive, write and hash the body (in a receiving thread; see :meth:`receive`).
+        """Receive the body, handing each buffer to a write and a hash (see :meth:`receive`).
 
         Raises :class:`~.receive.ReceiveError` for the network, ``OSError`` for the store,
         :class:`BadBytesError` for a body longer than the declared size.
@@ -437,32 +454,41 @@ class Sink:
         hasher = self.hasher
         if size is None or hasher is None:
             raise ValueError("a file received off the loop needs its size and its digest")
+        writing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cacheroot-hub-write")
         hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cacheroot-hub-hash")
         free = [memoryview(bytearray(RECEIVE_BATCH)) for _ in range(RECEIVE_BUFFERS)]
-        queued: deque[tuple[memoryview, Future[Any]]] = deque()
+        # Buffers handed over, oldest first, with their write and their hash.
+        queued: deque[tuple[memoryview, Future[Any], Future[Any]]] = deque()
+
+        def oldest() -> memoryview:
+            view, wrote, hashed = queued.popleft()
+            wrote.result()  # a write's error (the store's) is raised here
+            hashed.result()
+            return view
+
         try:
             while not stop.is_set():
-                if not free:
-                    view, hashed = queued.popleft()
-                    hashed.result()
-                    free.append(view)
-                view = free.pop()
+                view = free.pop() if free else oldest()
                 # One byte more than the file has left: a body that runs longer shows here.
                 got = body.readinto(view[: min(len(view), size - self.received + 1)])
                 if not got:
-                    return
+                    break
                 if self.received + got > size:
                     raise BadBytesError(
                         f"the upstream sent more than the {size} bytes the Hub gave as the "
                         "file's size"
                     )
-                self._write([view[:got]], self.received)
+                piece = view[:got]
+                wrote = writing.submit(self._write_at, piece, self.received, loop)
+                queued.append((view, wrote, hashing.submit(hasher.update, piece)))
                 self.received += got
-                loop.call_soon_threadsafe(self._advanced, self.received)
-                queued.append((view, hashing.submit(hasher.update, view[:got])))
+            while queued:
+                oldest()
         finally:
-            for _view, hashed in queued:
-                hashed.exception()  # waits; a buffer is never let go while it is hashed
+            for _view, wrote, hashed in queued:
+                wrote.exception()  # waits: a buffer is never let go while in use
+                hashed.exception()
+            writing.shutdown()
             hashing.shutdown()
 
     async def finish(self) -> None:

@@ -37,13 +37,25 @@ if TYPE_CHECKING:
 
     from .redirects import Hop
 
-__all__ = ["READ_TIMEOUT", "RECEIVE_THREADS", "Download", "Head", "ReceiveError", "receiving"]
+__all__ = [
+    "READ_SIZE",
+    "READ_TIMEOUT",
+    "RECEIVE_THREADS",
+    "Download",
+    "Head",
+    "ReceiveError",
+    "receiving",
+]
 
 #: Threads that send the requests and receive the bodies of large files (all fills together).
 RECEIVE_THREADS = 32
 _RECEIVE = ThreadPoolExecutor(max_workers=RECEIVE_THREADS, thread_name_prefix="cacheroot-hub-rx")
 #: Seconds one read of a body may wait for its next bytes.
 READ_TIMEOUT = 60.0
+#: Bytes asked of the socket in one read. Each read makes a ``bytes`` of its own (http.client
+#: has no read into the caller's buffer that returns what has come): kept under 1 MiB, those
+#: stay reusable heap rather than growing every receiving thread's arena by a buffer's size.
+READ_SIZE = 1 << 20
 
 
 def receiving() -> ThreadPoolExecutor:
@@ -139,22 +151,30 @@ class Download:
         return Head(resp.status, headers, resp.length)
 
     def readinto(self, view: memoryview) -> int:
-        """Read the next bytes of the body into ``view`` (blocking): as many as have come, up
-        to its length, in one read; 0 at the body's end.
+        """Read the next bytes of the body into ``view`` (blocking): what has come, up to its
+        length (reads of :data:`READ_SIZE` until one finds less than it asked for: the
+        socket is drained); 0 only at the body's end.
 
         Raises :class:`ReceiveError` when the connection fails or stalls.
         """
         resp = self._resp
         if resp is None:
             return 0
+        got = 0
         try:
-            return resp.readinto1(view)
+            while got < len(view):
+                asked = min(READ_SIZE, len(view) - got)
+                n = resp.readinto1(view[got : got + asked])
+                got += n
+                if n < asked:
+                    break
         except TimeoutError:
             raise ReceiveError(
                 f"the upstream sent nothing for {READ_TIMEOUT:g} s", stalled=True
             ) from None
         except (OSError, http.client.HTTPException) as exc:
             raise ReceiveError(f"{type(exc).__name__}: {exc}") from None
+        return got
 
     def abort(self) -> None:
         """End a blocked read or connect at once (from any thread)."""
