@@ -147,6 +147,8 @@ def _counts(proxy: HubProcess) -> dict[str, int]:
 
 def _partials(store: Path) -> list[str]:
     blobs = store / "blobs"
+    if not blobs.is_dir():
+        return []
     return sorted(p.name for p in blobs.iterdir() if p.name.endswith(".partial"))
 
 
@@ -221,6 +223,63 @@ def test_a_fill_that_finds_the_file_stored_hands_it_over_with_no_copy_and_no_par
         assert origin.count(PATH, "GET") == 0
         assert sorted(p.name for p in (store / "blobs").iterdir()) == [sha]
         assert _counts(proxy)["file_handed_over"] == 1
+
+
+# -- two hub processes on one store ----------------------------------------------------------
+def test_a_second_hub_process_streams_the_first_ones_download(start: Start, store: Path) -> None:
+    """The second process serves its client from the first one's partial as it grows (it
+    waited for the whole download before): one upstream download for both."""
+    data = bytes(range(256)) * (32 << 10)  # 8 MiB
+    sha = hashlib.sha256(data).hexdigest()
+    reached, release = threading.Event(), threading.Event()
+    body = hold(static(data), at=3 << 20, reached=reached, release=release)
+    with Server(_lfs(body, sha, len(data))) as origin:
+        first, second = start(origin.base), start(origin.base)
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                one = pool.submit(_get, first.url + PATH)
+                assert reached.wait(10)
+                with requests.get(second.url + PATH, stream=True, timeout=30) as resp:
+                    # The upstream still holds back all but 3 MiB: these came from the partial.
+                    head = resp.raw.read(1 << 20)
+                    assert (resp.status_code, head == data[: 1 << 20]) == (200, True)
+                    assert origin.count(PATH, "GET") == 1
+                    release.set()
+                    two = head + resp.raw.read()
+                got = one.result()
+        finally:
+            release.set()
+    assert (got[0], got[2], got[3]) == (200, sha, 8 << 20)
+    assert (len(two), two == data) == (8 << 20, True)
+    assert origin.count(PATH, "GET") == 1
+    assert _counts(second)["file_followed"] == 1
+    assert sorted(p.name for p in (store / "blobs").iterdir()) == [sha]
+
+
+def test_a_followed_download_that_stops_cuts_the_second_hubs_client_short(
+    start: Start, store: Path
+) -> None:
+    """The first process's download ends short (its partial removed): the second cuts its
+    client (which asks again), never hangs, and sends no byte it did not check."""
+    release = threading.Event()
+    with Server(_lfs(_announce(BIG, b"\0" * (3 << 20), release), BIG_SHA256, BIG)) as origin:
+        first, second = start(origin.base), start(origin.base)
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                one = pool.submit(_get, first.url + PATH)
+                _wait_for(lambda: _partial_sizes(store) == [3 << 20])
+                with requests.get(second.url + PATH, stream=True, timeout=30) as resp:
+                    assert resp.raw.read(1 << 20) == b"\0" * (1 << 20)
+                    release.set()
+                    with pytest.raises(requests.exceptions.ChunkedEncodingError):
+                        b"".join(resp.iter_content(1 << 20))  # short of the length announced
+                with pytest.raises(requests.exceptions.RequestException):
+                    one.result()
+        finally:
+            release.set()
+    assert origin.count(PATH, "GET") == 1
+    assert _counts(second)["file_followed"] == 1
+    _wait_for(lambda: _partials(store) == [])
 
 
 @pytest.mark.slow

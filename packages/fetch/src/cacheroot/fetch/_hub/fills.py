@@ -80,6 +80,7 @@ __all__ = [
     "failure",
     "follow",
     "in_pool",
+    "new_hasher",
     "relay",
     "unsatisfiable",
 ]
@@ -233,9 +234,16 @@ class Fill:
         self._moved.set()
         self._moved = asyncio.Event()
 
-    def write_to(self, partial: str, fd: int) -> None:
-        """Bytes will be written to ``partial``, open at ``fd``."""
+    def write_to(self, partial: str | None, fd: int) -> None:
+        """Bytes will be written to ``partial``, open at ``fd`` (``None``: another process of
+        the store writes it, :mod:`.peers`)."""
         self.partial, self.fd = partial, fd
+
+    def let_go(self) -> None:
+        """Close ``fd`` before any reader had a byte of it (a followed peer stopped first)."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
 
     def hand_over(self, fd: int) -> None:
         """The file is stored already, open at ``fd``: its readers read that (no copy)."""
@@ -311,7 +319,9 @@ class Fill:
             await self._moved.wait()
 
 
-def _hasher(etag: str, size: int | None) -> Any:
+def new_hasher(etag: str, size: int | None) -> Any:
+    """A hasher for the digest ``etag`` names (sha256, or a git blob sha1 of ``size`` bytes);
+    ``None`` for a sha1 whose size is not known yet."""
     if len(etag) == 64:
         return hashlib.sha256()
     if len(etag) == 40 and size is not None:
@@ -334,7 +344,7 @@ class Sink:
 
     def __init__(self, fill: Fill, fd: int, etag: str) -> None:
         self.fill, self.fd, self.etag = fill, fd, etag
-        self.hasher = _hasher(etag, fill.size)
+        self.hasher = new_hasher(etag, fill.size)
         self.received = 0
         self._batch: list[bytes] = []
         self._batched = 0
@@ -354,7 +364,7 @@ class Sink:
             )
         if fill.size is None and length is not None:
             fill.size = length
-            self.hasher = self.hasher or _hasher(self.etag, length)
+            self.hasher = self.hasher or new_hasher(self.etag, length)
             fill.changed()
 
     async def __call__(self, chunk: bytes) -> None:

@@ -42,7 +42,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from . import branches, fills, fleet, metrics, partials, routes, xet
+from . import branches, fills, fleet, metrics, partials, peers, routes, xet
 from .breaker import Breakers
 from .outage import unanswered
 from .store import (
@@ -424,13 +424,15 @@ class Hub:
             if lock is not None:
                 await asyncio.to_thread(lock.release)
 
-    async def _lock(self, key: str) -> Any:
-        """The store's lock of ``key`` (other processes of the store), or ``None`` in time."""
+    async def _lock(self, key: str, timeout: float | None = None) -> Any:
+        """The store's lock of ``key`` (other processes of the store), or ``None`` when it is
+        not free within ``timeout`` seconds (``--deadline`` unless said)."""
         import filelock  # noqa: PLC0415
 
+        wait = self.settings.deadline if timeout is None else timeout
         try:
             lock = filelock.FileLock(self.store.lock_path(key), thread_local=False)
-            await asyncio.to_thread(lock.acquire, timeout=self.settings.deadline)
+            await asyncio.to_thread(lock.acquire, timeout=wait)
         except (filelock.Timeout, OSError):
             return None  # a slow peer must not hold every caller: ask anyway
         return lock
@@ -672,13 +674,11 @@ class Hub:
     ) -> None:
         """Fetch ``fill``'s file into the store (see :mod:`.fills`); if another process of the
         store published it while this one waited for the lock, hand that file over instead."""
-        lock = await self._lock(os.path.basename(fill.path))
+        lock: Any = None
         sink: fills.Sink | None = None
         try:
-            theirs = await self._stored(fill.path, etag, fill.size)
-            if theirs is not None:
-                self.counts["file_handed_over"] += 1
-                fill.hand_over(theirs)
+            lock, answered = await self._claim(fill, etag)
+            if answered:
                 return
             try:
                 partial, fd = self.store.new_partial(fill.path, private=carries_credential(headers))
@@ -719,6 +719,65 @@ class Hub:
             fill.leave()
             if lock is not None:
                 await asyncio.to_thread(lock.release)
+
+    async def _claim(self, fill: fills.Fill, etag: str) -> tuple[Any, bool]:
+        """The store's lock of ``fill``'s file (``None`` if not had in time), and whether
+        ``fill`` was answered without a download: the file found stored (handed over), or
+        another process's download of it followed (:meth:`_follow_peer`)."""
+        name = os.path.basename(fill.path)
+        lock = await self._lock(name, timeout=0)
+        if lock is None:  # another process of the store downloads it: follow that
+            if await self._follow_peer(fill, etag):
+                return None, True
+            lock = await self._lock(name)
+        try:
+            theirs = await self._stored(fill.path, etag, fill.size)
+        except BaseException:
+            if lock is not None:
+                await asyncio.to_thread(lock.release)
+            raise
+        if theirs is not None:
+            self.counts["file_handed_over"] += 1
+            fill.hand_over(theirs)
+            return lock, True
+        return lock, False
+
+    async def _follow_peer(self, fill: fills.Fill, etag: str) -> bool:
+        """Serve ``fill`` from the download another process of the store is running
+        (:mod:`.peers`); whether that answered it. ``False`` (nothing served) for a small
+        file, when no partial of it shows within ``--deadline`` seconds, or when the peer
+        stopped first: the caller then waits for the lock and downloads the file itself."""
+        if fill.size is None or fill.size <= fills.SMALL:
+            return False  # the lock's wait is short, and a second download cheap
+        fd = await self._peer_partial(fill.path)
+        if fd is None:
+            return False
+        self.counts["file_followed"] += 1
+        try:
+            checked = await peers.follow(fill, fd, etag)
+        except fills.BadBytesError as exc:
+            self.counts[exc.counter] += 1
+            fill.fail(exc.reason)
+            return True
+        if checked:
+            fill.finish()  # every byte checked and readable; publishing it is the peer's
+            return True
+        if fill.written == 0:
+            fill.let_go()
+            return False
+        fill.fail("the hub cache's other process stopped downloading the file; ask again", 502)
+        return True
+
+    async def _peer_partial(self, path: str) -> int | None:
+        """The partial another process writes for ``path``, once it shows (``--deadline``
+        seconds at most); ``None`` also as soon as the file is stored."""
+        until = time.monotonic() + self.settings.deadline
+        while time.monotonic() < until:
+            fd: int | None = await fills.in_pool(self.store.peer_partial, path)
+            if fd is not None or await fills.in_pool(os.path.exists, path):
+                return fd
+            await asyncio.sleep(peers.POLL)
+        return None
 
     # -- anything else --------------------------------------------------------------------
     async def _pass(self, request: web.Request, target: str) -> web.StreamResponse:

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-from .. import _shared, _store
+from .. import _proc, _shared, _store
+from . import partials
 
 __all__ = ["Answer", "Store", "carries_credential", "credential", "key_of", "read_regular"]
 
@@ -320,6 +322,39 @@ class Store:
         try:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.basename(partial), dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    def peer_partial(self, path: str) -> int | None:
+        """A read-only descriptor of the partial another live process is writing for ``path``
+        (the most recently written, if several), or ``None``: see :mod:`.peers`. Only a
+        regular file reached without following a link, one its writer has not abandoned."""
+        prefix = f".{os.path.basename(path)}."
+        mine = f".{_proc.machine_tag()}-{os.getpid()}."
+        now = time.time()
+        try:
+            dfd = self._open_dir(os.path.dirname(path))
+        except OSError:
+            return None
+        try:
+            best: tuple[float, str] | None = None
+            for name in os.listdir(dfd):
+                if not (name.startswith(prefix) and name.endswith(".partial")) or mine in name:
+                    continue
+                try:
+                    st = os.lstat(name, dir_fd=dfd)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and not partials.abandoned(
+                    name, st, now, partials.STALE_AFTER
+                ):
+                    best = max(best or (st.st_mtime, name), (st.st_mtime, name))
+            if best is None:
+                return None
+            try:
+                return _store.open_regular(best[1], dir_fd=dfd)
+            except OSError:
+                return None
         finally:
             os.close(dfd)
 
