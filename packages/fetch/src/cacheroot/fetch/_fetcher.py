@@ -48,12 +48,13 @@ from ._errors import (
     DownloadError,
     EmptyDownloadError,
     FetchError,
+    LockTimeout,
 )
 from ._lock import PathLock
 from ._naming import entry_path, record_key, url_key
 from ._progress import FALLBACK, HIT, MISS, RETRY, SHARED_TIER, FetchEvent, bars_wanted, host_of
 from ._redact import Secret, printable, redact_url
-from ._used import touch_used
+from ._used import forget, touch_used
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -246,21 +247,151 @@ def _planted(dest: str) -> str:
     return what
 
 
-def _refuse_links(url: str, base: str, dest: str) -> None:
-    """Raise :class:`DownloadError` if a directory between ``base`` and ``dest`` is a link."""
-    here = base
-    for part in os.path.relpath(os.path.dirname(dest), base).split(os.sep):
-        if part in ("", "."):
-            continue
-        here = os.path.join(here, part)
-        if os.path.islink(here):
+def _within(path: str, top: str) -> bool:
+    rel = os.path.relpath(path, top)
+    return rel != ".." and not rel.startswith(".." + os.sep)
+
+
+def _top(base: str | None, dest: str) -> str:
+    """Where the walk down to ``dest``'s directory starts: the cache root when the cache
+    directory ``base`` lies in it, ``base`` when it was set outside the root, ``dest``'s own
+    directory for a caller's own path (``base`` ``None``). That start is the operator's (or the
+    caller's) own setting, taken as given; nothing below it is reached through a link."""
+    if base is None:
+        return os.path.dirname(dest)
+    root = resolve(os.environ).root
+    if root is not None and _within(base, root):
+        return root
+    return base
+
+
+def _base_of(dest: str) -> str | None:
+    """The cache directory when the caller's own path ``dest`` lies in it (its directories are
+    then reached from the root, as an entry's are), else ``None``."""
+    try:
+        base = cache_dir()
+    except FetchError:
+        return None
+    return base if _within(dest, base) else None
+
+
+def _refused(url: str, dest: str, exc: OSError) -> DownloadError:
+    """The error for the directory of ``dest`` that could not be reached or made (``exc``):
+    named by its path on the volume, never by a descriptor's."""
+    where = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else ""
+    mode = 0
+    with contextlib.suppress(OSError):
+        mode = os.lstat(where).st_mode if where else 0
+    if stat.S_ISLNK(mode):
+        target = "?"
+        with contextlib.suppress(OSError):
+            target = os.readlink(where)
+        return DownloadError(
+            url,
+            f"{where} is a symbolic link, to {target!r}: cacheroot does not write through a "
+            "link inside the cache (another job may have planted it). Remove it; to keep a "
+            f"namespace on another disk, point {VLLM_TEST_CACHE} there instead",
+            err=errno.ELOOP,
+        )
+    if mode and not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+        return DownloadError(
+            url,
+            f"{where} is {_store.kind(mode)}, where a directory of the cache belongs: refused, "
+            "not used (another job may have planted it); remove it",
+            err=errno.ENOTDIR,
+        )
+    blocked = not_a_directory(os.path.dirname(dest))
+    if blocked:
+        return DownloadError(url, blocked, err=errno.ENOTDIR)
+    return DownloadError(
+        url,
+        f"cannot write into {os.path.dirname(dest)}: {exc.strerror or exc}; a read-only or "
+        "foreign cache serves hits only: warm it where it is writable, or set "
+        f"{CACHEROOT_OFFLINE}=1 to fail fast on misses",
+        err=exc.errno,
+    )
+
+
+def _record_use(dfd: int, dest: str) -> None:
+    """Record that ``dest`` was used (:func:`._used.touch_used`), its record made in the
+    directory held at ``dfd``; what :mod:`._used` remembers is kept under ``dest``'s own path."""
+    held = _shared.held_path(dfd, dest)
+    touch_used(held)
+    if held != dest:
+        forget(held)
+
+
+class _GoneError(Exception):
+    """The held directory of an entry was removed (a prune of empty directories, which may
+    also take a lock file nobody held yet) before this process made its partial there: it is
+    reached, and made, again."""
+
+
+#: How often an entry's directory removed under a miss is reached again before giving up.
+_REOPEN = 16
+
+
+def _removed(dfd: int) -> bool:
+    """Whether the directory held at ``dfd`` was removed (no name leads to it any more)."""
+    try:
+        return os.fstat(dfd).st_nlink == 0
+    except OSError:
+        return False
+
+
+#: How often taking an entry's lock is tried again when its lock file vanished under the lock
+#: library (a prune removed it as a lock nobody held) before it could be held.
+_LOCK_RACES = 8
+
+
+def _take_lock(
+    lock: PathLock, dfd: int, url: str, dest: str, hit: Callable[[], int | None]
+) -> bool:
+    """``lock.acquire`` for the entry ``dest``, whose directory is held at ``dfd``: ``False``
+    when ``hit()`` found the entry first (or the directory went: the caller looks). Errors name
+    the lock and the directory by their paths on the volume, not by the descriptor; a lock file
+    removed under the lock library is taken again (a few times); :class:`_GoneError` when the
+    directory itself was removed."""
+    shown = _store.lock_path(dest)
+    races = 0
+    while True:
+        try:
+            return lock.acquire(done=lambda: hit() is not None or _removed(dfd))
+        except LockTimeout as exc:  # noqa: PERF203 - a loop only to retry a rare race
+            _path, waited, holder = exc.__reduce__()[1]
+            raise LockTimeout(shown, waited, holder) from None
+        except FetchError:
+            raise
+        except OSError as exc:
+            if exc.errno == errno.ENOENT and _removed(dfd):
+                raise _GoneError from exc  # its lock would be the first file made there
+            if exc.errno in (errno.ENOENT, errno.EEXIST) and races < _LOCK_RACES:
+                races += 1
+                continue
             raise DownloadError(
                 url,
-                f"{here} is a symbolic link, to {os.readlink(here)!r}: cacheroot does not write "
-                "through a link inside the cache (another job may have planted it). Remove it; "
-                f"to keep a namespace on another disk, point {VLLM_TEST_CACHE} there instead",
-                err=errno.ELOOP,
-            )
+                f"cannot write into {os.path.dirname(dest)}: {exc.strerror or exc}; a "
+                "read-only or foreign cache serves hits only: warm it where it is writable, or "
+                f"set {CACHEROOT_OFFLINE}=1 to fail fast on misses",
+                err=exc.errno,
+            ) from exc
+        finally:
+            _stats.add(lock_wait_seconds=lock.waited)
+
+
+def _entry_dir(url: str, dest: str, base: str | None) -> int:
+    """A descriptor of the directory ``dest`` lies in, made where missing, reached from the
+    top (:func:`_top`) one component at a time without following a link
+    (:func:`._shared.open_below`): a link planted anywhere between the cache root and the
+    entry is refused (:class:`DownloadError` naming it), never written through. The caller
+    holds it while it writes next to the entry, and closes it."""
+    top = _top(base, dest)
+    try:
+        if not os.path.isdir(top):
+            _store.makedirs(top)  # the operator's own setting
+        return _shared.open_below(top, os.path.relpath(os.path.dirname(dest), top), create=True)
+    except OSError as exc:
+        raise _refused(url, dest, exc) from exc
 
 
 def _in_the_way(url: str, dest: str) -> DownloadError:
@@ -274,15 +405,17 @@ def _in_the_way(url: str, dest: str) -> DownloadError:
     )
 
 
-def _no_wider_record(dest: str) -> None:
-    """Make the record of ``dest`` (a ``file://`` copy) no more readable than ``dest`` itself.
+def _no_wider_record(dest: str, dir_fd: int) -> None:
+    """Make the record of ``dest`` (a ``file://`` copy, in the directory held at ``dir_fd``) no
+    more readable than ``dest`` itself.
 
     The copy already has no wider permissions than its source (see :mod:`._http`); its record
     holds the source's digest, which is for the same readers.
     """
     with contextlib.suppress(OSError):
-        mode = stat.S_IMODE(os.lstat(dest).st_mode) & 0o666
-        fd = _store.open_regular(_store.meta_path(dest))  # never chmod through a planted link
+        mode = stat.S_IMODE(os.lstat(os.path.basename(dest), dir_fd=dir_fd).st_mode) & 0o666
+        record = os.path.basename(_store.meta_path(dest))
+        fd = _store.open_regular(record, dir_fd=dir_fd)  # never chmod through a planted link
         try:
             os.fchmod(fd, mode)
         finally:
@@ -459,11 +592,15 @@ class Fetcher:
             return self._serve(url, dest, HIT, size, started, extract, max_unpacked)
         if os.path.isdir(dest) and not os.path.islink(dest):
             raise _in_the_way(url, dest)
+        # A miss records the entry's use where it writes the entry: in its held directory.
+        used = not extract
         if cache_only() if offline is None else offline:
             size = self._offline_miss(
-                url, dest, key, digest, namespace=namespace, filename=filename
+                url, dest, key, digest, namespace=namespace, filename=filename, used=used
             )
-            return self._serve(url, dest, MISS, size, started, extract, max_unpacked, SHARED_TIER)
+            return self._serve(
+                url, dest, MISS, size, started, extract, max_unpacked, SHARED_TIER, recorded=True
+            )
         kind, served = self._fill(
             url,
             dest,
@@ -473,8 +610,11 @@ class Fetcher:
             progress=progress,
             fallbacks=fallbacks,
             base=cache_dir(),
+            used=used,
         )
-        return self._serve(url, dest, kind, None, started, extract, max_unpacked, served)
+        return self._serve(
+            url, dest, kind, None, started, extract, max_unpacked, served, recorded=True
+        )
 
     def cached(
         self,
@@ -512,6 +652,7 @@ class Fetcher:
         *,
         namespace: str,
         filename: str | None,
+        used: bool = False,
     ) -> int:
         """The offline step: a miss served by the shared tier (its size), or an error saying why.
 
@@ -522,7 +663,15 @@ class Fetcher:
         file name gets the exact ``cacheroot fetch`` command that warms it.
         """
         planted = _planted(dest)  # before the shared tier's pull may touch it
-        size = self._from_shared(dest, key, digest, lambda: self._hit(dest, key, digest))
+        size = self._from_shared(
+            url,
+            dest,
+            key,
+            digest,
+            lambda: self._hit(dest, key, digest),
+            base=cache_dir(),
+            used=used,
+        )
         if size is not None:
             return size
         self._raise_if_corrupt(url, dest, digest)
@@ -544,9 +693,13 @@ class Fetcher:
         extract: bool,  # noqa: FBT001
         max_unpacked: int | None,
         served: str = "",
+        *,
+        recorded: bool = False,
     ) -> Path:
-        """The last step of every fetch: the path to return (unpacked when asked), reported."""
-        path = self._finish(dest, extract=extract, max_unpacked=max_unpacked)
+        """The last step of every fetch: the path to return (unpacked when asked), reported.
+
+        ``recorded``: the entry's use is recorded already (by the miss that wrote it)."""
+        path = self._finish(dest, extract=extract, max_unpacked=max_unpacked, recorded=recorded)
         if self.reporter is not None:
             if size is None:
                 with contextlib.suppress(OSError):
@@ -600,7 +753,12 @@ class Fetcher:
             offline = cache_only()
         if offline:
             served = self._from_shared(
-                dest, key, sha256, lambda: self._plain_hit(dest, key, sha256)
+                url,
+                dest,
+                key,
+                sha256,
+                lambda: self._plain_hit(dest, key, sha256),
+                base=_base_of(dest),
             )
             if served is not None:
                 return
@@ -618,10 +776,14 @@ class Fetcher:
             timeout=timeout,
             progress=None,
             nonempty=True,
+            base=_base_of(dest),
         )
 
-    def _finish(self, dest: str, *, extract: bool, max_unpacked: int | None = None) -> Path:
-        """What :meth:`fetch` returns for a cached ``dest``: it, or its unpacked directory."""
+    def _finish(
+        self, dest: str, *, extract: bool, max_unpacked: int | None = None, recorded: bool = False
+    ) -> Path:
+        """What :meth:`fetch` returns for a cached ``dest``: it, or its unpacked directory.
+        Its use is recorded unless ``recorded`` says it was."""
         if extract:
             from ._archive import MAX_SIZE, extract_entry  # noqa: PLC0415 - only when unpacking
 
@@ -629,7 +791,8 @@ class Fetcher:
             return extract_entry(
                 dest, lock_timeout=self.lock_timeout, max_size=bound, verify=verify_first_use()
             )
-        touch_used(dest)  # at most one cheap write per entry per hour: see _used
+        if not recorded:
+            touch_used(dest)  # at most one cheap write per entry per hour: see _used
         return Path(dest)
 
     def close(self) -> None:
@@ -640,11 +803,36 @@ class Fetcher:
                 self._session = None
 
     def _from_shared(
-        self, dest: str, key: str, digest: str | None, hit: Callable[[], int | None]
+        self,
+        url: str,
+        dest: str,
+        key: str,
+        digest: str | None,
+        hit: Callable[[], int | None],
+        *,
+        base: str | None = None,
+        used: bool = False,
     ) -> int | None:
-        """A cache-only miss served by the shared tier (local, not the network): its size."""
-        if not _shared.pull_only(dest, key, digest):
-            return None
+        """A cache-only miss served by the shared tier (local, not the network): its size.
+
+        The entry's directory is reached as a download reaches it (:func:`_entry_dir`, from
+        ``base``), only once the shared tier has a copy to try; ``used`` records its use there.
+        """
+        dfd = -1
+
+        def open_dir() -> int:
+            nonlocal dfd
+            dfd = _entry_dir(url, dest, base)
+            return dfd
+
+        try:
+            if not _shared.pull_only(dest, key, digest, open_dir=open_dir):
+                return None
+            if used:
+                _record_use(dfd, dest)
+        finally:
+            if dfd >= 0:
+                os.close(dfd)
         size = hit()
         if size is not None:
             _stats.add(misses=1)
@@ -828,15 +1016,66 @@ class Fetcher:
         nonempty: bool = False,
         fallbacks: Sequence[str] = (),
         base: str | None = None,
+        used: bool = False,
     ) -> tuple[str, str]:
         """Download ``url`` into ``dest`` once across processes, unless ``hit()`` finds it first.
 
-        ``base`` is the cache directory ``dest`` lies in: no directory between it and ``dest``
-        may be a symbolic link (nothing is written through one another job planted there).
-        Returns ``(HIT, "")`` when another thread or process published it meanwhile, else
-        ``(MISS, where)``: :data:`SHARED_TIER`, or the URL that served it.
+        ``base`` is the cache directory ``dest`` lies in (``None``: ``dest`` is a caller's own
+        path). The directory of ``dest`` is reached from the cache root without following a link
+        (:func:`_entry_dir`: a link planted anywhere on the way is refused) and held: the lock,
+        the partial, the record and the entry are all made there. ``used`` records the entry's
+        use there too. Returns ``(HIT, "")`` when another thread or process published it
+        meanwhile, else ``(MISS, where)``: :data:`SHARED_TIER`, or the URL that served it.
         """
         self._check_scheme(url)
+        missed: list[bool] = []  # a miss is counted once, however often its directory is made
+        for _ in range(_REOPEN):
+            dfd = _entry_dir(url, dest, base)
+            try:
+                found = self._fill_at(
+                    dfd,
+                    url,
+                    dest,
+                    digest,
+                    hit,
+                    timeout=timeout,
+                    progress=progress,
+                    nonempty=nonempty,
+                    fallbacks=fallbacks,
+                    missed=missed,
+                )
+            except _GoneError:
+                continue
+            else:
+                if used:
+                    _record_use(dfd, dest)
+                return found
+            finally:
+                os.close(dfd)
+        raise DownloadError(
+            url,
+            f"cannot write into {os.path.dirname(dest)}: it was removed each time it was made "
+            f"({_REOPEN} times; a prune of empty directories running in a loop?)",
+            err=errno.ENOENT,
+        )
+
+    def _fill_at(
+        self,
+        dfd: int,
+        url: str,
+        dest: str,
+        digest: str | None,
+        hit: Callable[[], int | None],
+        *,
+        timeout: float | tuple[float, float] | None,
+        progress: bool | None,
+        nonempty: bool,
+        fallbacks: Sequence[str],
+        missed: list[bool],
+    ) -> tuple[str, str]:
+        """:meth:`_fill` in the directory held at ``dfd``; :class:`_GoneError` when that
+        directory was removed before the partial was made in it. ``missed`` is appended to
+        once the miss is counted."""
         served = [url]
 
         def download() -> None:
@@ -848,37 +1087,25 @@ class Fetcher:
                 progress=progress,
                 nonempty=nonempty,
                 fallbacks=fallbacks,
+                dir_fd=dfd,
             )
 
         while True:
-            lock = PathLock(_store.lock_path(dest), timeout=self.lock_timeout)
-            try:
-                _store.makedirs(os.path.dirname(dest))
-                if base is not None:
-                    _refuse_links(url, base, dest)
-                acquired = lock.acquire(done=lambda: hit() is not None)
-            except FetchError:
-                raise
-            except OSError as exc:
-                blocked = not_a_directory(os.path.dirname(dest))
-                if blocked:
-                    raise DownloadError(url, blocked, err=errno.ENOTDIR) from exc
-                raise DownloadError(
-                    url,
-                    f"cannot write into {os.path.dirname(dest)}: {exc.strerror or exc}; a "
-                    "read-only or foreign cache serves hits only: warm it where it is writable, "
-                    f"or set {CACHEROOT_OFFLINE}=1 to fail fast on misses",
-                    err=exc.errno,
-                ) from exc
-            finally:
-                _stats.add(lock_wait_seconds=lock.waited)
+            lock = PathLock(
+                _shared.held_path(dfd, _store.lock_path(dest)), timeout=self.lock_timeout
+            )
+            acquired = _take_lock(lock, dfd, url, dest, hit)
             if not acquired:  # another process published it while we waited
                 size = hit()
                 if size is None:
+                    if _removed(dfd):
+                        raise _GoneError  # no lock can be made there any more
                     continue  # and it was not what we need: take the lock ourselves
                 _stats.add(hits=1, bytes_from_cache=size)
                 return HIT, ""
             try:
+                if _removed(dfd):
+                    raise _GoneError  # a lock file taken, then removed with its directory
                 size = hit()
                 if size is not None:
                     _stats.add(hits=1, bytes_from_cache=size)
@@ -888,11 +1115,17 @@ class Fetcher:
                         lock.waited,
                     )
                     return HIT, ""
-                _stats.add(misses=1)
+                if not missed:
+                    _stats.add(misses=1)
+                    missed.append(True)
                 # With a shared tier (CACHEROOT_SHARED): its copy first, one host downloading.
                 tier = _shared.fill_file(
-                    dest, record_key(url), digest, download, timeout=self.lock_timeout
+                    dest, record_key(url), digest, download, timeout=self.lock_timeout, dir_fd=dfd
                 )
+            except DownloadError as exc:
+                if exc.errno == errno.ENOENT and _removed(dfd):
+                    raise _GoneError from exc  # removed before the partial was made in it
+                raise
             finally:
                 lock.release()
             return MISS, SHARED_TIER if tier == _shared.SHARED else served[0]
@@ -923,6 +1156,7 @@ class Fetcher:
         progress: bool | None,
         nonempty: bool = False,
         fallbacks: Sequence[str] = (),
+        dir_fd: int,
     ) -> str:
         """Download ``url`` into ``dest`` from the first source that serves it; that source.
 
@@ -930,6 +1164,7 @@ class Fetcher:
         but the last gets one retry; one that fails on the network, with an HTTP error, or with
         bytes that do not verify, is given up for the next. Failures on this side (a full
         disk) stop at once. When all fail, the error names each source and its reason.
+        ``dir_fd`` is the held directory ``dest`` lies in: the partial is written there.
         """
         from ._mirrors import candidates  # noqa: PLC0415 - only on a miss
 
@@ -947,13 +1182,13 @@ class Fetcher:
         sources = candidates(url, fallbacks)
         # A partial left by a process that died is only worth adopting when a digest will
         # check the spliced result; without one, start clean.
-        part = _store.Partial.adopt(dest, stale_after=self.stale_after)
+        part = _store.Partial.adopt(dest, stale_after=self.stale_after, dir_fd=dir_fd)
         adopted = part is not None
         if part is not None and digest is None:
             part.discard()
             part, adopted = None, False
         if part is None:
-            part = self._new_partial(url, dest)
+            part = self._new_partial(url, dest, dir_fd)
         failed: list[tuple[str, FetchError]] = []
         try:
             for n, source in enumerate(sources, 1):
@@ -986,7 +1221,7 @@ class Fetcher:
                     meta["mirror"] = redact_url(source)
                 self._publish(url, dest, part, meta)
                 if urlsplit(source).scheme.lower() == "file":
-                    _no_wider_record(dest)
+                    _no_wider_record(dest, dir_fd)
                 break
         except BaseException:
             part.discard()
@@ -1090,9 +1325,9 @@ class Fetcher:
             part.reset()
             adopted = False
 
-    def _new_partial(self, url: str, dest: str) -> _store.Partial:
+    def _new_partial(self, url: str, dest: str, dir_fd: int) -> _store.Partial:
         try:
-            return _store.Partial(dest)
+            return _store.Partial(dest, dir_fd=dir_fd)
         except OSError as exc:
             raise DownloadError(
                 url, f"cannot create a file next to {dest}: {exc.strerror}", err=exc.errno
@@ -1102,7 +1337,7 @@ class Fetcher:
         try:
             record = part.commit({**meta, "url": record_key(url)})
         except OSError as exc:
-            if exc.errno == errno.ENOENT and not os.path.exists(part.path):
+            if exc.errno == errno.ENOENT and not part.present():
                 raise DownloadError(
                     url,
                     f"could not publish {dest}: its partial file {part.path} was removed by "

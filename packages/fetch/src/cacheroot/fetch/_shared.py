@@ -17,6 +17,13 @@ The L2 volume may be slow, full, read-only or gone: every failure there is logge
 is fetched as a single-tier cache would, so the shared tier can only save downloads, never cost a
 test. Nothing trusts a lock or the lease: a copy is only ever published complete and verified.
 
+A shared copy whose bytes do not match its record (damaged, or another file planted under the
+entry's name) is reported once per process and not pulled again while it is that very file. A
+host that may write the shared tier then downloads the entry, verifies it, and replaces the
+shared copy with its own (a fresh name in that directory, then a rename over it, both through the
+held directory), unless the copy changed meanwhile; otherwise every host would go to the origin
+for that entry for as long as the copy stays. A host on ``ro`` writes nothing.
+
 cacheroot never creates L2's root: a path that is not there is an unmounted volume or a typo,
 and creating it would fill this host's own disk with a "shared" tier that no other host sees. A
 root that is missing, not a directory, not writable, or that overlaps ``CACHEROOT`` leaves this
@@ -62,12 +69,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 __all__ = [
+    "available",
     "copy_new",
     "counterpart",
     "fd_path",
     "fill_dir",
     "fill_entry",
     "fill_file",
+    "held_path",
     "may_write",
     "open_below",
     "open_source",
@@ -87,6 +96,10 @@ _LOCAL_FIELDS = ("stat", "ctime_ns", "fetched")
 _CHUNK = 1 << 20
 #: Errors that say a file system cannot make hard links (some FUSE and object-store mounts).
 _NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV, errno.EMLINK)
+#: Shared copies this process found not to hold what their record says, by path: the version
+#: (:func:`_version`) of the file that failed. That file is not pulled (nor reported) again;
+#: a host that may write the shared tier replaces it with its own verified copy.
+_BAD: dict[str, tuple[int, int, int, int, int]] = {}
 
 
 def root_problem(l2: str) -> str:
@@ -200,6 +213,9 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 #: Where a descriptor's directory can be named by a path (Linux): a name below it is then
 #: resolved from that very directory, whatever was renamed or linked above it meanwhile.
 _FD_DIR = "/proc/self/fd"
+#: How often a directory made on the way is made again when it is removed before it could be
+#: opened (a prune that removes empty directories, running in a loop).
+_MAX_TRIES = 64
 
 
 def _refused(path: str, exc: OSError) -> OSError:
@@ -215,7 +231,8 @@ def open_below(top: str, rel: str, *, create: bool = False) -> int:
     following a link (:class:`OSError` ``ELOOP`` names the one that is a link or no directory).
 
     ``create`` makes the missing ones (``0o2775`` in a group-shared parent, each made durable in
-    its parent). ``top`` itself is followed: it is the operator's own setting.
+    its parent), again if one is removed before it could be opened. ``top`` itself is followed:
+    it is the operator's own setting.
     """
     parts = [p for p in os.path.normpath(rel).split(os.sep) if p not in ("", ".")]
     if ".." in parts:
@@ -225,24 +242,28 @@ def open_below(top: str, rel: str, *, create: bool = False) -> int:
     try:
         for part in parts:
             here = os.path.join(here, part)
-            try:
-                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                _mkdir_at(fd, part)
-                try:
-                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    raise _refused(here, exc) from None
-            except OSError as exc:
-                raise _refused(here, exc) from None
+            nfd = _open_child(fd, part, here, create=create)
             os.close(fd)
             fd = nfd
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _open_child(fd: int, name: str, here: str, *, create: bool) -> int:
+    """The directory ``name`` in the one open at ``fd`` (``here``: its path, for messages),
+    opened without following a link; made first when missing and ``create``."""
+    for _ in range(_MAX_TRIES):
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), here) from None
+        except OSError as exc:
+            raise _refused(here, exc) from None
+        _mkdir_at(fd, name)
+    raise FileNotFoundError(errno.ENOENT, "removed as soon as it was made, again and again", here)
 
 
 def _mkdir_at(parent_fd: int, name: str) -> None:
@@ -265,6 +286,18 @@ def fd_path(fd: int, name: str = "") -> str:
     """A path for ``name`` in the directory open at ``fd`` that no rename or link above that
     directory can redirect (``/proc/self/fd``), for calls that take paths only."""
     return os.path.join(_FD_DIR, str(fd), name) if name else os.path.join(_FD_DIR, str(fd))
+
+
+_FD_PATHS: list[bool] = []
+
+
+def held_path(fd: int, path: str) -> str:
+    """:func:`fd_path` of ``path``'s last component in the directory held at ``fd`` (the one
+    ``path`` lies in), for a library that opens by path; ``path`` itself where the system names
+    no descriptors by path (no ``/proc``)."""
+    if not _FD_PATHS:
+        _FD_PATHS.append(os.path.isdir(_FD_DIR))
+    return fd_path(fd, os.path.basename(path)) if _FD_PATHS[0] else path
 
 
 def open_source(
@@ -369,17 +402,50 @@ def _size(meta: Mapping[str, Any]) -> int | None:
     return size
 
 
+def _version(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What identifies one version of a shared file: device, inode, size, mtime and ctime."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _known_bad(l2: str, st: os.stat_result) -> bool:
+    """Whether the shared file ``l2``, as ``st`` shows it, is the version found bad here."""
+    return _BAD.get(l2) == _version(st)
+
+
 def available(l2: str, key: str, digest: str | None) -> bool:
-    """Whether the shared tier holds a recorded copy of ``key`` (with ``digest``) at ``l2``."""
+    """Whether the shared tier holds a recorded copy of ``key`` (with ``digest``) at ``l2``,
+    other than one this process found not to match its record."""
+    if l2 in _BAD:
+        try:
+            if _known_bad(l2, os.lstat(l2)):
+                return False
+        except OSError:
+            return False
     return os.path.isfile(l2) and _wanted(_store.read_meta(l2), key, digest) is not None
 
 
-def pull_file(dest: str, l2: str, key: str, digest: str | None) -> bool:
+def _found_bad(l2: str, st: os.stat_result, why: str) -> None:
+    """Remember that the shared file ``l2`` (``st``) does not hold what its record says, and
+    say so: once, as that version is never pulled again here."""
+    _BAD[l2] = _version(st)
+    log.warning(
+        "%s on the shared tier %s; fetched from the origin instead (a host that may write the "
+        "shared tier replaces it with its verified copy)",
+        printable(l2),
+        why,
+    )
+
+
+def pull_file(
+    dest: str, l2: str, key: str, digest: str | None, *, dir_fd: int | None = None
+) -> bool:
     """Copy the shared entry ``l2`` into this host's ``dest`` if it is ``key``'s, verified.
 
     Its record must name ``key`` (and ``digest`` when given); the bytes are hashed while they
     are copied and published only if they match. Returns whether ``dest`` was published. The
-    shared copy is reached without following a link and must be a regular file.
+    shared copy is reached without following a link and must be a regular file. ``dir_fd``: the
+    held directory ``dest`` lies in (:class:`.._store.Partial`). A copy that does not match its
+    record is said once and not pulled again while it is that file.
     """
     meta = _store.read_meta(l2)
     expected = _wanted(meta, key, digest)
@@ -398,27 +464,32 @@ def pull_file(dest: str, l2: str, key: str, digest: str | None) -> bool:
     finally:
         os.close(dfd)
     try:
+        if _known_bad(l2, st):
+            return False  # said when it was found
         if st.st_size != size:
-            log.warning(
-                "%s on the shared tier holds %d bytes, its record says %d: not copied; fetched "
-                "from the origin instead",
-                printable(l2),
-                st.st_size,
-                size,
-            )
+            _found_bad(l2, st, f"holds {st.st_size} bytes, its record says {size}: not copied")
             return False
-        return _pull_verified(src, dest, l2, meta, size=size, expected=expected)
+        return _pull_verified(src, st, dest, l2, meta, expected=expected, dir_fd=dir_fd)
     finally:
         os.close(src)
 
 
 def _pull_verified(
-    src: int, dest: str, l2: str, meta: Mapping[str, Any], *, size: int, expected: str
+    src: int,
+    st: os.stat_result,
+    dest: str,
+    l2: str,
+    meta: Mapping[str, Any],
+    *,
+    expected: str,
+    dir_fd: int | None = None,
 ) -> bool:
-    """Copy ``size`` bytes of ``src`` into a partial of ``dest``; publish it if its sha256 is
-    ``expected`` and the source held exactly that many bytes."""
-    _store.makedirs(os.path.dirname(dest))
-    part = _store.Partial(dest)
+    """Copy the ``st.st_size`` bytes of ``src`` into a partial of ``dest``; publish it if its
+    sha256 is ``expected`` and the source held exactly that many bytes."""
+    size = st.st_size
+    if dir_fd is None:
+        _store.makedirs(os.path.dirname(dest))
+    part = _store.Partial(dest, dir_fd=dir_fd)
     try:
         if not _copy(src, part, size):
             log.warning(
@@ -430,12 +501,10 @@ def _pull_verified(
             part.discard()
             return False
         if part.sha256 != expected:
-            log.warning(
-                "%s on the shared tier does not match its record (sha256 %s, recorded %s): "
-                "not used; fetched from the origin instead",
+            _found_bad(
                 l2,
-                part.sha256,
-                expected,
+                st,
+                f"does not match its record (sha256 {part.sha256}, recorded {expected}): not used",
             )
             part.discard()
             return False
@@ -447,7 +516,12 @@ def _pull_verified(
 
 
 def pull_only(
-    dest: str, key: str, digest: str | None, environ: Mapping[str, str] | None = None
+    dest: str,
+    key: str,
+    digest: str | None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    open_dir: Callable[[], int] | None = None,
 ) -> bool:
     """Cache-only runs: copy the shared tier's verified copy of ``key`` into ``dest``.
 
@@ -455,13 +529,17 @@ def pull_only(
     still looks there before it calls an entry missing. No lease is taken (nothing will be
     downloaded) and no host lock: two processes pulling at once each publish the same verified
     bytes. Returns whether ``dest`` was published; a shared tier that fails is logged and read as
-    holding nothing.
+    holding nothing. ``open_dir`` returns a descriptor of the directory ``dest`` lies in (reached
+    and made as the caller reaches it), in which the copy is published; it is called only when
+    the shared tier has a copy to try, what it raises (a planted link on the way) is raised, and
+    the caller closes the descriptor.
     """
     l2 = counterpart(dest, environ)
-    if l2 is None:
+    if l2 is None or (open_dir is not None and not available(l2, key, digest)):
         return False
+    dfd = None if open_dir is None else open_dir()
     try:
-        return pull_file(dest, l2, key, digest)
+        return pull_file(dest, l2, key, digest, dir_fd=dfd)
     except OSError as exc:
         _unusable(l2, exc)
         return False
@@ -515,10 +593,14 @@ def copy_new(
     src_dir_fd: int | None = None,
     dst_dir_fd: int | None = None,
     expect: os.stat_result | None = None,
+    over: os.stat_result | None = None,
 ) -> bool | None:
     """Publish a copy of the file ``src`` at ``final`` unless ``final`` exists (see
     :func:`publish_new`): ``True`` when this copy was published, ``False`` when something was
     there, ``None`` when the source did not hold still.
+
+    ``over`` is a file at ``final`` to replace instead (one found damaged): the copy is renamed
+    over it if ``final`` is still that very version of it (:func:`_version`), else ``False``.
 
     The copy keeps the source's permission bits, never more (and never write for others), and
     its mtime. With ``sha256`` the bytes are hashed as they are copied and must match; without,
@@ -564,7 +646,10 @@ def copy_new(
             return None
         os.fchmod(fd, before.st_mode & 0o775)
         os.fsync(fd)
-        won = publish_new(tmp, final, durable=durable, dir_fd=dst_dir_fd)
+        if over is None:
+            won = publish_new(tmp, final, durable=durable, dir_fd=dst_dir_fd)
+        else:
+            won = _replace_version(tmp, final, over, durable=durable, dir_fd=dst_dir_fd)
         if won:
             # Only once published: a partial with an old mtime would pass for abandoned.
             with contextlib.suppress(OSError):
@@ -580,30 +665,100 @@ def copy_new(
     return won
 
 
-def push_file(dest: str, l2: str) -> bool:
+def _replace_version(
+    tmp: str, final: str, over: os.stat_result, *, durable: bool, dir_fd: int | None
+) -> bool:
+    """Rename the complete file ``tmp`` over ``final`` if ``final`` is still the version
+    ``over`` of a file; say whether it was. ``tmp`` is gone afterwards either way."""
+    try:
+        try:
+            now = os.lstat(final, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return False
+        if _version(now) != _version(over):
+            return False
+        os.replace(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+    if durable:
+        _store.fsync_dir(os.path.dirname(final), dir_fd=dir_fd)
+    return True
+
+
+def push_file(dest: str, l2: str, *, dir_fd: int | None = None) -> bool:
     """Publish this host's verified entry ``dest`` on the shared tier at ``l2`` (write-through).
 
     Never replaces a complete file another host published; a copy there without a record (its
-    publisher died in between) gets ours if the bytes are the same. Returns whether ours is
-    now the shared copy. The directories on the shared tier are reached and made without
-    following a link (:func:`open_below`).
+    publisher died in between) gets ours if the bytes are the same, and one this process found
+    not to match its record (:func:`pull_file`) is replaced by ours, if it is still that very
+    file. Returns whether ours is now the shared copy. The directories on the shared tier are
+    reached and made without following a link (:func:`open_below`). ``dir_fd``: the held
+    directory ``dest`` lies in.
     """
-    meta = _store.read_meta(dest)
+    meta = _store.read_meta(dest, dir_fd=dir_fd)
     recorded = meta.get("sha256") if meta is not None else None
     if meta is None or not isinstance(recorded, str):
         return False
+    src = dest if dir_fd is None else os.path.basename(dest)
     top, rel = top_of(l2)
     dfd = open_below(top, rel, create=True)
     try:
         name = os.path.basename(l2)
         there = fd_path(dfd, name)
+        found = _lstat(name, dfd) if l2 in _BAD else None
+        if found is not None and _known_bad(l2, found):
+            return _heal(src, l2, meta, recorded, found, src_dir_fd=dir_fd, dst_dir_fd=dfd)
         if os.path.lexists(there) or not copy_new(
-            dest, name, sha256=recorded, size=_size(meta), dst_dir_fd=dfd
+            src, name, sha256=recorded, size=_size(meta), src_dir_fd=dir_fd, dst_dir_fd=dfd
         ):
             return _adopt_unrecorded(there, meta, recorded)
-        _store.write_meta(there, _carried(meta))
+        _store.write_meta(name, _carried(meta), dir_fd=dfd)
     finally:
         os.close(dfd)
+    return True
+
+
+def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
+    try:
+        return os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+
+
+def _heal(
+    src: str,
+    l2: str,
+    meta: Mapping[str, Any],
+    recorded: str,
+    damaged: os.stat_result,
+    *,
+    src_dir_fd: int | None,
+    dst_dir_fd: int,
+) -> bool:
+    """Replace the shared copy ``l2``, found not to match its record, with this host's
+    verified entry ``src`` (a new name in its directory, then a rename over it), and its record
+    with this entry's; say whether it was replaced (not if it changed since it was found)."""
+    name = os.path.basename(l2)
+    won = copy_new(
+        src,
+        name,
+        sha256=recorded,
+        size=_size(meta),
+        src_dir_fd=src_dir_fd,
+        dst_dir_fd=dst_dir_fd,
+        over=damaged,
+    )
+    if not won:
+        return False
+    _BAD.pop(l2, None)
+    _store.write_meta(name, _carried(meta), dir_fd=dst_dir_fd)
+    log.warning(
+        "%s on the shared tier, which did not match its record, was replaced by this host's "
+        "verified copy (sha256 %s)",
+        printable(l2),
+        recorded,
+    )
     return True
 
 
@@ -698,12 +853,14 @@ def fill_file(
     *,
     timeout: float | None = 1800.0,
     environ: Mapping[str, str] | None = None,
+    dir_fd: int | None = None,
 ) -> str:
     """Make the missing entry ``dest`` present: from the shared tier, or by ``download()``.
 
     Called with this host's lock on ``dest`` held. Returns :data:`SHARED` or :data:`LOCAL`.
     Without a shared tier this is ``download()``. ``timeout`` bounds the wait for another
-    host's lease, after which this host downloads too.
+    host's lease, after which this host downloads too. ``dir_fd``: the held directory ``dest``
+    lies in (everything written next to it is written there).
     """
     l2 = counterpart(dest, environ)
     if l2 is None:
@@ -711,10 +868,10 @@ def fill_file(
         return LOCAL
     return fill_entry(
         l2,
-        pull=lambda: pull_file(dest, l2, key, digest),
+        pull=lambda: pull_file(dest, l2, key, digest, dir_fd=dir_fd),
         ready=lambda: available(l2, key, digest),
         produce=download,
-        push=lambda: push_file(dest, l2),
+        push=lambda: push_file(dest, l2, dir_fd=dir_fd),
         timeout=timeout,
         environ=environ,
     )

@@ -29,6 +29,14 @@ records and entries are opened with :func:`open_regular` (``O_NOFOLLOW``, and ``
 that a FIFO cannot hang the open), which refuses anything but a regular file. A link or a
 special file where one of our internal files belongs is removed (the name is ours), never
 followed.
+
+The directories above an entry are the volume's too: a writer reaches the entry's directory from
+the cache root one component at a time without following a link
+(:func:`cacheroot.fetch._shared.open_below`) and holds it open. Every function here that names
+files next to an entry takes that descriptor as ``dir_fd``: the paths it is given are then only
+what messages show, and every open, create, rename and remove is made relative to the held
+directory by the path's last component, so a directory swapped for a link above it meanwhile
+redirects nothing.
 """
 
 from __future__ import annotations
@@ -196,6 +204,12 @@ def _too_large(path: str, size: int, limit: int) -> RecordTooLargeError:
     )
 
 
+def _at(path: str, dir_fd: int | None) -> str:
+    """What to hand a system call for ``path``: its last component when it lies in the held
+    directory ``dir_fd``, else ``path`` itself."""
+    return path if dir_fd is None else os.path.basename(path)
+
+
 def read_json(path: str, *, dir_fd: int | None = None) -> dict[str, Any] | None:
     """The JSON object in the record ``path`` (:func:`read_small`); ``None`` when it is missing,
     unreadable, too large, not JSON or not an object: a damaged record is no record."""
@@ -206,20 +220,22 @@ def read_json(path: str, *, dir_fd: int | None = None) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def remove_planted(path: str) -> bool:
+def remove_planted(path: str, *, dir_fd: int | None = None) -> bool:
     """Remove ``path`` if it is there but is no regular file (a link, FIFO, device...): the
     name is one of cacheroot's own, next to an entry. Says whether something was removed.
 
-    A directory is left alone (removing a tree is for ``cacheroot cache verify``).
+    A directory is left alone (removing a tree is for ``cacheroot cache verify``). With
+    ``dir_fd``, ``path`` lies in that held directory (see the module docstring).
     """
+    name = _at(path, dir_fd)
     try:
-        st = os.lstat(path)
+        st = os.lstat(name, dir_fd=dir_fd)
     except OSError:
         return False
     if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
         return False
     try:
-        os.unlink(path)
+        os.unlink(name, dir_fd=dir_fd)
     except OSError:
         return False
     log.warning("removed %s: %s where cacheroot keeps a file of its own", path, kind(st.st_mode))
@@ -253,13 +269,13 @@ def parse_partial(filename: str) -> tuple[str, str, int] | None:
     return m["name"], m["tag"], int(m["pid"])
 
 
-def partial_abandoned(path: str, *, stale_after: float = 3600.0) -> bool:
+def partial_abandoned(path: str, *, stale_after: float = 3600.0, dir_fd: int | None = None) -> bool:
     """Whether the writer of partial ``path`` is gone (so its file may be adopted or removed).
 
     In this pid namespace the owner's pid is checked, where ``/proc`` shows it for certain (see
     :func:`cacheroot.fetch._proc.gone`); elsewhere (another host or container sharing the volume,
     or a ``/proc`` that hides other users' processes) only age tells: untouched for
-    ``stale_after`` seconds.
+    ``stale_after`` seconds. With ``dir_fd``, ``path`` lies in that held directory.
     """
     parsed = parse_partial(os.path.basename(path))
     if parsed is None:
@@ -268,16 +284,17 @@ def partial_abandoned(path: str, *, stale_after: float = 3600.0) -> bool:
     if tag == _proc.machine_tag() and pid != os.getpid() and _proc.gone(pid):
         return True
     try:
-        return time.time() - os.lstat(path).st_mtime > stale_after
+        return time.time() - os.lstat(_at(path, dir_fd), dir_fd=dir_fd).st_mtime > stale_after
     except OSError:
         return False
 
 
-def partials(dest: str) -> list[str]:
-    """Paths of every partial of ``dest`` that exists now (any writer's)."""
+def partials(dest: str, *, dir_fd: int | None = None) -> list[str]:
+    """Paths of every partial of ``dest`` that exists now (any writer's); with ``dir_fd``,
+    those in that held directory (the one ``dest`` lies in)."""
     head, name = os.path.split(dest)
     try:
-        names = os.listdir(head or ".")
+        names = os.listdir(head or ".") if dir_fd is None else os.listdir(dir_fd)
     except OSError:
         return []
     found = []
@@ -309,21 +326,24 @@ def record_signature(meta: dict[str, Any], sig: tuple[int, int, int, int]) -> di
     return {**meta, "stat": [sig[0], sig[1], sig[2]], "ctime_ns": sig[3]}
 
 
-def shared(directory: str) -> bool:
-    """Whether ``directory`` is set up for a group to share: setgid (``chmod 2775``)."""
+def shared(directory: str, *, dir_fd: int | None = None) -> bool:
+    """Whether ``directory`` (or the directory held at ``dir_fd``) is set up for a group to
+    share: setgid (``chmod 2775``)."""
     try:
-        return bool(os.stat(directory or ".").st_mode & stat.S_ISGID)
+        st = os.stat(directory or ".") if dir_fd is None else os.fstat(dir_fd)
     except OSError:
         return False
+    return bool(st.st_mode & stat.S_ISGID)
 
 
-def share(fd: int, directory: str) -> None:
-    """Make the file just created at ``fd`` group-writable if ``directory`` is :func:`shared`.
+def share(fd: int, directory: str, *, dir_fd: int | None = None) -> None:
+    """Make the file just created at ``fd`` group-writable if ``directory`` (or the directory
+    held at ``dir_fd``) is :func:`shared`.
 
     The umask of whoever creates a file would otherwise decide (``022``: read-only for the
     group), and the next member of the group could not lock, adopt or refresh it.
     """
-    if shared(directory):
+    if shared(directory, dir_fd=dir_fd):
         os.fchmod(fd, SHARED_FILE)
 
 
@@ -343,8 +363,13 @@ def makedirs(path: str) -> None:
         os.chmod(path, SHARED_DIR)
 
 
-def fsync_dir(path: str) -> None:
-    """Make a rename in directory ``path`` durable (best effort where directories cannot sync)."""
+def fsync_dir(path: str, *, dir_fd: int | None = None) -> None:
+    """Make a rename in directory ``path`` (or the one held at ``dir_fd``) durable (best effort
+    where directories cannot sync)."""
+    if dir_fd is not None:
+        with contextlib.suppress(OSError):
+            os.fsync(dir_fd)
+        return
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -393,10 +418,11 @@ def _sha256_fd(fd: int) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-def read_meta(dest: str) -> dict[str, Any] | None:
+def read_meta(dest: str, *, dir_fd: int | None = None) -> dict[str, Any] | None:
     """The sidecar of ``dest`` (``None`` when missing, unreadable or over :data:`MAX_RECORD`:
-    the entry is then a miss, never a read of a planted giant)."""
-    return read_json(meta_path(dest))
+    the entry is then a miss, never a read of a planted giant). With ``dir_fd``, ``dest`` lies
+    in that held directory."""
+    return read_json(_at(meta_path(dest), dir_fd), dir_fd=dir_fd)
 
 
 def record_problem(dest: str) -> str:
@@ -411,19 +437,20 @@ def record_problem(dest: str) -> str:
     return ""
 
 
-def write_meta(dest: str, meta: dict[str, Any]) -> None:
-    """Write the sidecar of ``dest`` atomically (its own partial, then ``os.replace``)."""
-    final = meta_path(dest)
-    tmp = partial_path(final)
+def write_meta(dest: str, meta: dict[str, Any], *, dir_fd: int | None = None) -> None:
+    """Write the sidecar of ``dest`` atomically (its own partial, then ``os.replace``); with
+    ``dir_fd``, in that held directory (the one ``dest`` lies in)."""
+    final = _at(meta_path(dest), dir_fd)
+    tmp = _at(partial_path(meta_path(dest)), dir_fd)
     try:
-        fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, dir_fd=dir_fd)
         with open(fd, "w", encoding="utf-8") as f:
-            share(f.fileno(), os.path.dirname(final))
+            share(f.fileno(), os.path.dirname(final), dir_fd=dir_fd)
             json.dump(meta, f, sort_keys=True)
-        os.replace(tmp, final)
+        os.replace(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 
@@ -552,15 +579,20 @@ class Partial:
 
     Create it fresh, or :meth:`adopt` an abandoned partial (its bytes are re-hashed so that the
     final digest covers the whole file). :meth:`commit` publishes; :meth:`discard` removes it.
+
+    ``dir_fd`` is the held directory ``dest`` lies in (see the module docstring): the partial is
+    then created, renamed and removed relative to it, and :attr:`dest` and :attr:`path` are what
+    messages show. The caller keeps it open for as long as the partial lives.
     """
 
-    def __init__(self, dest: str, path: str | None = None) -> None:
+    def __init__(self, dest: str, path: str | None = None, *, dir_fd: int | None = None) -> None:
         self.dest = dest
         self.path = path or partial_path(dest)
+        self.dir_fd = dir_fd
         # A fresh partial is created (O_EXCL: nothing there is followed); an adopted one must
         # be the regular file it was, never a link planted under a partial's name.
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if path is None else 0)
-        fd, st = open_regular_stat(self.path, flags)
+        fd, st = open_regular_stat(self._name, flags, dir_fd=dir_fd)
         self.fd: int | None = fd
         if path is not None and (why := _untrusted(st)):
             os.close(fd)
@@ -568,10 +600,10 @@ class Partial:
             raise UntrustedPartialError(errno.EPERM, f"not adopted: {why}", self.path)
         if path is None:
             try:
-                share(self.fd, os.path.dirname(self.path))
+                share(self.fd, os.path.dirname(self.path), dir_fd=dir_fd)
             except OSError:
                 os.close(self.fd)
-                os.unlink(self.path)
+                os.unlink(self._name, dir_fd=dir_fd)
                 raise
         self.hasher = Hasher()
         self.size = 0
@@ -579,34 +611,46 @@ class Partial:
         self._flusher: threading.Thread | None = None
         self._flush_error: OSError | None = None
 
+    @property
+    def _name(self) -> str:
+        """The partial's name for system calls (relative to :attr:`dir_fd` when held)."""
+        return _at(self.path, self.dir_fd)
+
     @classmethod
-    def adopt(cls, dest: str, *, stale_after: float = 3600.0) -> Partial | None:
+    def adopt(
+        cls, dest: str, *, stale_after: float = 3600.0, dir_fd: int | None = None
+    ) -> Partial | None:
         """Take over an abandoned partial of ``dest`` (the rename makes the claim exclusive).
 
         Other abandoned partials of ``dest`` are removed. Returns ``None`` when there is none.
+        ``dir_fd``: the held directory ``dest`` lies in, as for the constructor.
         """
         mine: Partial | None = None
-        for old in partials(dest):
-            if remove_planted(old) or not partial_abandoned(old, stale_after=stale_after):
+        at = {"src_dir_fd": dir_fd, "dst_dir_fd": dir_fd}
+        for old in partials(dest, dir_fd=dir_fd):
+            if remove_planted(old, dir_fd=dir_fd) or not partial_abandoned(
+                old, stale_after=stale_after, dir_fd=dir_fd
+            ):
                 continue
             if mine is not None:
                 with contextlib.suppress(OSError):
-                    os.unlink(old)
+                    os.unlink(_at(old, dir_fd), dir_fd=dir_fd)
                 continue
             new = partial_path(dest)
             try:
-                os.rename(old, new)
+                os.rename(_at(old, dir_fd), _at(new, dir_fd), **at)
             except OSError:
                 continue  # another process claimed it first
             try:
-                mine = cls(dest, new)
+                mine = cls(dest, new, dir_fd=dir_fd)
             except UntrustedPartialError as exc:
                 log.warning("%s: %s; starting afresh", printable(old), exc.strerror)
                 with contextlib.suppress(OSError):
-                    os.unlink(new)  # our name only: another name of the inode keeps its bytes
+                    # our name only: another name of the inode keeps its bytes
+                    os.unlink(_at(new, dir_fd), dir_fd=dir_fd)
                 continue
             except OSError:
-                remove_planted(new)  # swapped for a link or FIFO since it was listed
+                remove_planted(new, dir_fd=dir_fd)  # swapped for a link or FIFO since listed
                 continue
             mine._rehash()
         return mine
@@ -718,9 +762,14 @@ class Partial:
             "fetched": time.time(),
             "stat": stat_key(st),
         }
-        write_meta(self.dest, record)
+        write_meta(self.dest, record, dir_fd=self.dir_fd)
         try:
-            os.replace(self.path, self.dest)
+            os.replace(
+                self._name,
+                _at(self.dest, self.dir_fd),
+                src_dir_fd=self.dir_fd,
+                dst_dir_fd=self.dir_fd,
+            )
         except FileNotFoundError:
             self._still_mine(st)
             raise
@@ -732,14 +781,14 @@ class Partial:
             record = record_signature(record, signature(after))
             # Published already; without the ctime the next hit hashes the file once instead.
             with contextlib.suppress(OSError):
-                write_meta(self.dest, record)
-        fsync_dir(os.path.dirname(self.dest) or ".")
+                write_meta(self.dest, record, dir_fd=self.dir_fd)
+        fsync_dir(os.path.dirname(self.dest) or ".", dir_fd=self.dir_fd)
         return record
 
     def _still_mine(self, st: os.stat_result) -> None:
         """Raise :class:`FileNotFoundError` unless :attr:`path` is still the file we wrote."""
         try:
-            there = os.lstat(self.path)
+            there = os.lstat(self._name, dir_fd=self.dir_fd)
         except FileNotFoundError:
             there = None
         if there is None or not os.path.samestat(there, st):
@@ -760,12 +809,23 @@ class Partial:
                 os.close(self.fd)
             self.fd = None
         with contextlib.suppress(OSError):
-            os.unlink(self.path)
+            os.unlink(self._name, dir_fd=self.dir_fd)
+
+    def present(self) -> bool:
+        """Whether the partial's name is still there (another process may have removed it)."""
+        try:
+            os.lstat(self._name, dir_fd=self.dir_fd)
+        except OSError:
+            return False
+        return True
 
 
-def atomic_write(dest: str, data: bytes, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Publish ``data`` at ``dest`` in one step (small files: manifests, media entries)."""
-    part = Partial(dest)
+def atomic_write(
+    dest: str, data: bytes, meta: dict[str, Any] | None = None, *, dir_fd: int | None = None
+) -> dict[str, Any]:
+    """Publish ``data`` at ``dest`` in one step (small files: manifests, media entries); with
+    ``dir_fd``, in that held directory (the one ``dest`` lies in)."""
+    part = Partial(dest, dir_fd=dir_fd)
     try:
         part.write(data)
         return part.commit(meta)

@@ -8,6 +8,11 @@ copied in both directions; answers stay per node, which costs a few small reques
 
 As everything on the shared tier, the copies are reached without following a link and never
 replace what another node published; a job whose trust tier is ``ro`` reads but never writes.
+
+A blob is copied only at the size the Hub announced for it (``size``, when the caller knows
+it): a file of another size under a blob's name (a sparse giant, which costs its planter no
+disk) is refused before a byte is copied, instead of filling the disk it is copied to before
+its hash fails.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ def _sha256_name(path: str) -> str | None:
     return name if len(name) == 64 and set(name) <= _HEX else None
 
 
-def pull_blob(path: str) -> bool:
+def pull_blob(path: str, *, size: int | None = None) -> bool:
     """Copy the blob ``path`` (in this node's store) from the shared tier, verified against its
-    name; whether it is now here. Blocking: run it off the event loop."""
+    name; whether it is now here. ``size``: the bytes the Hub announced for it (a shared file
+    of another size is not copied). Blocking: run it off the event loop."""
     digest = _sha256_name(path)
     l2 = _shared.counterpart(path) if digest else None
     if l2 is None or digest is None:
@@ -49,6 +55,7 @@ def pull_blob(path: str) -> bool:
                 os.path.basename(l2),
                 os.path.basename(path),
                 sha256=digest,
+                size=size,
                 src_dir_fd=src_dir,
                 dst_dir_fd=dst_dir,
             )
@@ -62,9 +69,10 @@ def pull_blob(path: str) -> bool:
     return published is not None and os.path.isfile(path)
 
 
-def push_blob(path: str) -> bool:
+def push_blob(path: str, *, size: int | None = None) -> bool:
     """Write the blob ``path`` through to the shared tier (never replacing one there);
-    whether this copy was published. Blocking: run it off the event loop."""
+    whether this copy was published. ``size``: the bytes the Hub announced for it (a local file
+    of another size is not copied). Blocking: run it off the event loop."""
     digest = _sha256_name(path)
     l2 = _shared.counterpart(path) if digest else None
     if l2 is None or digest is None or not _shared.may_write():
@@ -74,7 +82,9 @@ def push_blob(path: str) -> bool:
         dst_dir = _shared.open_below(top, rel, create=True)
         try:
             return bool(
-                _shared.copy_new(path, os.path.basename(l2), sha256=digest, dst_dir_fd=dst_dir)
+                _shared.copy_new(
+                    path, os.path.basename(l2), sha256=digest, size=size, dst_dir_fd=dst_dir
+                )
             )
         finally:
             os.close(dst_dir)

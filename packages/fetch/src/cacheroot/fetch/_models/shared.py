@@ -45,7 +45,7 @@ from .. import _shared, _store
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-__all__ = ["IDENTITY", "Tiers", "fill", "pull", "tiers"]
+__all__ = ["IDENTITY", "MAX_RECORD", "Tiers", "fill", "pull", "read_record", "tiers"]
 
 log = logging.getLogger("cacheroot.fetch")
 #: Files on the shared tier are created without following a planted link.
@@ -63,6 +63,12 @@ IDENTITY = (
 )
 #: Record fields that describe this host's files (inode, mtime), never carried between tiers.
 _LOCAL = ("stat",)
+#: The largest snapshot record (or huggingface_hub listing, ``trees/<commit>.json``) that is
+#: read. Unlike the download core's records (:data:`.._store.MAX_RECORD`, a few hundred bytes
+#: each) these name every file of a revision, some 250 bytes each: a dataset of a hundred
+#: thousand files makes one of about 25 MiB. A larger one (a sparse file of gigabytes costs its
+#: planter no disk) is damaged: never read, read as no record.
+MAX_RECORD = 32 << 20
 _CHUNK = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
@@ -97,10 +103,12 @@ class _File(NamedTuple):
     sha256: str
 
 
-def _load(path: str) -> dict[str, Any] | None:
+def read_record(path: str) -> dict[str, Any] | None:
+    """The JSON object in the snapshot record (or listing) ``path``, read only once ``fstat``
+    says it is a regular file of at most :data:`MAX_RECORD` bytes (:func:`.._store.read_small`);
+    ``None`` when it is missing, larger, not JSON or not an object."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(_store.read_small(path, limit=MAX_RECORD))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -352,7 +360,7 @@ def _copy_tree_listing(src_trees: str, dst_trees: str, snapshot: str) -> None:
     immutable, so never replaced; one that does not parse is left behind."""
     name = f"{snapshot.rsplit('/', 1)[-1]}.json"
     src, dst = os.path.join(src_trees, name), os.path.join(dst_trees, name)
-    if os.path.exists(dst) or _load(src) is None:
+    if os.path.exists(dst) or read_record(src) is None:
         return
     with contextlib.suppress(OSError):
         _store.makedirs(os.path.dirname(dst))
@@ -393,7 +401,7 @@ def pull(tier: Tiers, identity: Mapping[str, Any]) -> dict[str, Any] | None:
     Returns the record to write for this host (its files' ``stat`` filled in), or ``None`` when
     the shared tier has no complete, verified copy; the caller writes the record, last.
     """
-    record = _load(tier.shared_record)
+    record = read_record(tier.shared_record)
     if record is None:
         return None
     try:

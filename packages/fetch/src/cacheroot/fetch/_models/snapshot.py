@@ -57,6 +57,7 @@ from cacheroot.envs import (
     truthy,
 )
 
+from .. import _store
 from .._errors import WARM_HINT, CacheMissError, ChecksumError, DownloadError
 from .._fetcher import cache_only
 from .._lock import PathLock
@@ -179,14 +180,18 @@ def _is_offline(spec: Model, environ: Mapping[str, str]) -> bool:
 
 
 def _read_record(path: Path) -> dict[str, Any] | None:
-    try:
-        with path.open(encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
+    """The record at ``path`` if it is one of this format, read only once ``fstat`` says it is
+    small enough to be one (:func:`.shared.read_record`): a planted giant is no record."""
+    data = shared.read_record(str(path))
+    if data is None or data.get("format") != RECORD_FORMAT:
         return None
     return data
+
+
+def _read_ref(ref: Path) -> str:
+    """The text of huggingface_hub's ``refs/<branch>`` file ``ref`` (a commit hash), read only
+    once ``fstat`` says it is a small regular file (:func:`.._store.read_small`)."""
+    return _store.read_small(str(ref)).decode("utf-8")
 
 
 def _write_record(path: Path, record: dict[str, Any]) -> None:
@@ -361,8 +366,16 @@ def check_snapshot(
 
 def _no_record(rpath: Path) -> str:
     old = None
-    with contextlib.suppress(OSError, ValueError):
-        old = json.loads(rpath.read_text(encoding="utf-8"))
+    try:
+        old = json.loads(_store.read_small(str(rpath), limit=shared.MAX_RECORD))
+    except _store.RecordTooLargeError:
+        size = os.lstat(rpath).st_size
+        return (
+            f"its record {rpath} is {size} bytes, over the {shared.MAX_RECORD}-byte limit of a "
+            "record: damaged, not read; run `cacheroot warm` to record it again"
+        )
+    except (OSError, ValueError):
+        pass
     if isinstance(old, dict) and old.get("format") != RECORD_FORMAT:
         return (
             f"recorded by another cacheroot version (record format {old.get('format')!r}, "
@@ -410,7 +423,7 @@ def _local_ref(spec: Model, environ: Mapping[str, str]) -> str | None:
         return None
     ref = Path(hubs.repo_folder(spec, _hub_root(spec, environ)), "refs", *spec.revision.split("/"))
     try:
-        text = ref.read_text(encoding="utf-8").strip()
+        text = _read_ref(ref).strip()
     except (OSError, ValueError):
         return None
     return text if COMMIT_HASH.fullmatch(text) else None
@@ -425,8 +438,11 @@ def _ref_problem(spec: Model, snapshot: Path, record: Mapping[str, Any]) -> list
         return []
     ref = snapshot.parent.parent.joinpath("refs", *branch.split("/"))
     try:
-        current = ref.read_text(encoding="utf-8").strip()
-    except OSError:
+        current = _read_ref(ref).strip()
+    except _store.RecordTooLargeError:
+        damaged = f"refs/{branch} is damaged (too large to be a ref), so offline clients cannot"
+        return [f"{damaged} resolve the branch"]
+    except (OSError, ValueError):
         return [f"refs/{branch} is missing, so offline clients cannot resolve the branch"]
     if current != commit:
         return [f"refs/{branch} now points to {current}, not the warmed {commit}"]
@@ -439,8 +455,8 @@ def _write_ref(spec: Model, snapshot: Path) -> None:
     if spec.hub != "hf" or spec.branch is None or not spec.pinned:
         return
     ref = snapshot.parent.parent.joinpath("refs", *spec.branch.split("/"))
-    with contextlib.suppress(OSError):
-        if ref.read_text(encoding="utf-8") == spec.revision:
+    with contextlib.suppress(OSError, ValueError):
+        if _read_ref(ref) == spec.revision:
             return
     ref.parent.mkdir(parents=True, exist_ok=True)
     tmp = ref.with_name(f"{ref.name}.{random.getrandbits(32):08x}.tmp")
