@@ -281,6 +281,77 @@ def test_a_large_file_received_off_the_loop_keeps_the_redirect_rules(
     )
 
 
+# -- (e) a digest is no permission -------------------------------------------------------------
+GATED = "/acme/gated/resolve/main/w.bin"
+PUBLIC_TWIN = "/evil/public/resolve/main/w.bin"  # its metadata names the gated file's sha256
+MIRROR = "/acme/mirror/resolve/main/w.bin"  # a public repository that really has those bytes
+
+
+def _two_repos(*, down: list[bool]) -> Handler:
+    """A Hub where ``GATED`` needs ``TOKEN``; ``PUBLIC_TWIN``'s metadata names the same digest
+    but the Hub serves it no bytes (404); ``MIRROR`` is served to anyone. ``down[0]``: every
+    ``GET`` is answered 503."""
+
+    def answer(ex: Exchange) -> None:
+        path = ex.path.split("?", 1)[0]
+        if path == GATED and ex.headers.get("Authorization") != TOKEN:
+            ex.respond(401, b'{"error": "gated"}', {"X-Error-Code": "GatedRepo"})
+        elif path not in (GATED, PUBLIC_TWIN, MIRROR):
+            ex.respond(404, b"{}")
+        elif ex.command == "HEAD":
+            headers = {
+                "X-Repo-Commit": COMMIT,
+                "ETag": f'"{SHA}"',
+                "X-Linked-Etag": f'"{SHA}"',
+                "X-Linked-Size": str(len(DATA)),
+            }
+            ex.respond(200, b"", headers, length=len(DATA))
+        elif down[0]:
+            ex.respond(503, b"down")
+        elif path == PUBLIC_TWIN:
+            ex.respond(404, b'{"error": "Entry not found"}', {"X-Error-Code": "EntryNotFound"})
+        elif ex.headers.get("Range") == "bytes=0-0":
+            ex.respond(206, DATA[:1], {"Content-Range": f"bytes 0-0/{len(DATA)}"})
+        else:
+            ex.respond(200, DATA, {"Content-Type": "application/octet-stream"})
+
+    return answer
+
+
+def test_a_gated_files_bytes_are_not_served_for_another_repository_naming_its_digest(
+    start: Callable[..., HubProcess],
+) -> None:
+    down = [False]
+    with Server(_two_repos(down=down)) as origin:
+        hub = start(origin.base)
+        gated = requests.get(hub.url + GATED, headers={"Authorization": TOKEN}, timeout=30)
+        assert (gated.status_code, gated.content == DATA) == (200, True)
+
+        # Anonymous, through a public repository whose metadata names the same sha256.
+        twin = requests.get(hub.url + PUBLIC_TWIN, timeout=30)
+        assert twin.status_code == 404
+        assert DATA not in twin.content
+        # The holder of the credential is served from the store, asking nothing more.
+        again = requests.get(hub.url + GATED, headers={"Authorization": TOKEN}, timeout=30)
+        assert (again.status_code, again.content == DATA) == (200, True)
+        assert origin.count(GATED, "GET") == 1
+
+        # A repository the Hub does serve those bytes for: one byte asked, the rest stored.
+        mirror = requests.get(hub.url + MIRROR, timeout=30)
+        assert (mirror.status_code, mirror.content == DATA) == (200, True)
+        asked = origin.requests(MIRROR, "GET")
+        assert [r.headers.get("range") for r in asked] == ["bytes=0-0"]
+
+        # While the upstream cannot say, an ungranted request is refused, never served.
+        down[0] = True
+        refused = requests.get(hub.url + PUBLIC_TWIN, timeout=30)
+        assert refused.status_code == 424
+        assert DATA not in refused.content
+        assert "another credential" in refused.json()["error"]
+        granted = requests.get(hub.url + MIRROR, timeout=30)
+        assert (granted.status_code, granted.content == DATA) == (200, True)
+
+
 # -- (b) the headers' deadline ---------------------------------------------------------------
 def test_an_upstream_that_never_answers_a_download_costs_the_deadline(
     start: Callable[..., HubProcess],

@@ -223,6 +223,8 @@ class Fill:
         self.done = False
         self.error: str | None = None
         self.status = 502
+        #: Who started it, for the hub's own book-keeping (:mod:`.grants`).
+        self.owner: object = None
         #: The fetching task and each reader.
         self._users = 1
         self._busy: Future[Any] | None = None

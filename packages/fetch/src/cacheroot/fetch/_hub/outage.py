@@ -28,7 +28,7 @@ from .store import Answer
 if TYPE_CHECKING:
     from .routes import Route
 
-__all__ = ["GIVE_UP", "SHORT_WAIT", "unanswered"]
+__all__ = ["GIVE_UP", "SHORT_WAIT", "store_only", "unanswered"]
 
 #: 424 Failed Dependency: the request failed because the one it depended on (the upstream's)
 #: did. huggingface_hub (and ``requests``' and urllib3's retries) never retry it.
@@ -106,3 +106,16 @@ def unanswered(
     if retry is not None:
         headers.append(("Retry-After", str(retry)))
     return Answer(code, tuple(headers), json.dumps({"error": message}).encode())
+
+
+def store_only(route: Route, method: str, target: str, what: str = "no answer") -> Answer:
+    """The answer to a request a store-only hub cannot answer: 424 (never retried; a 504 was
+    retried by huggingface_hub for about 23 s), naming what is missing and how to warm it.
+    ``what``: what the store lacks (``no answer``, ``no copy``)."""
+    message = (
+        f"cacheroot hub cache: it runs store-only (--offline) and has {what} for "
+        f"{_asked_for(route, method, target)}. To have it answer, {_warm(route)} while the "
+        "upstream answers"
+    )
+    headers = (("Content-Type", "application/json"), ("X-Error-Message", _header_text(message)))
+    return Answer(GIVE_UP, headers, json.dumps({"error": message}).encode())

@@ -18,7 +18,7 @@ One :class:`Hub` answers every request of the clients that have ``HF_ENDPOINT`` 
   runs are streamed what has arrived, so a large file starts flowing at once. A stored file is
   served with ``Range`` and ``sendfile``.
 - **Store-only** (``offline``): nothing is asked upstream; what is kept is served, the rest
-  fails at once (504).
+  fails at once (424, which clients do not retry, naming what to warm).
 
 ``GET /.cacheroot/hub`` answers the counters as JSON; ``POST /.cacheroot/hub/offline`` (body
 ``1`` or ``0``, from a loopback peer only) switches store-only on or off.
@@ -42,8 +42,9 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from . import branches, fills, fleet, metrics, partials, peers, routes, xet
+from . import branches, fills, fleet, metrics, outage, partials, peers, routes, xet
 from .breaker import Breakers
+from .grants import Grants
 from .outage import unanswered
 from .store import (
     PUBLIC,
@@ -188,6 +189,8 @@ class Hub:
         self._failures = fills.Failures()
         #: Stored files whose bytes this user's hubs checked (see :mod:`.verified`).
         self._verified = Verified(settings.store)
+        #: Who may be sent what came with a credential (see :mod:`.grants`).
+        self.grants = Grants(self.store)
         self._tasks: set[asyncio.Task[Any]] = set()
         #: The commits the branches' revision answers name (see :mod:`.branches`).
         self._pins = branches.Pins()
@@ -316,7 +319,7 @@ class Hub:
         if self.settings.offline:
             if fallback is not None:
                 return fallback, STALE
-            return _error_body(504, self._unseen("the hub cache runs store-only")), ERROR
+            return outage.store_only(route, method, target), ERROR
         wait = self._wait(up, now)
         if wait > 0:
             if fallback is not None:
@@ -335,9 +338,6 @@ class Hub:
         if kept is not None and result.stored <= kept.stored:
             return result, HIT  # another process refreshed it while we waited for the lock
         return result, (REVALIDATED if kept is not None else MISS)
-
-    def _unseen(self, why: str) -> str:
-        return f"{why}, and the hub cache has no answer for this request yet"
 
     def _down_answer(
         self,
@@ -506,21 +506,14 @@ class Hub:
         if not fills.checkable(etag):
             return await self._relay(request, route, target, headers, size)
         path = self.store.blob_path(etag)
-        tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
-        fd = await self._stored(path, etag, size)
-        if fd is not None:
-            self.counts["file_hit"] += 1
-            headers[STATE_HEADER] = HIT
-            return _Blob(fd, tag, headers)
-        if path not in self._fills and await asyncio.to_thread(fleet.pull_blob, path):
-            fd = await self._stored(path, etag, size)
-            if fd is not None:
-                self.counts["file_from_shared_tier"] += 1
-                headers[STATE_HEADER] = "shared"
-                return _Blob(fd, tag, headers)
+        stored = await self._from_store(
+            request, route, target, path=path, etag=etag, size=size, headers=headers
+        )
+        if stored is not None:
+            return stored
         if self.settings.offline:
-            why = "the hub cache runs store-only and has no copy of this file"
-            return self._respond(request, _error_body(504, why), ERROR)
+            answer = outage.store_only(route, request.method, target, "no copy of the file")
+            return self._respond(request, answer, ERROR)
         return await self._fill_answer(
             request, route, target, path=path, etag=etag, size=size, headers=headers
         )
@@ -548,15 +541,109 @@ class Hub:
                 return fills.not_satisfiable(size, headers)
             up = self.upstreams[route.hub]
             fill = self._start_fill(path, up, target, headers=request.headers, etag=etag, size=size)
+            fill.owner = self._grantee(request, route)
             self.counts["file_miss"] += 1
             headers[STATE_HEADER] = MISS
         else:
+            owner = fill.owner
+            if (
+                isinstance(owner, tuple)
+                and owner[1] != PUBLIC
+                and owner != self._grantee(request, route)
+            ):  # a download with a credential, for another URL or credential
+                refused = await self._vouch(request, route, target, etag, always=True)
+                if refused is not None:
+                    return refused
             self.counts["file_joined"] += 1
             headers[STATE_HEADER] = "joined"
         resp = await fills.follow(request, fill, headers)
         if resp.status >= 500:
             self.counts[ERROR] += 1
         return resp
+
+    async def _from_store(
+        self,
+        request: web.Request,
+        route: routes.Route,
+        target: str,
+        *,
+        path: str,
+        etag: str,
+        size: int | None,
+        headers: dict[str, str],
+    ) -> web.StreamResponse | None:
+        """The answer from the stored file (or the shared tier's), or ``None`` to fetch it."""
+        tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
+        fd = await self._stored(path, etag, size)
+        state = HIT
+        if (
+            fd is None
+            and path not in self._fills
+            and await asyncio.to_thread(fleet.pull_blob, path, size=size)
+        ):
+            fd = await self._stored(path, etag, size)
+            state = "shared"
+        if fd is None:
+            return None
+        refused = await self._vouch(request, route, target, etag)
+        if refused is not None:
+            os.close(fd)
+            return refused
+        self.counts["file_hit" if state == HIT else "file_from_shared_tier"] += 1
+        headers[STATE_HEADER] = state
+        return _Blob(fd, tag, headers)
+
+    @staticmethod
+    def _grantee(request: web.Request, route: routes.Route) -> tuple[routes.Route, str]:
+        """Who a request is, for :mod:`.grants`: its file's route and its credential."""
+        return route, credential(authorization(request.headers))
+
+    async def _grant_owner(self, fill: fills.Fill, etag: str) -> None:
+        """Mark what came with a credential as such, and grant it to its own URL and
+        credential (:mod:`.grants`)."""
+        owner = fill.owner
+        if isinstance(owner, tuple) and owner[1] != PUBLIC:
+            route, cred = owner
+            await fills.in_pool(self.grants.mark, etag)
+            await fills.in_pool(self.grants.grant, route, etag, cred)
+
+    async def _vouch(
+        self,
+        request: web.Request,
+        route: routes.Route,
+        target: str,
+        etag: str,
+        *,
+        always: bool = False,
+    ) -> web.StreamResponse | None:
+        """``None`` when the bytes named ``etag`` may be sent for ``request`` (see
+        :mod:`.grants`): they never came with a credential (unless ``always``), or the upstream
+        served this URL to this credential; else the answer that refuses it."""
+        if not always and not await fills.in_pool(self.grants.marked, etag):
+            return None
+        route_, cred = self._grantee(request, route)
+        if await fills.in_pool(self.grants.granted, route_, etag, cred):
+            return None
+        why = (
+            "the hub cache has this file only from a download with a credential for another "
+            "repository or another credential, and the upstream has not served it to this "
+            "request"
+        )
+        if self.settings.offline:
+            self.counts["file_refused"] += 1
+            return fills.failure(424, f"{why}; it runs store-only")
+        up = self.upstreams[route.hub]
+        try:
+            answer = await up.meta("GET", target, request.headers, {"Range": "bytes=0-0"})
+        except UpstreamError as exc:
+            self.counts["file_refused"] += 1
+            return fills.failure(424, f"{why}, and cannot be asked now: {exc}")
+        if answer.status >= 400:
+            self.counts["file_refused"] += 1
+            return self._respond(request, answer, ERROR)
+        await fills.in_pool(self.grants.grant, route_, etag, cred)
+        self.counts["file_granted"] += 1
+        return None
 
     async def _relay(
         self,
@@ -568,8 +655,8 @@ class Hub:
     ) -> web.StreamResponse:
         """A file with no digest to check it by: streamed through, never stored."""
         if self.settings.offline:
-            why = "the hub cache runs store-only and keeps no file without a digest"
-            return self._respond(request, _error_body(504, why), ERROR)
+            what = "no copy of a file without a digest (it keeps none)"
+            return self._respond(request, outage.store_only(route, "GET", target, what), ERROR)
         up = self.upstreams[route.hub]
         self.counts["file_passed"] += 1
         self.counts["upstream"] += 1
@@ -692,10 +779,11 @@ class Hub:
             receive = sink.receive if sink.off_loop() else None
             await up.download(target, headers, sink.started, sink, receive=receive)
             await sink.finish()
+            await self._grant_owner(fill, etag)  # before anyone can find it stored
             self.store.publish_partial(partial, fill.path)
             await fills.in_pool(self._verified.stamp, fd, os.path.basename(fill.path))
             fill.partial = None
-            self._spawn(asyncio.to_thread(fleet.push_blob, fill.path))
+            self._spawn(asyncio.to_thread(fleet.push_blob, fill.path, size=fill.size))
             fill.finish()
         except fills.BadBytesError as exc:
             self.counts[exc.counter] += 1
@@ -784,7 +872,8 @@ class Hub:
         """Forward a request the cache does not keep (uploads, other paths), as it is."""
         self.counts[PASSED] += 1
         if self.settings.offline:
-            return self._respond(request, _error_body(504, "the hub cache runs store-only"), ERROR)
+            refused = outage.store_only(routes.Route("other"), request.method, target)
+            return self._respond(request, refused, ERROR)
         import aiohttp  # noqa: PLC0415
 
         up = self.upstreams[routes.classify(request.method, target.split("?", 1)[0]).hub]

@@ -198,7 +198,13 @@ class Upstream:
         """The upstream URL of a request target (path and query, as the client sent them)."""
         return self.base + target
 
-    async def meta(self, method: str, target: str, headers: Mapping[str, str]) -> Answer:
+    async def meta(
+        self,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        extra: Mapping[str, str] | None = None,
+    ) -> Answer:
         """The upstream's answer to ``method target``: a status below 500 other than 429.
 
         Raises :class:`UpstreamError` for 429, 5xx, a timeout past the deadline, a refused or
@@ -211,7 +217,9 @@ class Upstream:
         breaker = self.breaker
         _admit(breaker)
         try:
-            answer = await asyncio.wait_for(self._meta(method, target, headers), self.deadline)
+            answer = await asyncio.wait_for(
+                self._meta(method, target, headers, extra or {}), self.deadline
+            )
         except UpstreamError as failed:
             _report(breaker, failed)
             raise
@@ -228,9 +236,12 @@ class Upstream:
         breaker.succeeded()
         return answer
 
-    async def _meta(self, method: str, target: str, headers: Mapping[str, str]) -> Answer:
+    async def _meta(
+        self, method: str, target: str, headers: Mapping[str, str], extra: Mapping[str, str]
+    ) -> Answer:
         send = {k: v for k, v in headers.items() if k.lower() in FORWARD}
         send["Accept-Encoding"] = "identity"
+        send.update(extra)
         url = self.url(target)
         for _ in range(MAX_REDIRECTS + 1):
             async with self.session.request(
