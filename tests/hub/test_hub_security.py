@@ -352,6 +352,71 @@ def test_a_gated_files_bytes_are_not_served_for_another_repository_naming_its_di
         assert (granted.status_code, granted.content == DATA) == (200, True)
 
 
+# -- (f) a credential is asked about again after the TTL ------------------------------------------
+AT_COMMIT = f"/acme/gated/resolve/{COMMIT}/w.bin"
+OTHER_TOKEN = "Bearer hf_other_token"  # noqa: S105 - made up
+
+
+def _gated_commit(state: dict[str, bool]) -> Handler:
+    """A Hub whose ``AT_COMMIT`` needs ``TOKEN`` (until ``state["revoked"]``); every request
+    is answered 503 while ``state["down"]``."""
+
+    def answer(ex: Exchange) -> None:
+        if state["down"]:
+            ex.respond(503, b"down")
+        elif ex.path != AT_COMMIT:
+            ex.respond(404, b"{}")
+        elif state["revoked"] or ex.headers.get("Authorization") != TOKEN:
+            ex.respond(401, b'{"error": "gated"}', {"X-Error-Code": "GatedRepo"})
+        elif ex.command == "HEAD":
+            headers = {
+                "X-Repo-Commit": COMMIT,
+                "ETag": f'"{SHA}"',
+                "X-Linked-Etag": f'"{SHA}"',
+                "X-Linked-Size": str(len(DATA)),
+            }
+            ex.respond(200, b"", headers, length=len(DATA))
+        else:
+            ex.respond(200, DATA, {"Content-Type": "application/octet-stream"})
+
+    return answer
+
+
+def test_a_commit_fetched_with_a_token_is_asked_about_again_after_the_ttl(
+    start: Callable[..., HubProcess],
+) -> None:
+    state = {"revoked": False, "down": False}
+    auth = {"Authorization": TOKEN}
+    with Server(_gated_commit(state)) as origin:
+        hub = start(origin.base, "--ttl=1", "--negative-ttl=0")
+        first = requests.get(hub.url + AT_COMMIT, headers=auth, timeout=30)
+        assert (first.status_code, first.content == DATA) == (200, True)
+        state["revoked"] = True
+        # Within the TTL a commit's answer is kept, as any answer is.
+        kept = requests.get(hub.url + AT_COMMIT, headers=auth, timeout=30)
+        assert (kept.status_code, kept.content == DATA) == (200, True)
+        time.sleep(1.2)
+        heads = origin.count(AT_COMMIT, "HEAD")
+        revoked = requests.get(hub.url + AT_COMMIT, headers=auth, timeout=30)
+        assert revoked.status_code == 401
+        assert DATA not in revoked.content
+        assert origin.count(AT_COMMIT, "HEAD") == heads + 1  # one cheap HEAD asked again
+
+        # Access back, then the upstream down: the same token is served what it was granted,
+        # stale; another token nothing.
+        state["revoked"] = False
+        requests.get(hub.url + AT_COMMIT, headers=auth, timeout=30).raise_for_status()
+        state["down"] = True
+        time.sleep(1.2)
+        stale = requests.get(hub.url + AT_COMMIT, headers=auth, timeout=30)
+        assert (stale.status_code, stale.content == DATA) == (200, True)
+        other = requests.get(
+            hub.url + AT_COMMIT, headers={"Authorization": OTHER_TOKEN}, timeout=30
+        )
+        assert other.status_code >= 400
+        assert DATA not in other.content
+
+
 # -- (b) the headers' deadline ---------------------------------------------------------------
 def test_an_upstream_that_never_answers_a_download_costs_the_deadline(
     start: Callable[..., HubProcess],

@@ -287,12 +287,20 @@ class Hub:
         return pinned, fixed, (answer, STALE if how == STALE and state == HIT else state)
 
     # -- metadata -------------------------------------------------------------------------
-    def fresh(self, answer: Answer, route: routes.Route, now: float) -> bool:
-        """Whether a kept answer may be served without asking the upstream."""
+    def fresh(
+        self, answer: Answer, route: routes.Route, now: float, *, credentialed: bool = False
+    ) -> bool:
+        """Whether a kept answer may be served without asking the upstream.
+
+        A commit's answer never changes, but one asked with a credential is asked again after
+        the TTL all the same: the upstream may have revoked that credential, or its access to
+        a gated repository, meanwhile. While the upstream cannot be asked, the kept answer is
+        served stale to the same credential (its key is that credential's).
+        """
         age = max(0.0, now - answer.stored)
         if answer.status in _NEGATIVE:
             return age < self.settings.negative_ttl
-        if route.immutable:
+        if route.immutable and not credentialed:
             return True
         return age < self.settings.ttl
 
@@ -310,7 +318,7 @@ class Hub:
         key = key_of(up.base, method, target, cred)
         now = time.time()
         kept = self.store.load(key)
-        if kept is not None and self.fresh(kept, route, now):
+        if kept is not None and self.fresh(kept, route, now, credentialed=cred != PUBLIC):
             return kept, HIT
         fallback = kept
         if fallback is None and cred != PUBLIC:
