@@ -34,7 +34,6 @@ import json
 import math
 import os
 import time
-import weakref
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -122,34 +121,6 @@ def _ms_files(body: bytes) -> list[dict[str, Any]]:
     except (ValueError, KeyError, TypeError):
         return []
     return [f for f in files if isinstance(f, dict)] if isinstance(files, list) else []
-
-
-class _Blob(web.FileResponse):
-    """A stored file, with the Hub's ``ETag`` rather than one made from its mtime.
-
-    It is served from a descriptor the hub opened and checked (a regular file, never a link
-    another job swapped in): aiohttp opens ``/proc/self/fd/N``, which is that very file.
-    """
-
-    def __init__(self, fd: int, etag: str | None, headers: Mapping[str, str]) -> None:
-        super().__init__(f"/proc/self/fd/{fd}", chunk_size=CHUNK, headers=headers)
-        self._hub_etag = etag
-        self._closer = weakref.finalize(self, os.close, fd)  # if never sent
-
-    async def prepare(self, request: web.BaseRequest) -> Any:
-        try:
-            return await super().prepare(request)
-        finally:
-            self._closer()
-
-    @property
-    def etag(self) -> Any:
-        return super().etag
-
-    @etag.setter
-    def etag(self, value: Any) -> None:
-        if self._hub_etag is None:
-            web.FileResponse.etag.fset(self, value)  # type: ignore[attr-defined]
 
 
 class Hub:
@@ -581,7 +552,6 @@ class Hub:
         headers: dict[str, str],
     ) -> web.StreamResponse | None:
         """The answer from the stored file (or the shared tier's), or ``None`` to fetch it."""
-        tag = next((v for k, v in headers.items() if k.lower() == "etag"), None)
         fd = await self._stored(path, etag, size)
         state = HIT
         if (
@@ -599,7 +569,12 @@ class Hub:
             return refused
         self.counts["file_hit" if state == HIT else "file_from_shared_tier"] += 1
         headers[STATE_HEADER] = state
-        return _Blob(fd, tag, headers)
+        headers["Accept-Ranges"] = "bytes"
+        # Served as a fill that found its file stored: the same ranges (206, 416, suffixes) and
+        # the same `sendfile` from the descriptor the hub opened and checked.
+        stored = fills.Fill(path, size)
+        stored.hand_over(fd)
+        return await fills.follow(request, stored, headers)
 
     @staticmethod
     def _grantee(request: web.Request, route: routes.Route) -> tuple[routes.Route, str]:
@@ -941,9 +916,11 @@ async def serve(settings: Settings, host: str, port: int, ready: Callable[[str],
     meter = metrics.Meter()
     async with client_sessions([meter.tracing()]) as (session, downloads):
         hub = Hub(settings, session, downloads, meter)
-        runner = web.AppRunner(hub.app(), access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            hub.app(), access_log=None, handle_signals=False, shutdown_timeout=5.0
+        )
         await runner.setup()
-        site = web.SockSite(runner, sock, shutdown_timeout=5.0)
+        site = web.SockSite(runner, sock)
         await site.start()
         bound = sock.getsockname()
         shown = f"[{bound[0]}]" if family == socket.AF_INET6 else bound[0]
