@@ -140,6 +140,10 @@ HUB_SEAMS = {
     # A manifest with ``hub_cache = true``: warm asks the suite's metadata calls through a hub
     # cache on the volume's store, so that a run through the hub answers them with the Hub gone.
     "cacheroot.fetch._warm.hubanswers",
+    # ``cacheroot cache prune`` and ``tier evict`` weigh the hub cache's store with the other
+    # caches under the root, through the hub's own safe listing and removal.
+    "cacheroot.fetch._upkeep.budget",
+    "cacheroot.fetch._upkeep.survey",
 }
 
 
@@ -181,6 +185,8 @@ SEAMS = {
     ("cacheroot.fetch._tier.cli", "cacheroot.fetch._upkeep.budget"),
     ("cacheroot.fetch._tier.cli", "cacheroot.fetch._upkeep.survey"),
     ("cacheroot.fetch._tier.layers", "cacheroot.fetch._upkeep.in_use"),
+    ("cacheroot.fetch._upkeep.budget", "cacheroot.fetch._hub.prune"),
+    ("cacheroot.fetch._upkeep.survey", "cacheroot.fetch._hub.prune"),
     ("cacheroot.fetch._upkeep.cli", "cacheroot.fetch._warm.manifest"),
     ("cacheroot.fetch._upkeep.cli", "cacheroot.fetch._warm.warm"),
     # ``hub_cache = true``: the warm asks through a hub cache (found or started) and writes the

@@ -7,8 +7,15 @@ never touched; one a client is reading stays readable (an unlinked file lives on
 A partial whose writer died (a hub killed mid-download) is removed whatever the criteria, as
 each hub does when it starts (:mod:`.partials` says how a dead writer is told from a live one).
 
-The store is read as untrusted: the walk never follows a link (a planted one is removed like
-any stray name, never its target), and only regular files are counted or removed.
+The store is read as untrusted: the walk never follows a link (a planted one is neither
+counted nor removed, and its target is never reached), and only regular files are counted or
+removed.
+
+``cacheroot cache prune`` weighs the store with every other cache of the root, in one least
+recently used order: it lists the store's units here (:func:`stored`, :func:`dead_partials`)
+and removes each through :func:`remove`, which looks at it once more right before (a file
+served or replaced since it was listed stays). Only answers (``meta/``) and files (``blobs/``)
+are units; ``grants/``, ``verified/``, ``locks/``, ``served/`` and ``state/`` are never touched.
 """
 
 from __future__ import annotations
@@ -19,9 +26,22 @@ import time
 from dataclasses import dataclass
 
 from .. import _shared
-from .partials import STALE_AFTER, sweep
+from .partials import STALE_AFTER, abandoned, sweep
 
-__all__ = ["Pruned", "prune"]
+__all__ = [
+    "ANSWER",
+    "FILE",
+    "PARTIAL",
+    "Pruned",
+    "Stored",
+    "dead_partials",
+    "prune",
+    "remove",
+    "stored",
+]
+
+#: The kinds of unit a store holds: an answer, a file's bytes, a partial no writer will finish.
+ANSWER, FILE, PARTIAL = "answer", "file", "partial"
 
 
 @dataclass
@@ -37,17 +57,52 @@ class Pruned:
     partial_bytes: int = 0
 
 
-def _open_dir(parts: list[str] | tuple[str, ...], root: str) -> int:
-    """A descriptor of ``root/parts...``, each part opened without following a link."""
-    return _shared.open_below(root, os.path.join(*parts) if parts else "")
+@dataclass(frozen=True)
+class Stored:
+    """One unit of the store: ``kind`` (:data:`ANSWER`, :data:`FILE`, :data:`PARTIAL`), its
+    path relative to the store (``blobs/<digest>``, ``meta/ab/<key>``), its size, when it was
+    last used (its mtime, in nanoseconds) and which file it is (``dev``, ``ino``)."""
+
+    kind: str
+    rel: str
+    size: int
+    mtime_ns: int
+    dev: int
+    ino: int
+
+    @property
+    def last_used(self) -> float:
+        """When it was last used, as a Unix time."""
+        return self.mtime_ns / 1e9
 
 
-def _files(root: str, parts: list[str]) -> list[tuple[int, tuple[str, ...], str, int]]:
+def _open_dir(parts: list[str] | tuple[str, ...], root: str, top: str | None = None) -> int:
+    """A descriptor of ``root/parts...``, each part opened without following a link: from
+    ``root`` on, or (``top``: a directory ``root`` lies in) from ``top`` on."""
+    rel = os.path.join(*parts) if parts else ""
+    if top is None:
+        return _shared.open_below(root, rel)
+    return _shared.open_below(top, os.path.relpath(os.path.join(root, rel), top))
+
+
+def _files(
+    root: str, parts: list[str], top: str | None = None
+) -> list[tuple[int, tuple[str, ...], str, int]]:
     """``(mtime_ns, directory parts, name, size)`` of the regular files in ``root/parts...``,
     and (for ``meta``) one level further down; partial files (dot names) left out."""
-    found: list[tuple[int, tuple[str, ...], str, int]] = []
+    return [(e.mtime_ns, *_split(e.rel), e.size) for e in _units(root, parts, top)]
+
+
+def _split(rel: str) -> tuple[tuple[str, ...], str]:
+    parts = rel.split("/")
+    return tuple(parts[:-1]), parts[-1]
+
+
+def _units(root: str, parts: list[str], top: str | None) -> list[Stored]:
+    """The answers (``meta``) or files (``blobs``) of the store, as :func:`_files` finds them."""
+    found: list[Stored] = []
     try:
-        fd = _open_dir(parts, root)
+        fd = _open_dir(parts, root, top)
     except OSError:
         return found
     try:
@@ -57,12 +112,94 @@ def _files(root: str, parts: list[str]) -> list[tuple[int, tuple[str, ...], str,
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode) and parts == ["meta"]:
-                found += _files(root, [*parts, name])
+                found += _units(root, [*parts, name], top)
             elif stat.S_ISREG(st.st_mode) and not name.startswith("."):
-                found.append((st.st_mtime_ns, tuple(parts), name, st.st_size))
+                kind = ANSWER if parts[0] == "meta" else FILE
+                rel = "/".join([*parts, name])
+                found.append(Stored(kind, rel, st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino))
     finally:
         os.close(fd)
     return found
+
+
+def stored(root: str, *, top: str | None = None) -> list[Stored]:
+    """The answers and files of the store at ``root``, least recently used first (partials,
+    links and whatever is no regular file left out). ``top``: a directory ``root`` lies in,
+    from which on no link is followed (the cache root); else ``root`` itself is followed."""
+    found = _units(root, ["blobs"], top) + _units(root, ["meta"], top)
+    return sorted(found, key=lambda e: (e.mtime_ns, e.rel))
+
+
+def dead_partials(
+    root: str,
+    *,
+    now: float | None = None,
+    stale_after: float = STALE_AFTER,
+    top: str | None = None,
+) -> list[Stored]:
+    """The partials in the store's ``blobs`` that no writer will finish (:mod:`.partials`)."""
+    clock = time.time() if now is None else now
+    found: list[Stored] = []
+    try:
+        fd = _open_dir(["blobs"], root, top)
+    except OSError:
+        return found
+    try:
+        for name in sorted(os.listdir(fd)):
+            if not (name.startswith(".") and name.endswith(".partial")):
+                continue
+            try:
+                st = os.lstat(name, dir_fd=fd)
+            except OSError:
+                continue
+            if abandoned(name, st, clock, stale_after):
+                rel = f"blobs/{name}"
+                found.append(Stored(PARTIAL, rel, st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino))
+    finally:
+        os.close(fd)
+    return found
+
+
+def remove(
+    root: str,
+    unit: Stored,
+    *,
+    now: float | None = None,
+    stale_after: float = STALE_AFTER,
+    top: str | None = None,
+) -> str:
+    """Remove ``unit`` (of :func:`stored` or :func:`dead_partials`): ``""`` once it is gone,
+    else why it stays. It is looked at once more right before, reached without following a
+    link: it stays when it is no longer that regular file, was used since it was listed (its
+    mtime moved: served, or written anew), or is a partial whose writer may now live.
+    :class:`OSError` when it cannot be removed (permissions)."""
+    parts, name = _split(unit.rel)
+    clock = time.time() if now is None else now
+    try:
+        fd = _open_dir(parts, root, top)
+    except FileNotFoundError:
+        return "gone meanwhile"
+    try:
+        why = _stays(fd, name, unit, clock, stale_after)
+        if not why:
+            os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        return "gone meanwhile"
+    finally:
+        os.close(fd)
+    return why
+
+
+def _stays(fd: int, name: str, unit: Stored, now: float, stale_after: float) -> str:
+    """Why ``unit`` (``name`` in the directory open at ``fd``) is not to be removed now."""
+    st = os.lstat(name, dir_fd=fd)
+    if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (unit.dev, unit.ino):
+        return "replaced meanwhile"
+    if st.st_mtime_ns != unit.mtime_ns:
+        return "used meanwhile"
+    if unit.kind == PARTIAL and not abandoned(name, st, now, stale_after):
+        return "its writer may still live"
+    return ""
 
 
 def _remove(root: str, parts: tuple[str, ...], name: str) -> bool:

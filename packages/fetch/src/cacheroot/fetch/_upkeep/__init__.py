@@ -13,5 +13,7 @@ cache as ``ls`` and ``du`` show it (:mod:`.inventory`), whether a file is in use
 
 What it may import: the download core (the top-level modules of :mod:`cacheroot.fetch`) and
 :mod:`cacheroot.envs`; of the other wings, only :mod:`.._warm.manifest` and :mod:`.._warm.warm`
-(``cacheroot cache verify --manifest`` checks what a manifest lists).
+(``cacheroot cache verify --manifest`` checks what a manifest lists) and :mod:`.._hub.prune`
+(``cacheroot cache prune`` weighs the hub cache's store with the other caches, through the
+walk and removal of ``cacheroot hub prune``).
 """

@@ -56,11 +56,23 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .. import _proc
+from .._hub.prune import remove as remove_stored
 from .._shared import fd_path, open_below
 from .cache import FOREIGN_STALE, Entry, Refused, remove_entry
 from .in_use import SETTLE, Held, Scan
 from .root_caches import ENTRY, WHOLE_LABEL, CacheDir, PlainEntry, free_space, inside, listdir
-from .survey import HubRevision, Survey, Victim, hub_busy, hub_open, survey
+from .survey import (
+    HUB_ANSWER,
+    HUB_FILE,
+    HUB_PARTIAL,
+    HubRevision,
+    HubStored,
+    Survey,
+    Victim,
+    hub_busy,
+    hub_open,
+    survey,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -71,6 +83,8 @@ __all__ = ["LEFTOVER", "SETTLE", "Summary", "Victim", "apply", "choose", "leftov
 LEFTOVER = "pruned-leftover"
 #: How :func:`_set_aside` names an entry it renamed aside: ``.<name>.<machine tag>-<pid>.pruned``.
 _PRUNED = re.compile(r"^\.(?P<name>.+)\.(?P<tag>[0-9a-f]{8})-(?P<pid>[0-9]+)\.pruned$")
+#: The kinds of the hub cache's store's units (:func:`.._hub.prune.remove` removes them).
+_HUB_STORE_KINDS = frozenset({HUB_ANSWER, HUB_FILE, HUB_PARTIAL})
 #: Sidecars of a plain entry that mean nothing once it is gone (locks stay: one may be held).
 _SIDECARS = (".meta.json", ".used")
 
@@ -125,6 +139,9 @@ def choose(
         if busy:
             kept.append((v, busy))
             continue
+        victims.append(v)
+        free += v.size
+    for v in found.garbage:
         victims.append(v)
         free += v.size
     for cand in order:
@@ -192,9 +209,9 @@ def apply(victims: Iterable[Victim]) -> Summary:
     hf: dict[int, tuple[Any, list[Victim]]] = {}
     aside: list[tuple[Victim, str]] = []
     for v in todo:
-        if v.kind == LEFTOVER:
+        if v.kind == LEFTOVER or v.kind in _HUB_STORE_KINDS:  # one file or tree, removed now
             try:
-                why = _remove_leftover(v, held)
+                why = (_remove_leftover if v.kind == LEFTOVER else _remove_stored)(v, held)
             except _Denied as denied:
                 done.refused.append((v, str(denied)))
                 continue
@@ -432,6 +449,22 @@ def _rmtree(path: str) -> None:
 
 def _cannot(path: str, exc: OSError) -> str:
     return f"cannot remove {exc.filename or path}: {exc.strerror or exc}; run this as its owner"
+
+
+def _remove_stored(v: Victim, held: Held) -> str:
+    """Remove an answer, a file or a dead partial of the hub cache's store (``""``), or say why
+    it stays: a process holds it open, or the store's own check right before says so (served
+    since the survey, replaced, a partial's writer alive)."""
+    ref = v.ref
+    if not isinstance(ref, HubStored):
+        raise TypeError(f"{v!r} is not a unit of the hub cache's store")
+    late = Scan([v.path], held, 0.0, 0.0).busy
+    if late:
+        return late
+    try:
+        return remove_stored(ref.store, ref.unit, top=v.base or None)
+    except OSError as exc:
+        raise _Denied(_cannot(v.path, exc)) from None
 
 
 def _remove_test(v: Victim, held: Held) -> str:

@@ -126,7 +126,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "prune",
         help="remove least recently used entries of every cache under the root (never busy ones)",
         description="Remove entries of every cache under the root (Hugging Face hub, Triton, "
-        "Inductor, the JIT caches, the test cache, ...) by size budget, free space or age (one "
+        "Inductor, the JIT caches, the test cache, the hub cache's store's answers and files, "
+        "...) by size budget, free space or age (one "
         f"of {', '.join(PRUNE_CRITERIA)} at least), in one least-recently-used order across all "
         "of them: quarantined test entries first, then the least recently used anywhere. Nothing "
         "locked, being written, changed in the last 30 s or open in a process visible here is "

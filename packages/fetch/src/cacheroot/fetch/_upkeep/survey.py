@@ -8,6 +8,12 @@ them):
 - the Hugging Face hub: revisions, through huggingface_hub's own cache API, which knows which
   blobs another revision still links to; last use is the newest access or modification of the
   revision's blobs. Without huggingface_hub installed, each repository is one plain entry;
+- the hub cache's store (``$CACHEROOT/hubcache``, of ``cacheroot hub serve``): its answers and
+  files, as ``cacheroot hub prune`` weighs them (:mod:`.._hub.prune` lists and removes them,
+  never following a link); last use is the file's modification time, which the hub stamps on
+  each serve. The partials of downloads whose hub is gone are garbage whatever the criteria;
+  those of a live writer, ``grants/``, ``verified/``, ``locks/``, ``served/`` and ``state/`` are
+  never units;
 - every other cache: its plain entries; last use is the newest access or modification time of
   any file in it.
 
@@ -22,8 +28,10 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from .._hub.prune import ANSWER, dead_partials, stored
 from .cache import FOREIGN_STALE, QUARANTINE, Entry, entries, quarantined
 from .in_use import SETTLE, Held, Scan, is_lock, lock_held
+from .inventory import HUB_STORE, HUB_STORE_LABEL
 from .root_caches import (
     ENTRY,
     HF_REVISION,
@@ -41,16 +49,27 @@ from .root_caches import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from .._hub.prune import Stored
+
 __all__ = [
+    "HUB_ANSWER",
+    "HUB_FILE",
+    "HUB_PARTIAL",
+    "HUB_STORE_KIND",
     "Candidate",
     "HubRepo",
     "HubRevision",
+    "HubStored",
     "Survey",
     "Victim",
     "hub_busy",
     "hub_open",
     "survey",
 ]
+
+#: The kind of the hub cache's store among the caches, and the kinds of its units.
+HUB_STORE_KIND = "hub-store"
+HUB_ANSWER, HUB_FILE, HUB_PARTIAL = "hub-answer", "hub-file", "hub-partial"
 
 
 class Victim:
@@ -147,15 +166,27 @@ class HubRevision:
         self.commit = commit
 
 
-class Survey:
-    """Every candidate of every cache of a root, its total size, and notes for the user."""
+class HubStored:
+    """A unit of the hub cache's store (:class:`.._hub.prune.Stored`) and the store it is in."""
 
-    __slots__ = ("caches", "candidates", "notes", "root", "total")
+    __slots__ = ("store", "unit")
+
+    def __init__(self, store: str, unit: Stored) -> None:
+        self.store = store
+        self.unit = unit
+
+
+class Survey:
+    """Every candidate of every cache of a root, its total size, and notes for the user;
+    ``garbage``: what goes whatever the criteria (partials of downloads whose hub is gone)."""
+
+    __slots__ = ("caches", "candidates", "garbage", "notes", "root", "total")
 
     def __init__(self, root: str) -> None:
         self.root = root
         self.caches: list[CacheDir] = []
         self.candidates: list[Candidate] = []
+        self.garbage: list[Victim] = []
         self.notes: list[str] = []
         self.total = 0
 
@@ -183,7 +214,11 @@ def survey(
             f"{held.hidden} processes could not be inspected (another user's): files they "
             "hold open are protected only by locks and the settle time"
         )
+    store = os.path.join(root, HUB_STORE)
     dirs = [c.path for c in every]  # a skipped cache's directory is no entry of another
+    hub_store = not any(inside(store, d) for d in dirs)  # else a cache of the layout owns it
+    if hub_store:
+        dirs.append(store)
     for cache in found.caches:
         claimed = [d for d in dirs if d != cache.path and inside(d, cache.path)]
         if cache.kind == TEST_ENTRY:
@@ -192,6 +227,8 @@ def survey(
             pass
         else:
             _survey_plain(found, cache, claimed, held, now=now, settle=settle)
+    if hub_store:
+        _survey_hub_store(found, store, held, now, settle)
     return found
 
 
@@ -236,6 +273,46 @@ def _survey_plain(
         )
         found.candidates.append(Candidate(victim, entry.busy() or scan.busy, dev))
         found.total += scan.size
+
+
+def _survey_hub_store(found: Survey, store: str, held: Held, now: float, settle: float) -> None:
+    """Candidates of the hub cache's store: its answers and files, each on its own."""
+    why = not_followed(found.root, store)
+    if why:
+        found.notes.append(f"skipped {HUB_STORE_LABEL} ({store}): {why}")
+        return
+    if not os.path.isdir(store):
+        return
+    found.caches.append(CacheDir(HUB_STORE_LABEL, store, HUB_STORE_KIND, whole=False))
+    dev = device(store)
+    for unit in stored(store, top=found.root):
+        path = os.path.join(store, unit.rel)
+        victim = Victim(
+            cache=HUB_STORE_LABEL,
+            path=path,
+            size=unit.size,
+            last_used=unit.last_used,
+            kind=HUB_ANSWER if unit.kind == ANSWER else HUB_FILE,
+            label=unit.rel,
+            ref=HubStored(store, unit),
+            base=found.root,
+        )
+        found.candidates.append(Candidate(victim, Scan([path], held, now, settle).busy, dev))
+        found.total += unit.size
+    for unit in dead_partials(store, now=now, top=found.root):
+        found.garbage.append(
+            Victim(
+                cache=HUB_STORE_LABEL,
+                path=os.path.join(store, unit.rel),
+                size=unit.size,
+                last_used=unit.last_used,
+                kind=HUB_PARTIAL,
+                label=unit.rel,
+                reason="the partial file of a download whose hub is gone",
+                ref=HubStored(store, unit),
+                base=found.root,
+            )
+        )
 
 
 def _base(root: str, path: str) -> str:
