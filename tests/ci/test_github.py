@@ -419,6 +419,6 @@ def test_the_workflow_passes_on_this_repository(tmp_path: Path) -> None:
     job = run_repository_job(tmp_path, timeout=1800)
     assert set(job.outcomes.values()) == {"success"}, job.report()[-20000:]
     line = summary(job.stdout["tests"])
-    assert re.fullmatch(r"\d+ passed(, \d+ (skipped|deselected))* in .+", line), line
+    assert re.fullmatch(r"\d+ passed(, \d+ (skipped|deselected|xfailed))* in .+", line), line
     assert "cacheroot: offline run; " in job.stdout["tests"]
     print(f"the workflow's suite step: {line}")  # noqa: T201 - quoted in the report

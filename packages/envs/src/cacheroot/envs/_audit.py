@@ -176,6 +176,11 @@ def _row_note(name: str) -> str:
     return f" ({', '.join(notes)})" if notes else ""
 
 
+#: How many fallbacks (``A`` when ``B`` is unset, ``B`` when ``C`` is) a cover is chained
+#: through.
+FALLBACK_DEPTH = 4
+
+
 def _cover(
     finding: Finding, by_variable: dict[tuple[str, str, str], Finding], depth: int = 0
 ) -> tuple[str | None, str]:
@@ -184,7 +189,7 @@ def _cover(
         row = ROW_OF[finding.variable]
         how = "its row" if row == finding.variable else f"legacy name of {row}"
         return row, how + _row_note(row)
-    if finding.fallback_of is not None and depth < 4:
+    if finding.fallback_of is not None and depth < FALLBACK_DEPTH:
         name, line = finding.fallback_of
         if name in ROW_OF:
             return ROW_OF[name], f"fallback when {name} (line {line}) is unset"

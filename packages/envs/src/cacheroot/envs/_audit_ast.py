@@ -52,6 +52,7 @@ from ._readers import FUNCTIONS, VARIABLES
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from ._audit_flow import Leaf
     from ._audit_package import Package
 
 
@@ -189,7 +190,15 @@ _OTHER_XDG = frozenset({"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "X
 _SWITCH_VALUES = re.compile(r"-?[0-9.]+|true|false|yes|no|on|off|none", re.IGNORECASE)
 _NESTED_DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-(.*)\}")
 _OPAQUE_MAX = 48
-_DEPTH = 24
+# Limits of the walks of this module: each written once, here.
+#: How many steps :meth:`_Module.render` follows an expression (names, calls, joins).
+RENDER_DEPTH = 24
+#: How many re-exports (``from .util import f`` in an ``__init__``) a name is followed through.
+REEXPORT_HOPS = 4
+#: How many names a constant string is followed through (``NAME = OTHER = "X_DIR"``).
+CONSTANT_HOPS = 3
+#: How many parents of a location are read for the names it is given.
+TARGET_PARENTS = 6
 
 #: How a default was formed (the ``style`` of a finding).
 EXPANDUSER = "expanduser"
@@ -400,6 +409,21 @@ class _EnvRead:
     scope: _Scope
 
 
+def _arms(m: _Module, part: ast.AST, top: ast.AST) -> list[tuple[int, ast.expr]]:
+    """``(id of a conditional expression, its arm)`` for each conditional expression between
+    ``part`` and ``top`` (``top`` included) that ``part`` lies in an arm of."""
+    out: list[tuple[int, ast.expr]] = []
+    child = part
+    while child is not top:
+        parent = m.parent.get(child)
+        if parent is None:
+            break
+        if isinstance(parent, ast.IfExp) and child is not parent.test:
+            out.append((id(parent), parent.body if child is parent.body else parent.orelse))
+        child = parent
+    return out
+
+
 class _Module:
     """One parsed file: scopes, simple assignments, local functions, and the findings."""
 
@@ -440,6 +464,11 @@ class _Module:
         #: What a loop or comprehension variable runs over, by scope and name.
         self.iterables: dict[tuple[_Scope, str], list[ast.expr]] = {}
         self._resolving: set[str] = set()
+        #: What each function returns, by function and depth (:func:`._audit_flow._returned`).
+        self.returned: dict[tuple[int, int], tuple[Leaf, ...]] = {}
+        #: While a place is rendered from one of its parts: the arm of each conditional
+        #: expression on the way that the part lies in (by the conditional's id).
+        self._arms: dict[int, ast.expr] = {}
         self._index(tree, tree)
         loads = self._base_loads()
         self.base_loads: frozenset[ast.expr] = frozenset(loads)
@@ -655,7 +684,7 @@ class _Module:
         if isinstance(func, ast.Name) and func.id in self.classes:
             return self, self.classes[func.id]
         found = self.target(func, scope)
-        for _ in range(4):
+        for _ in range(REEXPORT_HOPS):
             if found is None or not found[1]:
                 return None
             module, attr = found
@@ -706,7 +735,7 @@ class _Module:
         if found is None or not found[1]:
             return None
         module, attr = found
-        for _ in range(4):  # ``from .util import f`` in an ``__init__``: f is util's
+        for _ in range(REEXPORT_HOPS):  # ``from .util import f`` in an ``__init__``: f is util's
             fn = module.functions.get(attr)
             if fn is not None:
                 return module, fn
@@ -730,7 +759,7 @@ class _Module:
         if found is None or not found[1]:
             return None
         module, attr = found
-        for _ in range(4):
+        for _ in range(REEXPORT_HOPS):
             if attr in module.assigns.get(module.tree, {}):
                 break
             again = module.reexport(attr)
@@ -801,7 +830,7 @@ class _Module:
     def string(self, node: ast.expr | None, scope: _Scope) -> str | None:
         """The string ``node`` is, directly or through one constant name (a layout name
         imported from another module included)."""
-        for _ in range(3):
+        for _ in range(CONSTANT_HOPS):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 return node.value
             if not isinstance(node, ast.Name):
@@ -884,7 +913,7 @@ class _Module:
         """``node`` in the audit's notation (``{...}`` for what cannot be followed)."""
         if node is None:
             return Rendered("")
-        if depth > _DEPTH:
+        if depth > RENDER_DEPTH:
             return _opaque(node)
         d = depth + 1
         if isinstance(node, ast.Constant):
@@ -922,7 +951,11 @@ class _Module:
                 for v in node.values
             ]
             return _join(parts, "")
-        if isinstance(node, ast.IfExp):  # the first branch is taken to be the usual one
+        if isinstance(node, ast.IfExp):
+            arm = self._arms.get(id(node))
+            if arm is not None:  # the arm the place being rendered lies in
+                return self.render(arm, scope, d)
+            # Otherwise the first branch is taken to be the usual one.
             body = self.render(node.body, scope, d)
             other = self.render(node.orelse, scope, d)
             return Rendered(body.text, body.variables, body.style | other.style)
@@ -946,6 +979,17 @@ class _Module:
             if self.reader_call(node) and isinstance(node.value, ast.Call):
                 return self._render_user_cache(node.value, scope, d)
         return _opaque(node)
+
+    def render_from(self, part: ast.AST, top: ast.AST) -> Rendered:
+        """``top`` rendered as the place ``part`` (a node inside it) lies in: where ``top``
+        chooses between two values (``a if flag else b``), the one ``part`` lies in, so that
+        each arm is a place of its own whichever comes first."""
+        kept = self._arms
+        self._arms = dict(_arms(self, part, top))
+        try:
+            return self.render(top, self.scope_of.get(top, self.tree))
+        finally:
+            self._arms = kept
 
     def _render_read(self, read: _EnvRead, depth: int) -> Rendered:
         if read.name in _BASES:
@@ -1106,6 +1150,12 @@ def _constructor_data(keyword: ast.keyword, call: ast.AST | None) -> bool:
     return _PLACE_KEYWORD_WORDS.isdisjoint(keyword.arg.lower().split("_"))
 
 
+def _place_key(m: _Module, part: ast.AST, top: ast.AST) -> tuple[int, ...]:
+    """Which place ``part`` makes of ``top``: ``top``, and the arm ``part`` lies in of each
+    conditional expression on the way (``a if flag else b``: two places)."""
+    return (id(top), *(id(arm) for _, arm in _arms(m, part, top)))
+
+
 def _trivial(text: str) -> bool:
     """A bare base with no fixed name of its own (``~``, ``$TMPDIR``): not a location yet."""
     return text in ("~", "~/", "$TMPDIR", f"${XDG}", f"${{{XDG}:-~/.cache}}", *_TMP_DIRS)
@@ -1133,6 +1183,8 @@ class _Visitor:
         self.reads: list[tuple[_EnvRead, Finding, bool]] = []
         self.paths: list[tuple[ast.AST, Finding]] = []
         self.by_source: dict[int, Finding] = {}
+        #: The finding of each place, by :func:`_place_key`.
+        self.by_top: dict[tuple[int, ...], Finding] = {}
         self.by_read: dict[int, Finding] = {}
         self.promoted: set[int] = set()
 
@@ -1249,11 +1301,11 @@ class _Visitor:
         hidden = {id(n) for f in overrides for n in ast.walk(self.node_of[id(f)])}
         self.reads = reads = []
         self.paths = paths = []
-        seen: set[int] = set()
+        seen: set[tuple[int, ...]] = set()
         self.by_source = by_source = {}
         self.by_read = {}
         self.promoted = set()
-        by_top: dict[int, Finding] = {}
+        by_top = self.by_top
         for node in self.m.candidates:
             if id(node) in hidden:
                 continue
@@ -1269,14 +1321,15 @@ class _Visitor:
             top, nested = self._outermost(node)
             if nested or self._inside_env_read(top):
                 continue
-            if id(top) in seen:
-                if id(top) in by_top:
-                    by_source[id(node)] = by_top[id(top)]
+            key = _place_key(self.m, node, top)
+            if key in seen:
+                if key in by_top:
+                    by_source[id(node)] = by_top[key]
                 continue
-            seen.add(id(top))
+            seen.add(key)
             if self._used_by_name(top):
                 continue
-            rendered = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
+            rendered = self.m.render_from(node, top)
             known = self.m.reader_call(node)
             if (rendered.root not in ("home", "tmp", "xdg") and not known) or _trivial(
                 rendered.text
@@ -1298,7 +1351,7 @@ class _Visitor:
                     found_path.kind = reader.kind
                     found_path.reason = f"read by {reader.source}"
             paths.append((top, found_path))
-            by_top[id(top)] = found_path
+            by_top[key] = found_path
             self.node_of[id(found_path)] = top
             by_source[id(node)] = found_path
         self.by_read = {id(r.node): f for r, f, _ in reads}
@@ -1477,10 +1530,14 @@ class _Visitor:
                 self._mark(self.by_read[id(outer)], how, leaf, got)
                 return self.by_read[id(outer)]
             return None
-        if id(top) in self.by_source:
-            self._mark(self.by_source[id(top)], how, leaf, got)
-            return self.by_source[id(top)]
-        rendered = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
+        key = _place_key(self.m, leaf, top)
+        known = self.by_top.get(key)
+        if known is None and len(key) == 1:
+            known = self.by_source.get(id(top))
+        if known is not None:
+            self._mark(known, how, leaf, got)
+            return known
+        rendered = self.m.render_from(leaf, top)
         variable = rendered.first_variable if rendered.root in ("xdg", "var") else None
         text = rendered.text
         found = Finding(
@@ -1488,7 +1545,9 @@ class _Visitor:
             _style(rendered),
         )  # fmt: skip
         self.node_of[id(found)] = top
-        self.by_source[id(top)] = self.by_source[id(leaf)] = found
+        self.by_source[id(leaf)] = self.by_top[key] = found
+        if len(key) == 1:  # (a place in one arm of a conditional is not the whole of it)
+            self.by_source[id(top)] = found
         self.paths.append((top, found))
         self._mark(found, how, leaf, got)
         return found
@@ -1706,7 +1765,7 @@ class _Visitor:
         """The names a location is given (``PROFILE = ...``; ``output_dir=...``)."""
         out: list[str] = []
         current = node
-        for _ in range(6):
+        for _ in range(TARGET_PARENTS):
             parent = self.m.parent.get(current) if current is not None else None
             if parent is None:
                 break
@@ -1759,7 +1818,7 @@ class _Visitor:
                 return None
         elif default_node is not None and not known:
             self._helpers_in(default_node, read.scope)
-        expression = self.m.render(top, self.m.scope_of.get(top, self.m.tree))
+        expression = self.m.render_from(node, top)
         found = Finding(
             self.dist,
             self.version,

@@ -45,6 +45,16 @@ PER_RUN = "per-run"
 #: How much a kind of sink says, least first.
 SINK_RANK = {PER_RUN: 0, WRITE: 1, FETCHED: 2, DOWNLOAD: 3}
 
+# Limits of the walks: each written once, here.
+#: How many steps :func:`origins` follows a value back from where it is used (each node on the
+#: way is a step: a name, a call, a join, the return of a helper, an argument given to it).
+ORIGIN_DEPTH = 24
+#: How many steps :func:`per_run` follows the parts of a written path, through names and the
+#: arguments callers give a parameter.
+PER_RUN_DEPTH = 6
+#: How deeply :func:`platform_test` reads a test (``not``, ``and``/``or``, a name given one).
+PLATFORM_TEST_DEPTH = 6
+
 #: Keywords whose value is a directory a library downloads into.
 _DOWNLOAD_KEYWORDS = frozenset(
     {
@@ -292,18 +302,28 @@ Leaf = tuple["_Module", ast.AST]
 _SAME_PLACE = frozenset({*_PATH_METHODS, "with_name", "parent", "split", "strip", "rstrip"})
 
 
-def origins(  # noqa: PLR0911, PLR0912 - one case per kind of node
-    m: _Module, node: ast.AST | None, scope: _Scope, depth: int = 0, seen: set[int] | None = None
-) -> list[Leaf]:
+def origins(m: _Module, node: ast.AST | None, scope: _Scope) -> list[Leaf]:
     """Where a path value may come from: environment reads, fixed bases, ``__file__``, the
     parameters of the function it is in, calls to helpers that cannot be read (the leaves the
     walk stops at), over every branch and every value a name is given (``+=``, ``.append``,
-    a loop over a list), into the functions and constants of the package's other modules."""
-    if seen is None:
-        seen = set()
-    if node is None or depth > 24 or id(node) in seen:
+    a loop over a list), into the functions and constants of the package's other modules.
+
+    The answer does not depend on the order of the code: a node already followed is skipped
+    only when it was reached in as few steps, and a function's returns are followed once per
+    depth (:func:`_returned`) and given each call's own arguments, never skipped because
+    another call of it was followed first. Each leaf once, in the order first found."""
+    return list(_once(_origins(m, node, scope, 0, {})))
+
+
+def _origins(  # noqa: PLR0911, PLR0912 - one case per kind of node
+    m: _Module, node: ast.AST | None, scope: _Scope, depth: int, seen: dict[int, int]
+) -> list[Leaf]:
+    """:func:`origins` from ``depth`` steps on; ``seen``: the fewest steps each node (by id)
+    was reached in by this walk. A node is followed again when reached in fewer, so that
+    everything within :data:`ORIGIN_DEPTH` steps is found, whichever way was taken first."""
+    if node is None or depth > ORIGIN_DEPTH or seen.get(id(node), depth + 1) <= depth:
         return []
-    seen.add(id(node))
+    seen[id(node)] = depth
     d = depth + 1
     if isinstance(node, ast.Call):
         return _call_origins(m, node, scope, d, seen)
@@ -316,7 +336,7 @@ def origins(  # noqa: PLR0911, PLR0912 - one case per kind of node
         and (owner := m.owner(scope)) is not None
     ):  # ``self.NAME``: every value the class's methods give it
         values = m.attributes.get((owner, node.attr), [])
-        return [o for v in values for o in origins(m, v, m.scope_of.get(v, m.tree), d, seen)]
+        return [o for v in values for o in _origins(m, v, m.scope_of.get(v, m.tree), d, seen)]
     if isinstance(node, ast.Constant):
         text = node.value
         return [(m, node)] if isinstance(text, str) and text.startswith(("/", "~")) else []
@@ -325,33 +345,58 @@ def origins(  # noqa: PLR0911, PLR0912 - one case per kind of node
     # Only the head of a path is where it lies: ``base / name``, ``f"{base}/{user}"``,
     # ``join(base, user)`` lie in ``base``; a variable in a later part names a component.
     if isinstance(node, ast.BinOp):
-        out = origins(m, node.left, scope, d, seen)
+        out = _origins(m, node.left, scope, d, seen)
         if isinstance(node.op, ast.Add) and isinstance(node.right, _LISTS):
-            out += origins(m, node.right, scope, d, seen)  # a list made longer
+            out += _origins(m, node.right, scope, d, seen)  # a list made longer
         return out
     if isinstance(node, ast.JoinedStr):
-        return origins(m, node.values[0], scope, d, seen) if node.values else []
+        return _origins(m, node.values[0], scope, d, seen) if node.values else []
     if isinstance(node, ast.FormattedValue | ast.Starred):
-        return origins(m, node.value, scope, d, seen)
+        return _origins(m, node.value, scope, d, seen)
     if isinstance(node, ast.IfExp):
-        return origins(m, node.body, scope, d, seen) + origins(m, node.orelse, scope, d, seen)
+        return _origins(m, node.body, scope, d, seen) + _origins(m, node.orelse, scope, d, seen)
     if isinstance(node, ast.BoolOp):
-        return [o for v in node.values for o in origins(m, v, scope, d, seen)]
+        return [o for v in node.values for o in _origins(m, v, scope, d, seen)]
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
-        return [o for e in node.elts for o in origins(m, e, scope, d, seen)]
+        return [o for e in node.elts for o in _origins(m, e, scope, d, seen)]
     if isinstance(node, ast.ListComp | ast.GeneratorExp | ast.SetComp):
-        return origins(m, node.elt, scope, d, seen)
+        return _origins(m, node.elt, scope, d, seen)
     if isinstance(node, ast.Attribute):
         if node.attr in ("parent", "parents"):
-            return origins(m, node.value, scope, d, seen)
+            return _origins(m, node.value, scope, d, seen)
         found = m.values_at(node, scope)
         if found is not None:
             other, values = found
-            return [o for v in values for o in origins(other, v, other.tree, d, seen)]
+            return [o for v in values for o in _origins(other, v, other.tree, d, seen)]
         return []
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
-        return origins(m, node.value, scope, d, seen)  # Path(__file__).parents[1]
+        return _origins(m, node.value, scope, d, seen)  # Path(__file__).parents[1]
     return []
+
+
+def _returned(
+    m: _Module, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int
+) -> tuple[Leaf, ...]:
+    """The origins of everything ``fn`` (of ``m``) returns, from ``depth`` steps on: its own
+    parameters among them, for each call to give its own arguments. Followed in a walk of its
+    own, so that one call of a helper never hides another's, and kept on ``m`` by function and
+    depth: what lies within the limit depends on nothing else. (A recursive call is followed
+    like any other, each time a step deeper, until the limit.)"""
+    key = (id(fn), depth)
+    known = m.returned.get(key)
+    if known is None:
+        seen: dict[int, int] = {}
+        known = _once([o for r in returns(fn) for o in _origins(m, r, fn, depth, seen)])
+        m.returned[key] = known
+    return known
+
+
+def _once(leaves: list[Leaf]) -> tuple[Leaf, ...]:
+    """Each leaf once, in the order first found."""
+    kept: dict[tuple[int, int], Leaf] = {}
+    for where, leaf in leaves:
+        kept.setdefault((id(where), id(leaf)), (where, leaf))
+    return tuple(kept.values())
 
 
 _LISTS = (ast.List, ast.Tuple, ast.ListComp, ast.Name, ast.Call)
@@ -374,35 +419,37 @@ def _platform_place(m: _Module, value: ast.expr) -> bool:
     return fixed and bool(runs_on(m, value))
 
 
-def _name_origins(m: _Module, node: ast.Name, scope: _Scope, d: int, seen: set[int]) -> list[Leaf]:
+def _name_origins(
+    m: _Module, node: ast.Name, scope: _Scope, d: int, seen: dict[int, int]
+) -> list[Leaf]:
     if node.id == "__file__":
         return [(m, node)]
     out: list[Leaf] = []
     for value in m.values_of(node.id, scope) or ():
-        out += origins(m, value, m.scope_of.get(value, m.tree), d, seen)
+        out += _origins(m, value, m.scope_of.get(value, m.tree), d, seen)
         if _platform_place(m, value):
             out.append((m, value))
     for sc in (scope, m.tree):
         for value in m.more.get((sc, node.id), ()):
-            out += origins(m, value, sc, d, seen)
+            out += _origins(m, value, sc, d, seen)
         for over in m.iterables.get((sc, node.id), ()):
-            out += origins(m, over, sc, d, seen)
+            out += _origins(m, over, sc, d, seen)
     param = m.params.get((scope, node.id))
     if param is not None:
         out.append((m, param))
         default = _default_of(param, scope)
         if default is not None:  # the value it has when the caller gives none
-            out += origins(m, default, m.scope_of.get(default, m.tree), d, seen)
+            out += _origins(m, default, m.scope_of.get(default, m.tree), d, seen)
     if not out:
         found = m.values_at(node, scope)
         if found is not None:
             other, values = found
-            out += [o for v in values for o in origins(other, v, other.tree, d, seen)]
+            out += [o for v in values for o in _origins(other, v, other.tree, d, seen)]
     return out
 
 
 def _call_origins(  # noqa: PLR0911 - one case per kind of call
-    m: _Module, node: ast.Call, scope: _Scope, d: int, seen: set[int]
+    m: _Module, node: ast.Call, scope: _Scope, d: int, seen: dict[int, int]
 ) -> list[Leaf]:
 
     called = m.function_at(node, scope)
@@ -410,10 +457,10 @@ def _call_origins(  # noqa: PLR0911 - one case per kind of call
         other, fn = called
         given = dict(bind(node, fn))
         out = []
-        for where, leaf in (o for r in returns(fn) for o in origins(other, r, fn, d, seen)):
+        for where, leaf in _returned(other, fn, d):
             if isinstance(leaf, ast.arg) and where.scope_of.get(leaf) is fn:
                 # A parameter returned: what this call gives it (its default was followed).
-                out += origins(m, given.get(leaf.arg), scope, d, seen)
+                out += _origins(m, given.get(leaf.arg), scope, d, seen)
             else:
                 out.append((where, leaf))
         first = node.args[0] if node.args else None
@@ -431,18 +478,18 @@ def _call_origins(  # noqa: PLR0911 - one case per kind of call
         if isinstance(default, ast.Call) and m.function_at(default, scope) is not None:
             # A default a function of the package computes: that function's places are
             # reached too (a default written inline is part of the read's own place).
-            out += origins(m, default, scope, d, seen)
+            out += _origins(m, default, scope, d, seen)
         return out
     if m.base_call(node) or m.reader_call(node):
         return [(m, node)]
     name = _dotted(node.func)
     if name in _JOINERS or name in _WRAPPERS or name.endswith("path.join"):
-        return origins(m, node.args[0], scope, d, seen) if node.args else []
+        return _origins(m, node.args[0], scope, d, seen) if node.args else []
     if name in ("os.path.dirname", "os.fspath", "str", "list", "tuple", "sorted"):
-        return [o for a in node.args[:1] for o in origins(m, a, scope, d, seen)]
+        return [o for a in node.args[:1] for o in _origins(m, a, scope, d, seen)]
     func = node.func
     if isinstance(func, ast.Attribute) and func.attr in _SAME_PLACE:
-        return origins(m, func.value, scope, d, seen)
+        return _origins(m, func.value, scope, d, seen)
     if m.helper(node):
         return [(m, node)]
     return []
@@ -452,7 +499,7 @@ def per_run(m: _Module, path: ast.AST, scope: _Scope, depth: int = 0) -> bool:
     """Whether a written path ends in a name made anew on every run: a part after its head
     built from ``getpid``/``uuid``/``mkdtemp``/..., directly, through a name, or given by
     the callers in the module of the function it is a parameter of."""
-    if depth > 6:
+    if depth > PER_RUN_DEPTH:
         return False
     d = depth + 1
     if isinstance(path, ast.Name):
@@ -474,7 +521,7 @@ def per_run(m: _Module, path: ast.AST, scope: _Scope, depth: int = 0) -> bool:
 
 def _made_per_run(m: _Module, node: ast.AST, scope: _Scope, depth: int) -> bool:
     """Whether a part of a path is made anew on every run."""
-    if depth > 6:
+    if depth > PER_RUN_DEPTH:
         return False
     if _PER_RUN.search(ast.unparse(node)):
         return True
@@ -568,7 +615,7 @@ def _strings(node: ast.AST) -> list[str] | None:
 def platform_test(m: _Module, test: ast.AST, platform: str, depth: int = 0) -> bool | None:  # noqa: PLR0911, PLR0912
     """What ``test`` is on ``platform`` (``True``/``False``), or ``None`` when it does not
     depend on the platform alone."""
-    if depth > 6:
+    if depth > PLATFORM_TEST_DEPTH:
         return None
     d = depth + 1
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):

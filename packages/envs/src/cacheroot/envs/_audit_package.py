@@ -224,13 +224,18 @@ def _summaries(
     visitors: list[_Visitor], known: dict[int, list[Sink]], names: set[str]
 ) -> Summaries:
     """Which parameters of each function reach a write, carried :data:`_ROUNDS` calls deep
-    (``names`` gains the names of those functions)."""
+    (``names`` gains the names of those functions). Each round reads only what the rounds
+    before it found, so that how far a write is carried does not depend on the order of the
+    modules (a module read early would otherwise carry its callees' writes one call further
+    in the same round)."""
     summaries: Summaries = {}
     for _ in range(_ROUNDS):
         changed = False
+        before = {key: dict(summary) for key, summary in summaries.items()}
+        named = set(names)
         for visitor in visitors:
             m = visitor.m
-            for call, path, sink, how in _sinks(visitor, summaries, known, names):
+            for call, path, sink, how in _sinks(visitor, before, known, named):
                 scope = m.scope_of.get(call, m.tree)
                 for module, leaf in origins(m, path, scope):
                     if not isinstance(leaf, ast.arg):
