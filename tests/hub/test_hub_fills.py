@@ -33,9 +33,9 @@ from cacheroot.fetch._hub.service import HubProcess
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from tests.origin import Exchange, Handler, Server, files, hold, static
+    from tests.origin import Exchange, Handler, Server, files, hold, paced, static
 else:
-    from origin import Server, files, hold, static
+    from origin import Server, files, hold, paced, static
 
 PATH = "/acme/m/resolve/main/w.bin"
 COMMIT = "c" * 40
@@ -254,6 +254,47 @@ def test_a_second_hub_process_streams_the_first_ones_download(start: Start, stor
     assert origin.count(PATH, "GET") == 1
     assert _counts(second)["file_followed"] == 1
     assert sorted(p.name for p in (store / "blobs").iterdir()) == [sha]
+
+
+#: 512 MiB, and its sha256 (computed once, outside the hub).
+SLOW = bytes(range(256)) * (2 << 20)
+SLOW_SHA256 = "c047731a3c134f3d34286d608e9c173027d50f43ab9d2064f3c360939977e908"
+
+
+def _timed_get(url: str, began: float) -> tuple[int, str, int, float, float]:
+    """Status, sha256 and length of the body, and the seconds after ``began`` at which its
+    first and its last bytes came."""
+    with requests.get(url, stream=True, timeout=120) as resp:
+        hasher, n, first = hashlib.sha256(), 0, 0.0
+        for chunk in resp.iter_content(1 << 20):
+            if not n:
+                first = time.monotonic() - began
+            hasher.update(chunk)
+            n += len(chunk)
+        return resp.status_code, hasher.hexdigest(), n, first, time.monotonic() - began
+
+
+@pytest.mark.slow
+def test_two_hubs_on_one_store_stream_one_slow_download(start: Start, store: Path) -> None:
+    """512 MiB from an upstream at 50 MiB/s (over 10 s): one upstream download, and the
+    client of each hub has its first bytes long before that download ends."""
+    body = paced(static(SLOW), chunk=1 << 20, every=0.02)
+    with Server(_lfs(body, SLOW_SHA256, len(SLOW))) as origin:
+        first, second = start(origin.base), start(origin.base)
+        began = time.monotonic()
+        with ThreadPoolExecutor(2) as pool:
+            one = pool.submit(_timed_get, first.url + PATH, began)
+            _wait_for(lambda: _partials(store) != [])
+            two = pool.submit(_timed_get, second.url + PATH, began)
+            a, b = one.result(), two.result()
+    assert a[:3] == (200, SLOW_SHA256, 512 << 20)
+    assert b[:3] == (200, SLOW_SHA256, 512 << 20)
+    assert origin.count(PATH, "GET") == 1
+    assert _counts(second)["file_followed"] == 1
+    assert a[4] > 10  # the upstream's pace: the download took its time
+    # Both streamed: neither waited for the end of the download.
+    assert a[3] < 3, a
+    assert b[3] < 3, b
 
 
 def test_a_followed_download_that_stops_cuts_the_second_hubs_client_short(
