@@ -28,8 +28,15 @@ import requests
 from cacheroot.fetch._hub.answers import WarmHub, pin_branch
 from cacheroot.fetch._hub.redirects import RedirectPolicy, RedirectRefusedError, refused_address
 from cacheroot.fetch._hub.redirects import resolve as loop_resolve
-from cacheroot.fetch._hub.service import HubProcess
-from cacheroot.fetch._hub.store import Answer, Store, credential, key_of
+from cacheroot.fetch._hub.service import HubProcess, HubStartError
+from cacheroot.fetch._hub.store import (
+    Answer,
+    KeyFileError,
+    Store,
+    answer_key,
+    credential,
+    key_of,
+)
 from cacheroot.fetch._hub.upstream import Upstream, UpstreamError
 
 if TYPE_CHECKING:
@@ -415,6 +422,80 @@ def test_a_commit_fetched_with_a_token_is_asked_about_again_after_the_ttl(
         )
         assert other.status_code >= 400
         assert DATA not in other.content
+
+
+# -- (g) signed answers on a store others may write ---------------------------------------------
+def _key_file(path: Path, secret: bytes, mode: int = 0o600) -> Path:
+    path.write_bytes(secret)
+    path.chmod(mode)
+    return path
+
+
+def test_answers_signed_with_a_key_are_read_only_with_that_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path / "store")
+    answer = Answer(200, (("Content-Type", "application/json"),), b'{"sha": "c"}', 1.0)
+    Store(root, answer_key=b"k" * 32).save("a" * 64, answer)
+    assert Store(root, answer_key=b"k" * 32).load("a" * 64) == answer
+    assert Store(root, answer_key=b"j" * 32).load("a" * 64) is None  # another key
+    assert Store(root).load("a" * 64) == answer  # no key: read as before
+    # An answer written without the key, or moved to another request's key, is none.
+    Store(root).save("b" * 64, answer)
+    assert Store(root, answer_key=b"k" * 32).load("b" * 64) is None
+    kept = Path(root, "meta", "aa", "a" * 64)
+    moved = Path(root, "meta", "cc", "c" * 64)
+    moved.parent.mkdir()
+    moved.write_bytes(kept.read_bytes())
+    assert Store(root, answer_key=b"k" * 32).load("c" * 64) is None
+
+    monkeypatch.setenv("CACHEROOT_HUB_KEY_FILE", str(_key_file(tmp_path / "key", b"s" * 32)))
+    assert answer_key() == b"s" * 32
+    monkeypatch.setenv(
+        "CACHEROOT_HUB_KEY_FILE", str(_key_file(tmp_path / "open", b"s" * 32, 0o644))
+    )
+    with pytest.raises(KeyFileError, match=r"may be read by others \(mode 0644\)"):
+        answer_key()
+    monkeypatch.setenv("CACHEROOT_HUB_KEY_FILE", str(_key_file(tmp_path / "short", b"short")))
+    with pytest.raises(KeyFileError, match="holds 5 bytes"):
+        answer_key()
+
+
+def test_a_planted_answer_is_not_served_by_a_hub_with_a_key(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    key = _key_file(tmp_path / "hub.key", b"0123456789abcdef0123456789abcdef")
+    env = dict(os.environ, CACHEROOT_HUB_KEY_FILE=str(key))
+    with Server(_hub_answers()) as origin:
+        hub = HubProcess.start(upstream=origin.base, store=str(store), env=env)
+        try:
+            kept = requests.get(hub.url + "/api/models/acme/kept", timeout=30)
+            assert kept.json() == {"path": "/api/models/acme/kept"}
+            (signed,) = [p for p in (store / "meta").rglob("*") if p.is_file()]
+            assert signed.read_bytes().startswith(b"hmac-sha256 ")
+            # A writer of the store plants an answer for another request, unsigned.
+            planted = key_of(origin.base, "GET", "/api/models/acme/planted", "public")
+            path = store / "meta" / planted[:2] / planted
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b'{"status":200,"headers":[],"stored":1e12}\n{"planted": true}')
+            hub.set_offline(True)
+            assert requests.get(hub.url + "/api/models/acme/kept", timeout=30).json() == {
+                "path": "/api/models/acme/kept"
+            }
+            refused = requests.get(hub.url + "/api/models/acme/planted", timeout=30)
+            assert refused.status_code == 424
+            assert b"planted" not in refused.content.replace(b"acme/planted", b"")
+        finally:
+            said = hub.stop()
+    assert "Traceback" not in said
+
+    # A key file others may read: the hub refuses to start, and says what to do.
+    open_key = _key_file(tmp_path / "open.key", b"0123456789abcdef", 0o644)
+    with pytest.raises(HubStartError, match="may be read by others"):
+        HubProcess.start(
+            upstream="http://127.0.0.1:9",
+            store=str(store),
+            env=dict(os.environ, CACHEROOT_HUB_KEY_FILE=str(open_key)),
+        )
 
 
 # -- (b) the headers' deadline ---------------------------------------------------------------

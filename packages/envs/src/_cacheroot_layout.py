@@ -101,6 +101,10 @@ MODELSCOPE_DOMAIN = "MODELSCOPE_DOMAIN"
 #: ``PID URL`` of the pytest process that started the session's hub cache (``--cacheroot-hub``),
 #: in its environment: its xdist workers (its children) use that hub instead of starting one.
 CACHEROOT_HUB_OWNER = "CACHEROOT_HUB_OWNER"
+#: A file holding the secret that signs the hub cache's answers (an HMAC), outside its store:
+#: on a store others may write, an answer without a valid signature is not served. Every hub
+#: and every warm of that store needs the same file.
+CACHEROOT_HUB_KEY_FILE = "CACHEROOT_HUB_KEY_FILE"
 #: xdist's name for a worker (``gw0``), set in each worker's environment before pytest starts.
 PYTEST_XDIST_WORKER = "PYTEST_XDIST_WORKER"
 #: Buildkite's job index and count, from which the harness takes the shard of a parallel step.

@@ -37,7 +37,7 @@ from cacheroot.envs import CACHEROOT_HUB_OWNER, HF_ENDPOINT
 from . import branches, routes
 from .cli import DEFAULT_UPSTREAM, default_store, modelscope_upstream
 from .service import HubProcess
-from .store import PUBLIC, Store, credential, key_of
+from .store import PUBLIC, Store, answer_key, credential, key_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -121,7 +121,7 @@ def pin_branch(
 
     :class:`LookupError` when the store has no answer naming ``commit`` for it to copy.
     """
-    store = Store(hub.store)
+    store = Store(hub.store, answer_key=answer_key())
     cred = credential(authorization)
     source = store.load(key_of(hub.upstream, "GET", _info_target(repo_type, repo_id, commit), cred))
     try:

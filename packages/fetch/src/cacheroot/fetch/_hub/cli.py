@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING
 
-from cacheroot.envs import HF_ENDPOINT, MODELSCOPE_DOMAIN, MODELSCOPE_ENDPOINT, resolve
+from cacheroot.envs import (
+    CACHEROOT_HUB_KEY_FILE,
+    HF_ENDPOINT,
+    MODELSCOPE_DOMAIN,
+    MODELSCOPE_ENDPOINT,
+    resolve,
+)
 
 from .._cli import age_arg, seconds_arg, size_arg
 
@@ -226,6 +233,34 @@ def _store(args: argparse.Namespace, command: str) -> str | None:
     return store
 
 
+def _store_ready(store: str) -> bool:
+    """Whether the store's directory is there (made if missing) and the answers' key
+    (``CACHEROOT_HUB_KEY_FILE``) is usable or unset; says why not. Unset on a store others may
+    write, it says once that its answers could be planted."""
+    from .store import KeyFileError, answer_key  # noqa: PLC0415
+
+    try:
+        os.makedirs(store, exist_ok=True)
+    except OSError as exc:
+        sys.stderr.write(f"cacheroot hub serve: cannot use the store {store}: {exc.strerror}\n")
+        return False
+    try:
+        key = answer_key()
+    except KeyFileError as exc:
+        sys.stderr.write(f"cacheroot hub serve: {exc}\n")
+        return False
+    if key is None:
+        with contextlib.suppress(OSError):
+            st = os.stat(store)
+            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                sys.stderr.write(
+                    f"cacheroot hub serve: others may write the store {store}, so they could "
+                    f"plant answers in it; set {CACHEROOT_HUB_KEY_FILE} to a secret file outside "
+                    "the store (every hub and warm of it the same) to have answers signed\n"
+                )
+    return True
+
+
 def _run_serve(args: argparse.Namespace) -> int:
     import asyncio  # noqa: PLC0415
     import contextlib  # noqa: PLC0415
@@ -256,10 +291,7 @@ def _run_serve(args: argparse.Namespace) -> int:
                 f"cacheroot hub serve: --private-group {args.private_group!r} is no group here\n"
             )
             return 2
-    try:
-        os.makedirs(store, exist_ok=True)
-    except OSError as exc:
-        sys.stderr.write(f"cacheroot hub serve: cannot use the store {store}: {exc.strerror}\n")
+    if not _store_ready(store):
         return 1
     settings = Settings(
         upstream=upstream,

@@ -56,7 +56,7 @@ from .responses import (
     record_served,
 )
 from .settings import Settings
-from .store import Store
+from .store import Store, answer_key
 from .upstream import Upstream, client_sessions
 
 if TYPE_CHECKING:
@@ -98,7 +98,9 @@ class Hub:
         self.settings = settings
         #: The figures of ``/metrics`` beyond the counters (its sessions' trace, when given).
         self.meter = metrics.Meter() if meter is None else meter
-        self.store = Store(settings.store, private_group=settings.private_group)
+        self.store = Store(
+            settings.store, private_group=settings.private_group, answer_key=answer_key()
+        )
         # One breaker per host contacted, shared by both upstreams (they may be one host).
         self.breakers = Breakers(cooloff=settings.cooloff, probe=settings.deadline + 1.0)
         ms = settings.modelscope_upstream or settings.upstream

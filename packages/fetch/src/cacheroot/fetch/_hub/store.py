@@ -28,6 +28,7 @@ import contextlib
 import errno
 import grp
 import hashlib
+import hmac
 import json
 import os
 import socket
@@ -40,10 +41,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+from cacheroot.envs import CACHEROOT_HUB_KEY_FILE
+
 from .. import _proc, _shared, _store
 from . import partials
 
-__all__ = ["Answer", "Store", "carries_credential", "credential", "key_of", "read_regular"]
+__all__ = [
+    "Answer",
+    "KeyFileError",
+    "Store",
+    "answer_key",
+    "carries_credential",
+    "credential",
+    "key_of",
+    "read_regular",
+]
 
 #: The most an answer's body may hold in the store (the Hub's listings are far smaller).
 MAX_ANSWER = 64 << 20
@@ -153,6 +165,54 @@ class Answer:
         return cls(status, headers, body, stored)
 
 
+#: What a signed answer's file starts with, before the signature's hex and a line feed.
+_SIGNED = b"hmac-sha256 "
+#: The most bytes a key file may hold.
+_MAX_KEY = 4096
+
+
+class KeyFileError(ValueError):
+    """``CACHEROOT_HUB_KEY_FILE`` names no usable key (its message says what to do)."""
+
+
+def answer_key() -> bytes | None:
+    """The secret in the file ``CACHEROOT_HUB_KEY_FILE`` names (read now), or ``None`` when it
+    is unset. Raises :class:`KeyFileError` for a file that is missing, not a regular file,
+    readable by others than its owner, shorter than 16 bytes or larger than 4 KiB."""
+    path = os.environ.get(CACHEROOT_HUB_KEY_FILE, "").strip()
+    if not path:
+        return None
+    fix = (
+        f"put at least 16 random bytes in a file only its owner may read (e.g. `head -c 32 "
+        f"/dev/urandom > FILE && chmod 600 FILE`), outside the store, and point "
+        f"{CACHEROOT_HUB_KEY_FILE} at it"
+    )
+    try:
+        fd, st = _store.open_regular_stat(path)
+    except OSError as exc:
+        raise KeyFileError(
+            f"{CACHEROOT_HUB_KEY_FILE}={path}: {exc.strerror or exc}; {fix}"
+        ) from None
+    try:
+        if st.st_mode & 0o077:
+            raise KeyFileError(
+                f"{CACHEROOT_HUB_KEY_FILE}={path} may be read by others (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}); {fix}"
+            )
+        data = os.read(fd, _MAX_KEY + 1).strip()
+    finally:
+        os.close(fd)
+    if not 16 <= len(data) <= _MAX_KEY:
+        raise KeyFileError(f"{CACHEROOT_HUB_KEY_FILE}={path} holds {len(data)} bytes; {fix}")
+    return data
+
+
+def _signature(secret: bytes, key: str, data: bytes) -> bytes:
+    """The hex HMAC of an answer's bytes ``data`` kept under ``key`` (so that an answer signed
+    for one request is no answer for another)."""
+    return hmac.new(secret, key.encode() + b"\n" + data, hashlib.sha256).hexdigest().encode()
+
+
 def blob_name(etag: str) -> str:
     """The file name a blob with this ETag is stored under."""
     if len(etag) in (40, 64) and set(etag) <= _HEX:
@@ -163,8 +223,13 @@ def blob_name(etag: str) -> str:
 class Store:
     """The directory of one hub store (see the module docstring)."""
 
-    def __init__(self, root: str, *, private_group: str = "") -> None:
+    def __init__(
+        self, root: str, *, private_group: str = "", answer_key: bytes | None = None
+    ) -> None:
         self.root = root
+        #: The secret that signs answers (:func:`answer_key`): with it, every answer written is
+        #: signed and an answer read without a valid signature is none.
+        self.answer_key = answer_key
         #: The group that may read what came with a credential; ``None``: only the hub's user.
         self.private_gid = grp.getgrnam(private_group).gr_gid if private_group else None
         #: The partials being filled, and the descriptor of the directory each is in.
@@ -215,9 +280,21 @@ class Store:
         return os.path.join(self.meta, key[:2], key)
 
     def load(self, key: str) -> Answer | None:
-        """The answer kept under ``key``, or ``None``."""
-        data = read_regular(self._meta_path(key), MAX_ANSWER + 65536)
-        return None if data is None else Answer.decode(data)
+        """The answer kept under ``key``, or ``None`` (also, with :attr:`answer_key`, for one
+        not signed with it: planted, or written without the key)."""
+        data = read_regular(self._meta_path(key), MAX_ANSWER + 65536 + len(_SIGNED) + 65)
+        if data is None:
+            return None
+        if data.startswith(_SIGNED):
+            signature, _, data = data[len(_SIGNED) :].partition(b"\n")
+            secret = self.answer_key
+            if secret is not None and not hmac.compare_digest(
+                signature, _signature(secret, key, data)
+            ):
+                return None
+        elif self.answer_key is not None:
+            return None
+        return Answer.decode(data)
 
     def save(self, key: str, answer: Answer, *, private: bool = False) -> None:
         """Keep ``answer`` under ``key``, in one step (a reader sees the old or the new one);
@@ -225,7 +302,10 @@ class Store:
         if len(answer.body) > MAX_ANSWER:
             return
         path = self._meta_path(key)
-        self.publish(path, answer.encode(), private=private)
+        data = answer.encode()
+        if self.answer_key is not None:
+            data = _SIGNED + _signature(self.answer_key, key, data) + b"\n" + data
+        self.publish(path, data, private=private)
 
     def publish(self, path: str, data: bytes, *, private: bool = False) -> None:
         """Write ``data`` to a fresh file beside ``path`` and rename it into place, both in
