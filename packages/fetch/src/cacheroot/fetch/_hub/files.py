@@ -256,6 +256,12 @@ class FileCache:
                 self.metacache.failed(up, err)
         return resp
 
+    def _open_judged(self, path: str, size: int | None, name: str) -> tuple[int | None, bool]:
+        """The stored file's descriptor (``None``: none), and whether this user's hubs checked
+        it as it is (:mod:`.verified`). Blocking."""
+        fd = self.store.open_blob(path, size)
+        return fd, fd is not None and self._verified.trusted(fd, name)
+
     async def _stored(self, path: str, etag: str, size: int | None) -> int | None:
         """A descriptor of the stored file ``path``, or ``None`` when there is none to trust.
 
@@ -264,11 +270,13 @@ class FileCache:
         checked against the digest it is named by before it is served (as ``CACHEROOT_VERIFY=
         first-use`` does for downloads), and a file that fails is removed and fetched again.
         """
-        fd = self.store.open_blob(path, size)
+        name = os.path.basename(path)
+        # Opened and judged in the fills' threads: on a network volume either can block.
+        opened: tuple[int | None, bool] = await fills.in_pool(self._open_judged, path, size, name)
+        fd, trusted = opened
         if fd is None:
             return None
-        name = os.path.basename(path)
-        if not self._verified.trusted(fd, name):
+        if not trusted:
             self.counts["blob_checked"] += 1
             found = await fills.in_pool(digest_of, fd, etag, os.fstat(fd).st_size)
             if found is not None and found != etag:
