@@ -29,7 +29,7 @@ import time
 
 from .. import _proc, _shared, _store
 
-__all__ = ["STALE_AFTER", "abandoned", "sweep"]
+__all__ = ["STALE_AFTER", "abandoned", "abandoned_in", "sweep"]
 
 #: Seconds without a write after which a partial another machine wrote counts as abandoned.
 STALE_AFTER = 3600.0
@@ -54,6 +54,22 @@ def abandoned(name: str, st: os.stat_result, now: float, stale_after: float) -> 
     return now - st.st_mtime > stale_after
 
 
+def abandoned_in(fd: int, now: float, stale_after: float) -> list[tuple[str, os.stat_result]]:
+    """The partials in the directory open at ``fd`` that no writer will finish, with their
+    ``lstat``, by name."""
+    found: list[tuple[str, os.stat_result]] = []
+    for name in sorted(os.listdir(fd)):
+        if not (name.startswith(".") and name.endswith(".partial")):
+            continue
+        try:
+            st = os.lstat(name, dir_fd=fd)
+        except OSError:
+            continue
+        if abandoned(name, st, now, stale_after):
+            found.append((name, st))
+    return found
+
+
 def sweep(
     root: str,
     *,
@@ -70,15 +86,7 @@ def sweep(
     except OSError:
         return found
     try:
-        for name in os.listdir(fd):
-            if not (name.startswith(".") and name.endswith(".partial")):
-                continue
-            try:
-                st = os.lstat(name, dir_fd=fd)
-            except OSError:
-                continue
-            if not abandoned(name, st, clock, stale_after):
-                continue
+        for name, st in abandoned_in(fd, clock, stale_after):
             if not dry_run:
                 try:
                     os.unlink(name, dir_fd=fd)

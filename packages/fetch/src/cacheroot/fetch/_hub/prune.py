@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 from .. import _shared
-from .partials import STALE_AFTER, abandoned, sweep
+from .partials import STALE_AFTER, abandoned, abandoned_in, sweep
 
 __all__ = [
     "ANSWER",
@@ -145,16 +145,9 @@ def dead_partials(
     except OSError:
         return found
     try:
-        for name in sorted(os.listdir(fd)):
-            if not (name.startswith(".") and name.endswith(".partial")):
-                continue
-            try:
-                st = os.lstat(name, dir_fd=fd)
-            except OSError:
-                continue
-            if abandoned(name, st, clock, stale_after):
-                rel = f"blobs/{name}"
-                found.append(Stored(PARTIAL, rel, st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino))
+        for name, st in abandoned_in(fd, clock, stale_after):
+            rel = f"blobs/{name}"
+            found.append(Stored(PARTIAL, rel, st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino))
     finally:
         os.close(fd)
     return found

@@ -39,22 +39,11 @@ from aiohttp import web
 
 from . import metrics, partials, routes, xet
 from .breaker import Breakers
-from .filemeta import normalize_etag
 from .files import FileCache
 from .grants import Grants
 from .metacache import MetaCache
 from .passthrough import PassThrough
-from .responses import (
-    ERROR,
-    HIT,
-    MISS,
-    PASSED,
-    REVALIDATED,
-    STALE,
-    STATE_HEADER,
-    Responder,
-    record_served,
-)
+from .responses import Responder, record_served
 from .settings import Settings
 from .store import Store, answer_key
 from .upstream import Upstream, client_sessions
@@ -64,22 +53,7 @@ if TYPE_CHECKING:
 
     import aiohttp
 
-# What this module defines, and what it re-exports from the modules it was split into (the
-# names callers imported from here before).
-__all__ = [
-    "CONTROL",
-    "ERROR",
-    "HIT",
-    "MISS",
-    "PASSED",
-    "REVALIDATED",
-    "STALE",
-    "STATE_HEADER",
-    "Hub",
-    "Settings",
-    "normalize_etag",
-    "serve",
-]
+__all__ = ["CONTROL", "Hub", "Settings", "serve"]
 
 CONTROL = "/.cacheroot/hub"
 
