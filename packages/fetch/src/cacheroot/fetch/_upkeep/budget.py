@@ -47,7 +47,6 @@ not followed; trees are removed as :func:`shutil.rmtree` does on systems with ``
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import os
 import re
 import shutil
@@ -60,7 +59,16 @@ from .._hub.prune import remove as remove_stored
 from .._shared import fd_path, open_below
 from .cache import FOREIGN_STALE, Entry, Refused, remove_entry
 from .in_use import SETTLE, Held, Scan
-from .root_caches import ENTRY, WHOLE_LABEL, CacheDir, PlainEntry, free_space, inside, listdir
+from .root_caches import (
+    ENTRY,
+    WHOLE_LABEL,
+    PlainEntry,
+    free_space,
+    inside,
+    listdir,
+    open_cache,
+    walk_entries,
+)
 from .survey import (
     HUB_ANSWER,
     HUB_FILE,
@@ -264,63 +272,44 @@ def leftovers(found: Survey, *, now: float | None = None) -> list[tuple[Victim, 
         if cache.kind != ENTRY or cache.whole:
             continue
         claimed = [d for d in dirs if d != cache.path and inside(d, cache.path)]
-        for rel, directory in _entry_dirs(cache, claimed):
-            for name in sorted(listdir(directory)):
-                match = _PRUNED.match(name)
-                path = os.path.join(directory, name)
-                if match is None or not _abandoned(path, match, now):
-                    continue
-                held = Held() if held is None else held
-                scan = Scan([path], held, now, 0.0)
-                victim = Victim(
-                    cache=cache.name,
-                    path=path,
-                    size=scan.size,
-                    last_used=scan.newest,
-                    kind=LEFTOVER,
-                    label=f"{rel}{name}",
-                    reason="left renamed aside by a prune that was stopped before deleting it",
-                    ref=os.path.join(directory, match["name"]),
-                    base=found.root if inside(cache.path, found.root) else cache.path,
-                )
-                found_.append((victim, scan.busy))
+        try:
+            fd = open_cache(found.root, cache.path)
+        except OSError:
+            continue  # gone, or swapped for a link since the survey: never followed
+        try:
+            for listed in walk_entries(cache, claimed, fd, []):
+                for name in sorted(listed.names):
+                    match = _PRUNED.match(name)
+                    path = os.path.join(listed.directory, name)
+                    if match is None or not _abandoned(name, listed.fd, match, now):
+                        continue
+                    held = Held() if held is None else held
+                    scan = Scan([path], held, now, 0.0, dir_fd=listed.fd)
+                    victim = Victim(
+                        cache=cache.name,
+                        path=path,
+                        size=scan.size,
+                        last_used=scan.newest,
+                        kind=LEFTOVER,
+                        label=f"{listed.rel}{name}",
+                        reason="left renamed aside by a prune that was stopped before deleting it",
+                        ref=os.path.join(listed.directory, match["name"]),
+                        base=found.root if inside(cache.path, found.root) else cache.path,
+                    )
+                    found_.append((victim, scan.busy))
+        finally:
+            os.close(fd)
     return found_
 
 
-def _entry_dirs(cache: CacheDir, claimed: list[str]) -> list[tuple[str, str]]:
-    """``(relative prefix, directory)`` of the cache and of its entry sub-directories."""
-    found = [("", cache.path)]
-    pending = [("", cache.path)]
-    while pending:
-        rel, directory = pending.pop()
-        for name in listdir(directory):
-            sub, path = f"{rel}{name}", os.path.join(directory, name)
-            if any(inside(c, path) for c in claimed) or os.path.islink(path):
-                continue
-            parts = sub.split("/")
-            full = deeper = False
-            for pattern in cache.containers:
-                want = pattern.split("/")
-                if len(parts) <= len(want) and all(
-                    fnmatch.fnmatchcase(p, w) for p, w in zip(parts, want, strict=False)
-                ):
-                    full = full or len(parts) == len(want)
-                    deeper = deeper or len(parts) < len(want)
-            if (full or deeper) and os.path.isdir(path):
-                if full:
-                    found.append((sub + "/", path))
-                if deeper:
-                    pending.append((sub + "/", path))
-    return found
-
-
-def _abandoned(path: str, match: re.Match[str], now: float) -> bool:
-    """Whether the prune that renamed ``path`` aside is gone."""
+def _abandoned(name: str, dir_fd: int, match: re.Match[str], now: float) -> bool:
+    """Whether the prune that renamed ``name`` (in the directory held at ``dir_fd``) aside is
+    gone."""
     pid = int(match["pid"])
     if match["tag"] == _proc.machine_tag() and pid != os.getpid() and _proc.gone(pid):
         return True
     try:  # the rename set the ctime: how long ago the prune stopped there
-        return now - os.lstat(path).st_ctime > FOREIGN_STALE
+        return now - os.lstat(name, dir_fd=dir_fd).st_ctime > FOREIGN_STALE
     except OSError:
         return False
 
@@ -371,28 +360,54 @@ class _Denied(Exception):  # noqa: N818 - control flow inside this module
 
 
 def _set_aside(v: Victim, held: Held, now: float, aside: list[tuple[Victim, str]]) -> str:
-    """Check a plain entry and rename it aside (``""``), or say why it stays."""
+    """Check a plain entry and rename it aside (``""``), or say why it stays.
+
+    Its directory is reached as :func:`_held_dir` does, the entry looked at there once more (it
+    stays unless it is what the survey saw, ``st_dev`` and ``st_ino``), and it is renamed
+    relative to that descriptor."""
     entry = v.ref
     if not isinstance(entry, PlainEntry):
         raise TypeError(f"{v!r} is not a plain entry")
-    why = entry.busy() or Scan([entry.path, *entry.sidecars], held, now, SETTLE).busy
-    if why:
-        return why
-    if v.label == WHOLE_LABEL:
-        aside.append((v, ""))
-        return ""
-    head, name = os.path.split(v.path)
-    aside_name = f".{name}.{_proc.machine_tag()}-{os.getpid()}.pruned"
-    moved = os.path.join(head, aside_name)
+    whole = v.label == WHOLE_LABEL
     try:
-        with _reached(v) as path:
-            os.rename(path, os.path.join(os.path.dirname(path), aside_name))
+        with _held_dir(v, os.path.join(v.path, ".") if whole else v.path) as (fd, name):
+            why = entry.busy(dir_fd=fd)
+            if not why and not whole:
+                st = os.lstat(name, dir_fd=fd)
+                if entry.ident is not None and (st.st_dev, st.st_ino) != entry.ident:
+                    return "replaced meanwhile"
+            tops = [os.path.join(v.path, n) for n in os.listdir(fd)] if whole else [v.path]
+            tops += [] if whole else entry.sidecars
+            why = why or Scan(tops, held, now, SETTLE, dir_fd=fd).busy
+            if why:
+                return why
+            if whole:
+                aside.append((v, ""))
+                return ""
+            aside_name = f".{name}.{_proc.machine_tag()}-{os.getpid()}.pruned"
+            os.rename(name, aside_name, src_dir_fd=fd, dst_dir_fd=fd)
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
         raise _Denied(_cannot(v.path, exc)) from None
-    aside.append((v, moved))
+    aside.append((v, os.path.join(os.path.dirname(v.path), aside_name)))
     return ""
+
+
+@contextlib.contextmanager
+def _held_dir(v: Victim, path: str) -> Iterator[tuple[int, str]]:
+    """``(descriptor, name)``: the directory of ``path`` (default: the victim's), reached from
+    the victim's base without following a link (a directory swapped for one since the survey
+    is refused, :class:`OSError`), and the name of ``path`` in it."""
+    head, name = os.path.split(path)
+    if v.base:
+        fd = open_below(v.base, os.path.relpath(head, v.base))
+    else:
+        fd = os.open(head, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        yield fd, name
+    finally:
+        os.close(fd)
 
 
 def _settle_aside(aside: list[tuple[Victim, str]], done: Summary) -> None:
@@ -418,9 +433,13 @@ def _settle_aside(aside: list[tuple[Victim, str]], done: Summary) -> None:
             done.refused.append((v, _cannot(moved or v.path, exc)))
             continue
         entry = v.ref
-        for side in entry.sidecars if isinstance(entry, PlainEntry) else []:
-            with contextlib.suppress(OSError):
-                os.unlink(side)
+        sides = entry.sidecars if isinstance(entry, PlainEntry) else []
+        with contextlib.suppress(OSError):
+            if sides:
+                with _held_dir(v, v.path) as (fd, _name):
+                    for side in sides:
+                        with contextlib.suppress(OSError):
+                            os.unlink(os.path.basename(side), dir_fd=fd)
         done.removed.append(v)
     aside.clear()
 

@@ -15,7 +15,6 @@ is invisible here. Files it holds are protected only by the locks and the settle
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from typing import TYPE_CHECKING
@@ -23,12 +22,29 @@ from typing import TYPE_CHECKING
 from .._store import open_regular
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
-__all__ = ["SETTLE", "Held", "Scan", "is_lock", "lock_held", "open_for_writing", "walk"]
+__all__ = [
+    "DIR_FLAGS",
+    "SETTLE",
+    "Held",
+    "Scan",
+    "is_lock",
+    "lock_held",
+    "open_for_writing",
+    "walk",
+    "walk_held",
+]
 
 #: A file changed this recently (seconds) may still be being written: its entry is kept.
 SETTLE = 30.0
+#: How a directory of a tree others write is opened to be listed: never through a link.
+DIR_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_DIRECTORY", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def _pids() -> list[int]:
@@ -130,14 +146,17 @@ def _writable_fd(base: str, fd: str) -> bool:
     return False
 
 
-def lock_held(path: str) -> bool:
-    """Whether someone holds an ``flock`` on ``path`` now (it is tried, never waited for)."""
+def lock_held(path: str, *, dir_fd: int | None = None) -> bool:
+    """Whether someone holds an ``flock`` on ``path`` now (it is tried, never waited for).
+    With ``dir_fd``, ``path`` is a name in that held directory."""
     try:
         import fcntl  # noqa: PLC0415 - POSIX only
     except ImportError:  # pragma: no cover - no locks to judge
         return False
     try:
-        fd = open_regular(path)  # a FIFO planted as a lock file would block a plain open
+        fd = open_regular(
+            path, dir_fd=dir_fd
+        )  # a FIFO planted as a lock file would block a plain open
     except OSError:
         return False
     try:
@@ -158,18 +177,27 @@ class Scan:
     """One walk of an entry: its size, newest time, and why it is busy (``""``: it is not).
 
     Busy: a process holds a file or directory of it, a file or directory of it changed less
-    than ``settle`` seconds before ``now``, or a lock file in it is held.
+    than ``settle`` seconds before ``now``, or a lock file in it is held. With ``dir_fd``, the
+    ``paths`` lie in that held directory and are reached from it (:func:`walk_held`).
     """
 
     __slots__ = ("busy", "newest", "size")
 
-    def __init__(self, paths: Iterable[str], held: Held, now: float, settle: float) -> None:
+    def __init__(
+        self,
+        paths: Iterable[str],
+        held: Held,
+        now: float,
+        settle: float,
+        *,
+        dir_fd: int | None = None,
+    ) -> None:
         self.size = 0
         self.newest = 0.0
         self.busy = ""
         seen: set[tuple[int, int]] = set()
         for top in paths:
-            for path, st in walk(top):
+            for path, st, at, name in walk_held(top, dir_fd=dir_fd):
                 key = (st.st_dev, st.st_ino)
                 pid = held.by(st)
                 if pid is not None and not self.busy:
@@ -185,31 +213,64 @@ class Scan:
                 self.newest = max(self.newest, st.st_mtime, st.st_atime)
                 if recent and not self.busy:
                     self.busy = f"changed {now - st.st_mtime:.0f} s ago (may be being written)"
-                if is_lock(path) and not self.busy and lock_held(path):
+                if is_lock(name) and not self.busy and lock_held(name, dir_fd=at):
                     self.busy = f"its lock {path} is held"
 
 
 def walk(top: str) -> Iterable[tuple[str, os.stat_result]]:
-    """``top`` and everything under it, with ``lstat`` results.
+    """``top`` and everything under it, with ``lstat`` results (:func:`walk_held`)."""
+    for path, st, _at, _name in walk_held(top):
+        yield path, st
+
+
+def walk_held(
+    top: str, *, dir_fd: int | None = None
+) -> Iterator[tuple[str, os.stat_result, int | None, str]]:
+    """``(path, lstat, directory descriptor, name)`` of ``top`` and of everything under it;
+    ``name`` lies in the directory held open at the descriptor (valid until the next item).
 
     Links are never followed, not even to classify them (``os.walk`` stats through them):
-    following a link sets its access time, which is how a use through it is seen.
+    following a link sets its access time, which is how a use through it is seen. Each
+    directory is opened relative to its parent's descriptor (``O_NOFOLLOW | O_DIRECTORY``) and
+    listed through that descriptor, as :func:`shutil.rmtree` does: one swapped for a link since
+    it was seen is refused, one swapped for another directory is left out (its identity moved),
+    and nothing is ever listed by resolving its path again. With ``dir_fd``, ``top`` is the
+    path of a name in that held directory.
     """
+    name = top if dir_fd is None else os.path.basename(top)
     try:
-        st = os.lstat(top)
+        st = os.lstat(name, dir_fd=dir_fd)
     except OSError:
         return
-    yield top, st
-    pending = [top] if stat.S_ISDIR(st.st_mode) else []
-    while pending:
+    yield top, st, dir_fd, name
+    if stat.S_ISDIR(st.st_mode):
+        yield from _below(dir_fd, name, top, st)
+
+
+def _below(
+    parent_fd: int | None, name: str, path: str, st: os.stat_result
+) -> Iterator[tuple[str, os.stat_result, int | None, str]]:
+    """What is under the directory ``name`` of ``parent_fd`` that ``lstat`` saw as ``st``."""
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except OSError:
+        return  # gone, or swapped for a link: refused
+    try:
+        held = os.fstat(fd)
+        if (held.st_dev, held.st_ino) != (st.st_dev, st.st_ino):
+            return  # swapped for another directory since it was seen
         try:
-            with os.scandir(pending.pop()) as listing:
-                items = list(listing)
+            names = os.listdir(fd)
         except OSError:
-            continue
-        for item in items:
-            with contextlib.suppress(OSError):
-                st = item.stat(follow_symlinks=False)
-                yield item.path, st
-                if stat.S_ISDIR(st.st_mode):
-                    pending.append(item.path)
+            return
+        for child in names:
+            try:
+                cst = os.lstat(child, dir_fd=fd)
+            except OSError:
+                continue
+            here = os.path.join(path, child)
+            yield here, cst, fd, child
+            if stat.S_ISDIR(cst.st_mode):
+                yield from _below(fd, child, here, cst)
+    finally:
+        os.close(fd)

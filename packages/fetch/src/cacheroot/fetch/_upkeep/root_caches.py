@@ -16,10 +16,12 @@ behind one) is never followed: :func:`not_followed` says why, and the budget ski
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fnmatch
 import os
 import stat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cacheroot.envs import (
     CACHEROOT,
@@ -33,12 +35,13 @@ from cacheroot.envs import (
     resolve,
 )
 
+from .._shared import open_below
 from .._store import parse_partial, partial_abandoned
 from .cache import FOREIGN_STALE
-from .in_use import is_lock, lock_held
+from .in_use import DIR_FLAGS, is_lock, lock_held
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
 __all__ = [
     "ENTRY",
@@ -47,6 +50,7 @@ __all__ = [
     "TEST_ENTRY",
     "WHOLE_LABEL",
     "CacheDir",
+    "Listed",
     "PlainEntry",
     "caches",
     "device",
@@ -54,7 +58,9 @@ __all__ = [
     "inside",
     "listdir",
     "not_followed",
+    "open_cache",
     "plain_entries",
+    "walk_entries",
 ]
 
 #: Sub-directories of a cache whose children are its entries (``*``: any one name), by row.
@@ -163,6 +169,15 @@ def not_followed(root: str, path: str) -> str:
     return ""
 
 
+def open_cache(root: str, path: str) -> int:
+    """A descriptor of the cache directory ``path``: reached from ``root`` without following a
+    link where it lies in ``root`` (:func:`.._shared.open_below`; ``OSError`` ``ELOOP`` where a
+    directory on the way is a link), else opened as the user set it."""
+    if inside(path, root):
+        return open_below(root, os.path.relpath(path, root))
+    return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+
+
 def device(path: str) -> int:
     """The device of the file system holding ``path`` (``-1``: it cannot be read)."""
     try:
@@ -191,28 +206,40 @@ def listdir(path: str) -> list[str]:
 class PlainEntry:
     """A plain entry of a cache: the path, the dot-files that belong to it, locks beside it."""
 
-    __slots__ = ("cache_lock", "locks", "partials", "path", "sidecars")
+    __slots__ = ("cache_lock", "ident", "locks", "partials", "path", "sidecars")
 
-    def __init__(self, path: str, cache_lock: str) -> None:
+    def __init__(self, path: str, cache_lock: str, ident: tuple[int, int] | None = None) -> None:
         self.path = path
         self.cache_lock = cache_lock
+        #: ``(st_dev, st_ino)`` of what the survey saw (``None``: not recorded); a removal
+        #: leaves whatever is there under the name now alone unless it is the same.
+        self.ident = ident
         self.sidecars: list[str] = []
         self.locks: list[str] = []
         self.partials: list[str] = []
 
-    def busy(self) -> str:
+    def busy(self, *, dir_fd: int | None = None, cache_fd: int | None = None) -> str:
         """Why a lock or a writer beside the entry keeps it (``""``: none does).
 
         A partial of another machine, whose writer cannot be checked, counts as abandoned only
         when untouched for :data:`.cache.FOREIGN_STALE`, as the test cache judges its own.
+        ``dir_fd``: the entry's directory, held (its locks and partials are looked at there);
+        ``cache_fd``: the cache's, held (its ``.lock``).
         """
-        if self.cache_lock and lock_held(self.cache_lock):
-            return f"the cache is locked ({self.cache_lock})"
+        if self.cache_lock:
+            name = self.cache_lock if cache_fd is None else os.path.basename(self.cache_lock)
+            if lock_held(name, dir_fd=cache_fd):
+                return f"the cache is locked ({self.cache_lock})"
         for lock in self.locks:
-            if lock_held(lock):
+            if lock_held(lock if dir_fd is None else os.path.basename(lock), dir_fd=dir_fd):
                 return f"locked ({lock})"
         for part in self.partials:
-            if os.path.exists(part) and not partial_abandoned(part, stale_after=FOREIGN_STALE):
+            name = part if dir_fd is None else os.path.basename(part)
+            try:
+                os.lstat(name, dir_fd=dir_fd)
+            except OSError:
+                continue
+            if not partial_abandoned(name, stale_after=FOREIGN_STALE, dir_fd=dir_fd):
                 return f"being written ({os.path.basename(part)})"
         return ""
 
@@ -233,48 +260,151 @@ def _matches(rel: str, patterns: tuple[str, ...]) -> tuple[bool, bool]:
     return full, deeper
 
 
+class Listed(NamedTuple):
+    """One directory of a plain cache where entries live, as :func:`walk_entries` held it."""
+
+    #: Its path relative to the cache (``""``, ``"fxgraph/"``), and its full path.
+    rel: str
+    directory: str
+    #: Its descriptor, valid until the walk moves on.
+    fd: int
+    #: Every name in it, and its entries (``(label, entry)``).
+    names: list[str]
+    entries: list[tuple[str, PlainEntry]]
+
+
 def plain_entries(cache: CacheDir, claimed: list[str]) -> list[tuple[str, PlainEntry]]:
     """``(label, entry)`` for every entry of a plain cache, the ``claimed`` directories (other
-    caches') left out."""
-    lock = os.path.join(cache.path, ".lock")
-    cache_lock = lock if os.path.isfile(lock) else ""
+    caches') left out (:func:`walk_entries` from the cache's directory as the user set it)."""
+    try:
+        fd = os.open(cache.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return []
+    try:
+        return sorted(e for listed in walk_entries(cache, claimed, fd, []) for e in listed.entries)
+    finally:
+        os.close(fd)
+
+
+def walk_entries(
+    cache: CacheDir, claimed: list[str], fd: int, planted: list[str]
+) -> Iterator[Listed]:
+    """Every directory of a plain cache where entries live, the cache's own (held at ``fd``)
+    first, each with its entries, the ``claimed`` directories (other caches') left out.
+
+    Walked through held descriptors, as :func:`shutil.rmtree` does: each directory is listed
+    through its descriptor and each sub-directory opened relative to it, never through a link.
+    One that became a link (or no directory) since its parent was listed, or another directory,
+    is not walked; ``planted`` gets a line saying so. A cache kept whole is one entry, its own
+    directory, reported with the cache's descriptor.
+    """
+    cache_lock = ""
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(".lock", dir_fd=fd).st_mode):
+            cache_lock = os.path.join(cache.path, ".lock")
     if cache.whole:
-        names = listdir(cache.path)
-        if not names:
-            return []
-        whole = PlainEntry(cache.path, cache_lock)
-        return [(WHOLE_LABEL, whole)]
+        names = _names(fd)
+        if names:
+            st = os.fstat(fd)
+            whole = PlainEntry(cache.path, cache_lock, (st.st_dev, st.st_ino))
+            yield Listed("", cache.path, fd, names, [(WHOLE_LABEL, whole)])
+        return
+    yield from _walk_entries(
+        cache, claimed, fd, ("", cache.path), cache_lock=cache_lock, planted=planted
+    )
+
+
+def _names(fd: int) -> list[str]:
+    try:
+        return os.listdir(fd)
+    except OSError:
+        return []
+
+
+def _walk_entries(
+    cache: CacheDir,
+    claimed: list[str],
+    fd: int,
+    where: tuple[str, str],
+    *,
+    cache_lock: str,
+    planted: list[str],
+) -> Iterator[Listed]:
+    rel, directory = where
+    names = _names(fd)
+    here: dict[str, PlainEntry] = {}
     found: list[tuple[str, PlainEntry]] = []
-    pending = [("", cache.path)]
-    while pending:
-        rel, directory = pending.pop()
-        names = listdir(directory)
-        present = set(names)
-        here: dict[str, PlainEntry] = {}
-        for name in sorted(names):
+    below: list[tuple[str, str, str, os.stat_result]] = []
+    for name in sorted(names):
+        path = os.path.join(directory, name)
+        sub = f"{rel}{name}"
+        if any(inside(c, path) for c in claimed):
+            continue  # another cache's directory, or holds one
+        try:
+            st = os.lstat(name, dir_fd=fd)
+        except OSError:
+            continue  # gone meanwhile
+        full, deeper = _matches(sub, cache.containers)
+        if (full or deeper) and stat.S_ISDIR(st.st_mode):
+            below.append((name, sub, path, st))
+            continue
+        if name.startswith(".") or is_lock(name) or name.endswith(".lock.holder"):
+            continue  # internal files; a lock and its holder record are never entries
+        here[name] = PlainEntry(path, cache_lock, (st.st_dev, st.st_ino))
+        found.append((sub, here[name]))
+    _attach(here, names, directory)
+    yield Listed(rel, directory, fd, names, found)
+    for name, sub, path, st in below:
+        child = _open_seen(fd, name, path, st, planted)
+        if child is None:
+            continue
+        try:
+            yield from _walk_entries(
+                cache, claimed, child, (sub + "/", path), cache_lock=cache_lock, planted=planted
+            )
+        finally:
+            os.close(child)
+
+
+def _attach(here: dict[str, PlainEntry], names: list[str], directory: str) -> None:
+    """Give each entry of ``here`` what belongs to it among ``names`` (its dot-files, locks,
+    partials)."""
+    present = set(names)
+    for name in names:
+        owner = _owner(name, present)
+        if owner in here:
             path = os.path.join(directory, name)
-            sub = f"{rel}{name}"
-            if any(inside(c, path) for c in claimed):
-                continue  # another cache's directory, or holds one
-            full, deeper = _matches(sub, cache.containers)
-            if (full or deeper) and not os.path.islink(path) and os.path.isdir(path):
-                pending.append((sub + "/", path))
-                continue
-            if name.startswith(".") or is_lock(name) or name.endswith(".lock.holder"):
-                continue  # internal files; a lock and its holder record are never entries
-            here[name] = PlainEntry(path, cache_lock)
-            found.append((sub, here[name]))
-        for name in names:  # what belongs to an entry of this directory
-            owner = _owner(name, present)
-            if owner in here:
-                path = os.path.join(directory, name)
-                if parse_partial(name) is not None:
-                    here[owner].partials.append(path)
-                elif is_lock(name):
-                    here[owner].locks.append(path)
-                else:
-                    here[owner].sidecars.append(path)
-    return sorted(found)
+            if parse_partial(name) is not None:
+                here[owner].partials.append(path)
+            elif is_lock(name):
+                here[owner].locks.append(path)
+            else:
+                here[owner].sidecars.append(path)
+
+
+def _open_seen(fd: int, name: str, path: str, st: os.stat_result, planted: list[str]) -> int | None:
+    """The directory ``name`` of the one held at ``fd``, if it is still what ``lstat`` saw
+    (``st``), opened without following a link; else ``None``, ``planted`` told why."""
+    try:
+        child = os.open(name, DIR_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            planted.append(
+                f"{path} became a symbolic link or no directory while it was surveyed; "
+                "never followed, nothing under it listed"
+            )
+        return None
+    held = os.fstat(child)
+    if (held.st_dev, held.st_ino) != (st.st_dev, st.st_ino):
+        os.close(child)
+        planted.append(
+            f"{path} was replaced by another directory while it was surveyed; "
+            "nothing under it listed (the next prune looks again)"
+        )
+        return None
+    return child
 
 
 def _owner(name: str, present: set[str]) -> str:

@@ -24,6 +24,7 @@ skips busy units, and removal judges each again right before it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -37,13 +38,15 @@ from .root_caches import (
     HF_REVISION,
     QUARANTINED,
     TEST_ENTRY,
+    WHOLE_LABEL,
     CacheDir,
     caches,
     device,
     inside,
     listdir,
     not_followed,
-    plain_entries,
+    open_cache,
+    walk_entries,
 )
 
 if TYPE_CHECKING:
@@ -258,21 +261,41 @@ def others_reach(path: str) -> bool:
 def _survey_plain(
     found: Survey, cache: CacheDir, claimed: list[str], held: Held, *, now: float, settle: float
 ) -> None:
-    dev = device(cache.path)
-    for label, entry in plain_entries(cache, claimed):
-        scan = Scan([entry.path, *entry.sidecars], held, now, settle)
-        victim = Victim(
-            cache=cache.name,
-            path=entry.path,
-            size=scan.size,
-            last_used=scan.newest,
-            kind=ENTRY,
-            label=label,
-            ref=entry,
-            base=_base(found.root, cache.path),
-        )
-        found.candidates.append(Candidate(victim, entry.busy() or scan.busy, dev))
-        found.total += scan.size
+    """Candidates of a plain cache, walked through held descriptors (:func:`walk_entries`): a
+    directory swapped for a link while it is walked is said once in the notes, and nothing the
+    link leads to is listed, weighed or touched."""
+    try:
+        fd = open_cache(found.root, cache.path)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            found.notes.append(f"skipped {cache.name} ({cache.path}): {exc.strerror}")
+        return
+    planted: list[str] = []
+    try:
+        dev = os.fstat(fd).st_dev
+        for listed in walk_entries(cache, claimed, fd, planted):
+            for label, entry in listed.entries:
+                if label == WHOLE_LABEL:  # the cache's own directory: weighed from within
+                    tops = [os.path.join(cache.path, n) for n in listed.names]
+                else:
+                    tops = [entry.path, *entry.sidecars]
+                scan = Scan(tops, held, now, settle, dir_fd=listed.fd)
+                victim = Victim(
+                    cache=cache.name,
+                    path=entry.path,
+                    size=scan.size,
+                    last_used=scan.newest,
+                    kind=ENTRY,
+                    label=label,
+                    ref=entry,
+                    base=_base(found.root, cache.path),
+                )
+                busy = entry.busy(dir_fd=listed.fd, cache_fd=fd) or scan.busy
+                found.candidates.append(Candidate(victim, busy, dev))
+                found.total += scan.size
+    finally:
+        os.close(fd)
+    found.notes += [f"skipped part of {cache.name}: {line}" for line in planted]
 
 
 def _survey_hub_store(found: Survey, store: str, held: Held, now: float, settle: float) -> None:
