@@ -21,6 +21,7 @@ import requests
 
 from cacheroot.fetch import parse_manifest
 from cacheroot.fetch._hub.service import HubProcess
+from cacheroot.fetch._hub.store import key_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -522,6 +523,61 @@ def test_hub_caches_on_two_nodes_fetch_a_file_once_through_the_shared_tier(
     finally:
         for node in nodes:
             node.stop()
+
+
+def test_signed_answers_travel_through_the_shared_tier_to_another_node(
+    hub: HubServer, tiny_repo: HubRepo, tmp_path: Path
+) -> None:
+    """With a key, node b answers what node a asked, from the shared tier: the Hub is asked
+    once per request for the fleet. An answer planted on the tier unsigned is none."""
+    l2 = tmp_path / "l2"
+    l2.mkdir()
+    key = tmp_path / "hub.key"
+    key.write_bytes(b"0123456789abcdef0123456789abcdef")
+    key.chmod(0o600)
+    nodes = []
+    try:
+        for name in ("node-a", "node-b"):
+            env = {
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith(("CACHEROOT", "HF_", "_VLLM", "XDG_"))
+            }
+            env.update(
+                CACHEROOT=str(tmp_path / name),
+                CACHEROOT_SHARED=str(l2),
+                CACHEROOT_HUB_KEY_FILE=str(key),
+            )
+            store = str(tmp_path / name / "hubcache")
+            nodes.append(HubProcess.start(upstream=hub.url, store=store, env=env))
+        api = _api(tiny_repo)
+        first = requests.get(nodes[0].url + api, timeout=20)
+        assert first.status_code == 200
+        second = requests.get(nodes[1].url + api, timeout=20)
+        assert (second.status_code, second.json()) == (200, first.json())
+        assert hub.count_path(api, "GET") == 1
+        (written,) = [p for p in (l2 / "hubcache" / "meta").rglob("*") if p.is_file()]
+        assert written.read_bytes().startswith(b"hmac-sha256 ")
+
+        # Planted on the tier for another request, unsigned: node b asks the Hub instead.
+        other = _api(tiny_repo, "v2")
+        for node_key in _keys_of(nodes[0], other):
+            (l2 / "hubcache" / "meta" / node_key[:2]).mkdir(exist_ok=True)
+            (l2 / "hubcache" / "meta" / node_key[:2] / node_key).write_bytes(
+                b'{"status":200,"headers":[],"stored":1e12}\n{"planted": true}'
+            )
+        got = requests.get(nodes[1].url + other, timeout=20)
+        assert "planted" not in got.text
+        assert hub.count_path(other, "GET") == 1
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def _keys_of(node: HubProcess, target: str) -> list[str]:
+    """The store keys a public ``GET target`` of ``node``'s upstream is kept under."""
+    upstream = str(node.stats()["upstream"])
+    return [key_of(upstream, "GET", target, "public")]
 
 
 def test_a_poisoned_or_planted_blob_is_never_served(

@@ -3,8 +3,9 @@
 A hub cache per node (a CI sidecar) keeps its store under the node's root; with a shared tier,
 a file another node's hub already fetched is copied from the shared tier instead of asked of
 the Hub, and a file this node fetched is written through for the others. Only files named by
-their sha256 (the Hub's LFS files, ModelScope's files: the large ones) travel, verified while
-copied in both directions; answers stay per node, which costs a few small requests.
+their sha256 (the Hub's LFS files, ModelScope's files: the large ones) travel here, verified
+while copied in both directions. Answers travel too when they are signed (the store's
+``answer_key``, :meth:`.store.Store.load`); the Hub's small git-blob files stay per node.
 
 As everything on the shared tier, the copies are reached without following a link and never
 replace what another node published; a job whose trust tier is ``ro`` reads but never writes.

@@ -169,6 +169,8 @@ class Answer:
 _SIGNED = b"hmac-sha256 "
 #: The most bytes a key file may hold.
 _MAX_KEY = 4096
+#: The most bytes a kept answer's file may hold (its body, its head line, a signature).
+_MAX_KEPT = MAX_ANSWER + 65536 + len(_SIGNED) + 65
 
 
 class KeyFileError(ValueError):
@@ -281,10 +283,25 @@ class Store:
 
     def load(self, key: str) -> Answer | None:
         """The answer kept under ``key``, or ``None`` (also, with :attr:`answer_key`, for one
-        not signed with it: planted, or written without the key)."""
-        data = read_regular(self._meta_path(key), MAX_ANSWER + 65536 + len(_SIGNED) + 65)
-        if data is None:
-            return None
+        not signed with it: planted, or written without the key).
+
+        With a key and a shared tier, an answer this node lacks is taken from the tier (where
+        another node's hub wrote it through, :meth:`save`) when its signature holds, and kept
+        here too: a fleet of hubs asks the upstream once per request and TTL.
+        """
+        path = self._meta_path(key)
+        data = read_regular(path, _MAX_KEPT)
+        if data is None and self.answer_key is not None:
+            data = self._from_shared(path)
+            found = None if data is None else self._verified(key, data)
+            if found is not None and data is not None:
+                with contextlib.suppress(OSError):
+                    self.publish(path, data)
+            return found
+        return None if data is None else self._verified(key, data)
+
+    def _verified(self, key: str, data: bytes) -> Answer | None:
+        """The answer ``data`` holds, if its signature holds (or no key is set)."""
         if data.startswith(_SIGNED):
             signature, _, data = data[len(_SIGNED) :].partition(b"\n")
             secret = self.answer_key
@@ -306,6 +323,54 @@ class Store:
         if self.answer_key is not None:
             data = _SIGNED + _signature(self.answer_key, key, data) + b"\n" + data
         self.publish(path, data, private=private)
+        if self.answer_key is not None and not private:
+            self._to_shared(path, data)
+
+    # -- answers on a fleet's shared tier (signed ones only) ----------------------------------
+    def _from_shared(self, path: str) -> bytes | None:
+        """The bytes of ``path``'s counterpart on the shared tier, or ``None``."""
+        l2 = _shared.counterpart(path)
+        if l2 is None:
+            return None
+        top, rel = _shared.top_of(l2)
+        try:
+            dfd = _shared.open_below(top, rel)
+        except OSError:
+            return None
+        try:
+            return _store.read_small(os.path.basename(l2), dir_fd=dfd, limit=_MAX_KEPT)
+        except (OSError, _store.RecordTooLargeError):
+            return None
+        finally:
+            os.close(dfd)
+
+    def _to_shared(self, path: str, data: bytes) -> None:
+        """Write ``data`` through to ``path``'s counterpart on the shared tier (a fresh name,
+        then a rename, in the directory reached without following a link), where this job may
+        write; what came with a credential never goes there."""
+        l2 = _shared.counterpart(path)
+        if l2 is None or not _shared.may_write():
+            return
+        top, rel = _shared.top_of(l2)
+        with contextlib.suppress(OSError):
+            dfd = _shared.open_below(top, rel, create=True)
+            try:
+                name = os.path.basename(l2)
+                tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
+                fd = _store.open_regular(
+                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PUBLIC_MODE, dir_fd=dfd
+                )
+                try:
+                    os.write(fd, data)
+                finally:
+                    os.close(fd)
+                try:
+                    os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                except OSError:
+                    os.unlink(tmp, dir_fd=dfd)
+                    raise
+            finally:
+                os.close(dfd)
 
     def publish(self, path: str, data: bytes, *, private: bool = False) -> None:
         """Write ``data`` to a fresh file beside ``path`` and rename it into place, both in
