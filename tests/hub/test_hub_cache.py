@@ -520,6 +520,22 @@ def test_hub_caches_on_two_nodes_fetch_a_file_once_through_the_shared_tier(
         assert (second.status_code, second.content) == (200, data)
         assert second.headers["X-Cacheroot-Hub"] == "shared"
         assert hub.count_path(path, "GET") == 1  # node b asked the hub for its metadata only
+
+        # A small file named by its git blob sha1 travels too (checked by node b's first serve).
+        small = f"/{tiny_repo.repo_id}/resolve/{tiny_repo.commit}/config.json"
+        config = tiny_repo.files["config.json"]
+        assert requests.get(nodes[0].url + small, timeout=20).content == config
+        blob = hashlib.sha1(b"blob %d\x00" % len(config) + config, usedforsecurity=False)
+        shared = l2 / "hubcache" / "blobs" / blob.hexdigest()
+        for _ in range(100):
+            if shared.exists():
+                break
+            time.sleep(0.05)
+        again = requests.get(nodes[1].url + small, timeout=20)
+        assert (again.status_code, again.content) == (200, config)
+        assert again.headers["X-Cacheroot-Hub"] == "shared"
+        assert hub.count_path(small, "GET") == 1
+        assert nodes[1].stats()["counts"]["blob_checked"] >= 1
     finally:
         for node in nodes:
             node.stop()

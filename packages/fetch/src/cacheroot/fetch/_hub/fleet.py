@@ -2,10 +2,11 @@
 
 A hub cache per node (a CI sidecar) keeps its store under the node's root; with a shared tier,
 a file another node's hub already fetched is copied from the shared tier instead of asked of
-the Hub, and a file this node fetched is written through for the others. Only files named by
-their sha256 (the Hub's LFS files, ModelScope's files: the large ones) travel here, verified
-while copied in both directions. Answers travel too when they are signed (the store's
-``answer_key``, :meth:`.store.Store.load`); the Hub's small git-blob files stay per node.
+the Hub, and a file this node fetched is written through for the others. Files named by their
+sha256 (the Hub's LFS files, ModelScope's files: the large ones) are verified while copied in
+both directions; the Hub's small files, named by their git blob sha1, are checked by the hub
+that serves them first (:mod:`.verified`), like any file it did not check itself. Answers
+travel too when they are signed (the store's ``answer_key``, :meth:`.store.Store.load`).
 
 As everything on the shared tier, the copies are reached without following a link and never
 replace what another node published; a job whose trust tier is ``ro`` reads but never writes.
@@ -30,19 +31,25 @@ log = logging.getLogger("cacheroot.fetch")
 _HEX = frozenset("0123456789abcdef")
 
 
-def _sha256_name(path: str) -> str | None:
+def _digest_name(path: str) -> tuple[str, str | None] | None:
+    """``(name, sha256 to check while copying)`` of a blob named by its digest; ``None`` for
+    any other name. A git blob sha1 (the Hub's small files) is not checked while copied: the
+    hub checks a file it did not check itself on its first serve (:mod:`.verified`)."""
     name = os.path.basename(path)
-    return name if len(name) == 64 and set(name) <= _HEX else None
+    if set(name) <= _HEX and len(name) in (40, 64):
+        return name, name if len(name) == 64 else None
+    return None
 
 
 def pull_blob(path: str, *, size: int | None = None) -> bool:
     """Copy the blob ``path`` (in this node's store) from the shared tier, verified against its
     name; whether it is now here. ``size``: the bytes the Hub announced for it (a shared file
     of another size is not copied). Blocking: run it off the event loop."""
-    digest = _sha256_name(path)
-    l2 = _shared.counterpart(path) if digest else None
-    if l2 is None or digest is None:
+    named = _digest_name(path)
+    l2 = _shared.counterpart(path) if named else None
+    if l2 is None or named is None:
         return False
+    digest, sha256 = named
     top, rel = _shared.top_of(l2)
     try:
         src_dir = _shared.open_below(top, rel)
@@ -55,7 +62,7 @@ def pull_blob(path: str, *, size: int | None = None) -> bool:
             published = _shared.copy_new(
                 os.path.basename(l2),
                 os.path.basename(path),
-                sha256=digest,
+                sha256=sha256,
                 size=size,
                 src_dir_fd=src_dir,
                 dst_dir_fd=dst_dir,
@@ -74,9 +81,9 @@ def push_blob(path: str, *, size: int | None = None) -> bool:
     """Write the blob ``path`` through to the shared tier (never replacing one there);
     whether this copy was published. ``size``: the bytes the Hub announced for it (a local file
     of another size is not copied). Blocking: run it off the event loop."""
-    digest = _sha256_name(path)
-    l2 = _shared.counterpart(path) if digest else None
-    if l2 is None or digest is None or not _shared.may_write():
+    named = _digest_name(path)
+    l2 = _shared.counterpart(path) if named else None
+    if l2 is None or named is None or not _shared.may_write():
         return False
     top, rel = _shared.top_of(l2)
     with contextlib.suppress(OSError):
@@ -84,7 +91,7 @@ def push_blob(path: str, *, size: int | None = None) -> bool:
         try:
             return bool(
                 _shared.copy_new(
-                    path, os.path.basename(l2), sha256=digest, size=size, dst_dir_fd=dst_dir
+                    path, os.path.basename(l2), sha256=named[1], size=size, dst_dir_fd=dst_dir
                 )
             )
         finally:
