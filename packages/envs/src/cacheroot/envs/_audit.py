@@ -358,6 +358,8 @@ def text(report: Report) -> str:
             lines.append(f"    {f.kind}: {f.reason}")
             if f.fallback_of:
                 lines.append(f"    fallback when {f.fallback_of[0]} is unset")
+            if f.fallbacks:
+                lines.append(f"    falls back on: {f.default}")
             prefix = "suggested row: " if f.variable and f.kind != LAYOUT_OVERRIDE else ""
             lines.append(f"    {prefix}{item.suggestion}")
             lines += [f"    {item.instead}"] if item.instead else []

@@ -41,6 +41,7 @@ from ._audit_names import (
     _PATH_METHODS,
     _WRAPPERS,
     CACHE,
+    GATING,
     LAYOUT_OVERRIDE,
     THROWAWAY,
     UNCACHED_DOWNLOAD,
@@ -177,6 +178,15 @@ _SETTING_WORDS = frozenset(
     {"TIMEOUT", "RETRIES", "RETRY", "SIZE", "LIMIT", "TTL", "MAX", "MIN", "SECONDS", "LEVEL"}
     | {"VERBOSITY", "URL", "ENDPOINT", "TOKEN", "KEY", "HOST", "PORT", "USER", "PASSWORD"}
 )
+#: Words of a variable that holds a value other than a place (a version, an address, a name):
+#: it is no place unless its name ends in a place's word or its default is a path.
+_VALUE_WORDS = frozenset(
+    {"VERSION", "URL", "URI", "NAME", "ENDPOINT", "HOST", "PORT", "BRANCH", "REVISION", "TAG"}
+)
+#: A URL of another host (``file://`` names a place).
+_REMOTE_URL = re.compile(r"(?!file://)[A-Za-z][A-Za-z0-9+.-]*://")
+#: A version (PEP 440-ish: ``1.5.0``, ``v2.1``, ``1.0rc1``, ``2.0.post1``).
+_VERSION = re.compile(r"[vV]?[0-9]+(?:\.[0-9]+)+(?:[-._+]?[A-Za-z]+[0-9]*)*")
 #: ``tempfile`` makers of a named file or directory, and the position of their ``dir``.
 _TEMP_MAKERS = {
     "mkdtemp": 2,
@@ -258,6 +268,9 @@ class Finding:
     runs_on: tuple[str, ...] = ()
     #: In a source tree of one's own, the download that lands there (what to call instead).
     fetched: Fetched | None = None
+    #: The fixed places the variable falls back on besides its own default, folded into this
+    #: finding (``default`` holds the whole chain: ``~/.x, else /tmp/.x``).
+    fallbacks: tuple[str, ...] = ()
 
     @property
     def upstream(self) -> str:
@@ -347,23 +360,38 @@ def _statements(tree: ast.Module) -> Iterable[ast.stmt]:
 
 
 def canonical(tree: ast.Module) -> ast.Module:
-    """``tree`` with the aliases of the modules the audit knows spelled in full."""
+    """``tree`` with the aliases of the modules the audit knows spelled in full, and the known
+    location functions imported by name (``from torch.hub import get_dir``, ``from torch import
+    hub``) spelled as the known readers' table has them (``torch.hub.get_dir``)."""
     names: dict[str, str] = {}
+    known = _known_prefixes()
     for node in _statements(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname and a.asname != a.name and a.name.split(".")[0] in _ALIAS_ROOTS:
                     names[a.asname] = a.name
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            if node.module.split(".")[0] not in _ALIAS_ROOTS:
-                continue
+            aliased = node.module.split(".")[0] in _ALIAS_ROOTS
             for a in node.names:
                 local = a.asname or a.name
-                if local != a.name or (node.module == "os" and a.name in _OS_NAMES):
-                    names[local] = f"{node.module}.{a.name}"
+                full = f"{node.module}.{a.name}"
+                if full in known or (
+                    aliased and (local != a.name or (node.module == "os" and a.name in _OS_NAMES))
+                ):
+                    names[local] = full
     if names:
         _Aliases(names).visit(tree)
     return tree
+
+
+def _known_prefixes() -> frozenset[str]:
+    """The known location functions' dotted names (:data:`._readers.FUNCTIONS`), and every
+    module above each (``torch.hub`` of ``torch.hub.get_dir``)."""
+    out: set[str] = set()
+    for name in FUNCTIONS:
+        parts = name.split(".")
+        out.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+    return frozenset(out)
 
 
 _Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -469,6 +497,9 @@ class _Module:
         #: While a place is rendered from one of its parts: the arm of each conditional
         #: expression on the way that the part lies in (by the conditional's id).
         self._arms: dict[int, ast.expr] = {}
+        #: While a path is rendered as one of its origins makes it (:meth:`render_via`): that
+        #: origin, whose value a name given several is rendered with.
+        self._via: ast.AST | None = None
         self._index(tree, tree)
         loads = self._base_loads()
         self.base_loads: frozenset[ast.expr] = frozenset(loads)
@@ -933,6 +964,8 @@ class _Module:
             if node.id == "__file__":
                 return Rendered("{__file__}")
             value = self.value_of(node.id, scope)
+            if value is None and self._via is not None:
+                value = self._toward(node.id, scope, self._via)
             if value is None or isinstance(value, ast.Lambda) or node.id in self._resolving:
                 return _opaque(node)
             self._resolving.add(node.id)
@@ -953,6 +986,9 @@ class _Module:
             return _join(parts, "")
         if isinstance(node, ast.IfExp):
             arm = self._arms.get(id(node))
+            if arm is None and self._via is not None:
+                via = self._via
+                arm = next((a for a in (node.body, node.orelse) if self.leads(a, via)), None)
             if arm is not None:  # the arm the place being rendered lies in
                 return self.render(arm, scope, d)
             # Otherwise the first branch is taken to be the usual one.
@@ -960,16 +996,8 @@ class _Module:
             other = self.render(node.orelse, scope, d)
             return Rendered(body.text, body.variables, body.style | other.style)
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
-            first = self.render(node.values[0], scope, d)
-            rest = self.render(node.values[1], scope, d)
-            if first.text.startswith("$") and ":-" not in first.text and first.variables:
-                name = first.variables[0]
-                return Rendered(
-                    f"${{{name}:-{rest.text}}}",
-                    (name, *rest.variables),
-                    first.style | rest.style,
-                )
-            return _opaque(node)
+            chained = self.render_or(node.values, scope, d)
+            return chained if chained is not None else _opaque(node)
         if isinstance(node, ast.Lambda):
             return self.render(node.body, node, d)
         if isinstance(node, ast.Attribute):
@@ -979,6 +1007,60 @@ class _Module:
             if self.reader_call(node) and isinstance(node.value, ast.Call):
                 return self._render_user_cache(node.value, scope, d)
         return _opaque(node)
+
+    def render_or(self, values: list[ast.expr], scope: _Scope, depth: int = 0) -> Rendered | None:
+        """``A or B or c`` as ``${A:-${B:-c}}``: each variable read with no default of its own
+        takes the rest of the chain as its default (``None`` when a part that is not the last
+        is no such read)."""
+        first = self.render(values[0], scope, depth)
+        if len(values) == 1:
+            return first
+        rest = self.render_or(values[1:], scope, depth)
+        if rest is None or not (
+            first.text.startswith("$") and ":-" not in first.text and first.variables
+        ):
+            return None
+        name = first.variables[0]
+        return Rendered(
+            f"${{{name}:-{rest.text}}}", (name, *rest.variables), first.style | rest.style
+        )
+
+    def render_via(self, node: ast.AST, scope: _Scope, origin: ast.AST) -> Rendered:
+        """``node`` rendered as it is when its value comes from ``origin`` (one of its
+        :func:`._audit_flow.origins`): a name given several values (``base = read(...)``, later
+        ``base = "/tmp/x"``) is rendered with the one that leads to ``origin``."""
+        kept = self._via
+        self._via = origin
+        try:
+            return self.render(node, scope)
+        finally:
+            self._via = kept
+
+    def _toward(self, name: str, scope: _Scope, origin: ast.AST) -> ast.expr | None:
+        """The value of ``name`` (in ``scope``) that leads to ``origin``, if one does."""
+        for value in self.values_of(name, scope) or ():
+            if self.leads(value, origin):
+                return value
+        return None
+
+    def leads(self, node: ast.AST, origin: ast.AST) -> bool:
+        """Whether ``origin`` lies in ``node``, or in a value of a name ``node`` uses, a few
+        names deep (:data:`CONSTANT_HOPS`)."""
+        seen: set[tuple[int, str]] = set()
+        todo: list[tuple[ast.AST, int]] = [(node, 0)]
+        while todo:
+            current, depth = todo.pop()
+            for part in ast.walk(current):
+                if part is origin:
+                    return True
+                if depth >= CONSTANT_HOPS or not isinstance(part, ast.Name):
+                    continue
+                sc = self.scope_of.get(part, self.tree)
+                if (id(sc), part.id) in seen:
+                    continue
+                seen.add((id(sc), part.id))
+                todo += [(v, depth + 1) for v in self.values_of(part.id, sc) or ()]
+        return False
 
     def render_from(self, part: ast.AST, top: ast.AST) -> Rendered:
         """``top`` rendered as the place ``part`` (a node inside it) lies in: where ``top``
@@ -1094,6 +1176,8 @@ def place_like(name: str, default: Rendered) -> bool:
         return True  # the layout decided about it (VLLM_CONFIG_ROOT: never set, on purpose)
     if name in _BASES or name in _OTHER_XDG or _switch(default.text):
         return False
+    if holds_a_value(name, default):
+        return False  # a URL or a version (``X_MIRROR_PATH=https://...``)
     words = name.split("_")
     return words[-1] in _PATH_WORDS and _NOT_CACHE_WORDS.isdisjoint(words)
 
@@ -1113,6 +1197,32 @@ def interesting(name: str, default: Rendered) -> bool:
         first = default.variables[0]
         return first in _LAYOUT_NAMES or "CACHE" in first
     return default.root in ("home", "tmp", "xdg")
+
+
+def holds_a_value(name: str, default: Rendered) -> bool:
+    """Whether a variable holds a value that is no path, whatever it is given to: its default
+    is a URL of a host or a version (``1.5.0``), or its name says version, URL, name, host,
+    port, branch, ... (``STANZA_RESOURCES_VERSION``, ``X_MODEL_NAME``) and its default is no
+    path. A name that ends in a place's word (``X_VERSION_DIR``) is a place all the same."""
+    if name in _LAYOUT_NAMES:
+        return False
+    text = default.text
+    if _REMOTE_URL.match(text) or _VERSION.fullmatch(text):
+        return True
+    words = name.split("_")
+    if words[-1] in _PATH_WORDS or _VALUE_WORDS.isdisjoint(words):
+        return False
+    return not _path_like(default)
+
+
+def _path_like(default: Rendered) -> bool:
+    """Whether a default may be a path: under a base, absolute, relative with a ``/`` or a
+    leading dot, or another variable's value that is no value of the same kind."""
+    text = default.text
+    if default.root == "var":
+        first = default.variables[0] if default.variables else ""
+        return _VALUE_WORDS.isdisjoint(first.split("_"))
+    return bool(default.root) or "/" in text or text.startswith(".")
 
 
 def _switch(text: str) -> bool:
@@ -1187,6 +1297,12 @@ class _Visitor:
         self.by_top: dict[tuple[int, ...], Finding] = {}
         self.by_read: dict[int, Finding] = {}
         self.promoted: set[int] = set()
+        #: Per write reached (by the ids of its call and path): the module it is in, the call,
+        #: the path, and the origins of this module that reached it.
+        self._writes: dict[tuple[int, int], tuple[_Visitor, ast.Call, ast.expr, list[ast.AST]]]
+        self._writes = {}
+        #: Whether a place (by id) falls back on a variable's finding (by id).
+        self._fallback_of: dict[tuple[int, int], bool] = {}
 
     def _composing(self, child: ast.AST) -> ast.AST | None:  # noqa: PLR0911 - one per form
         """The node that builds a larger path from ``child``, or ``None``."""
@@ -1227,9 +1343,20 @@ class _Visitor:
             up = self._composing(node)
             if up is None:
                 return node, nested
-            if self.m.env_read(up) is not None:
+            if self.m.env_read(up) is not None or self._or_default(node, up) is not None:
                 nested = True
             node = up
+
+    def _or_default(self, child: ast.AST, up: ast.AST) -> ast.expr | None:
+        """The variable read ``child`` is the default of in an ``or``-chain (``A or B or c``:
+        ``B`` and ``c`` are ``A``'s), if any."""
+        if not isinstance(up, ast.BoolOp) or not isinstance(up.op, ast.Or):
+            return None
+        first = up.values[0]
+        if child is first:
+            return None
+        read = self.m.env_read(first)
+        return first if read is not None and read.name not in _BASES else None
 
     def _used_by_name(self, top: ast.AST) -> bool:
         """Whether ``top`` is given a name that other code then uses (reported there)."""
@@ -1367,7 +1494,181 @@ class _Visitor:
         out += self._temporary()
         for each in out:
             self._classify(each)
+        folded = self._fold()
+        out = [f for f in out if id(f) not in folded]
         return sorted(out, key=lambda f: (f.line, f.variable or ""))
+
+    # -- fallbacks ------------------------------------------------------------------------
+
+    def _fold(self) -> set[int]:
+        """Fold the fixed places a variable falls back on into its finding (once classified);
+        the ids of the findings folded.
+
+        Where a written path comes from one variable and from fixed places besides it, on the
+        same platforms, each put there only when the variable is unset or its place is no good
+        (``base = os.environ.get("X_HOME", "~/.x")``, then ``base = "/tmp/.x"`` under ``if not
+        os.access(base, os.W_OK)``; ``if "X_HOME" in os.environ: ... else: ...``), those places
+        are the variable's defaults. Where the variable's place gates, its finding's default
+        becomes the chain (``~/.x, else /tmp/.x``), and a fixed place's own (gating) finding is
+        dropped when every write it reaches is such a one of the same variable. Places that do
+        not gate are listed as they are.
+        """
+        chains: dict[int, list[tuple[int, int, str]]] = {}
+        variables: dict[int, Finding] = {}
+        owner: dict[int, Finding | None] = {}  # id of a fixed place's finding -> its variable's
+        fixed_findings: dict[int, Finding] = {}
+        for where, _, path, leaves in self._writes.values():
+            variable, fixed = self._alternatives(leaves)
+            if variable is not None and variable.kind not in GATING:
+                variable = None
+            texts: dict[int, tuple[int, int, str]] = {}
+            if variable is not None:
+                falling = [
+                    (leaf, held)
+                    for leaf, held in fixed
+                    if all(f.kind in GATING for f in held) and self._falls_back(leaf, variable)
+                ]
+                texts = self._fallback_texts(variable, where, path, falling)
+                variables[id(variable)] = variable
+                chains.setdefault(id(variable), []).extend(texts.values())
+            for leaf, held in fixed:
+                into = variable if id(leaf) in texts else None
+                for found in held:
+                    fixed_findings[id(found)] = found
+                    # Folded only while every write it reaches folds it into the same one.
+                    same = into is not None and owner.get(id(found), into) is into
+                    owner[id(found)] = into if same else None
+        for key, found in variables.items():
+            self._chain(found, [text for _, _, text in sorted(set(chains[key]))])
+        folded: set[int] = set()
+        for key, into in owner.items():
+            if into is not None:
+                folded.add(key)
+                into.style = tuple(sorted({*into.style, *fixed_findings[key].style}))
+        return folded
+
+    def _alternatives(
+        self, leaves: list[ast.AST]
+    ) -> tuple[Finding | None, list[tuple[ast.AST, list[Finding]]]]:
+        """Of the origins that reached one write: the one variable's finding (``None`` when
+        there is none, or more than one), and each fixed place with its findings (none for a
+        base no finding holds), on the variable's platforms."""
+        variables: list[Finding] = []
+        fixed: list[tuple[ast.AST, list[Finding]]] = []
+        for leaf in leaves:
+            read = self.m.env_read(leaf)
+            if read is not None and read.name not in _BASES:
+                found = self.by_read.get(id(leaf))
+                if found is not None and not any(found is v for v in variables):
+                    variables.append(found)
+                continue
+            if isinstance(leaf, ast.arg) or (isinstance(leaf, ast.Name) and leaf.id == "__file__"):
+                continue
+            if isinstance(leaf, ast.Call) and not self.m.base_call(leaf):
+                continue  # a helper or a location function of the package: not a fixed place
+            held = [self.by_source[id(leaf)]] if id(leaf) in self.by_source else []
+            held = held or self._held_by(leaf)
+            if any(f.variable for f in held):  # a place under another variable (XDG)
+                variables += [f for f in held if not any(f is v for v in variables)]
+                continue
+            fixed.append((leaf, held))
+        if len(variables) != 1:
+            return None, fixed
+        variable = variables[0]
+        platforms = runs_on(self.m, self.node_of[id(variable)])
+        same = [(leaf, held) for leaf, held in fixed if runs_on(self.m, leaf) == platforms]
+        if len(same) != len(fixed):
+            return None, fixed  # another platform's place: listed apart
+        inside = {id(n) for n in ast.walk(self.node_of[id(variable)])}
+        return variable, [(leaf, held) for leaf, held in fixed if id(leaf) not in inside]
+
+    def _falls_back(self, leaf: ast.AST, variable: Finding) -> bool:
+        """Whether ``leaf`` is put in place only when ``variable`` is unset or its value is no
+        good: it, or a value given to a name that carries it and not the variable (``base =
+        FALLBACK``), lies in a branch of an ``if`` whose test reads the variable, asks whether
+        it is set, or uses a name its value is given to (``if not os.access(base, os.W_OK)``)."""
+        key = (id(leaf), id(variable))
+        if key not in self._fallback_of:
+            self._fallback_of[key] = self._falls_back_at(leaf, variable)
+        return self._fallback_of[key]
+
+    def _falls_back_at(self, leaf: ast.AST, variable: Finding) -> bool:
+        read = self.node_of[id(variable)]
+        if self._guarded(leaf, variable, read):
+            return True
+        return any(
+            self._guarded(value, variable, read)
+            for names in self.m.assigns.values()
+            for values in names.values()
+            for value in values
+            if value is not UNFOLLOWED
+            and value is not leaf
+            and self.m.leads(value, leaf)
+            and not self.m.leads(value, read)
+        )
+
+    def _guarded(self, node: ast.AST, variable: Finding, read: ast.AST) -> bool:
+        """Whether ``node`` lies in a branch of an ``if`` (in its function) whose test reads
+        ``variable``, asks whether it is set, or uses a name its value is given to."""
+        child: ast.AST = node
+        parent = self.m.parent.get(node)
+        while parent is not None and not isinstance(parent, ast.Module):
+            if isinstance(parent, ast.If | ast.IfExp) and child is not parent.test:
+                for part in ast.walk(parent.test):
+                    named = self._presence_or_read(part)
+                    if named is not None and named.name == variable.variable:
+                        return True
+                    if isinstance(part, ast.Name) and self.m.leads(part, read):
+                        return True
+            if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                return False
+            child, parent = parent, self.m.parent.get(parent)
+        return False
+
+    def _fallback_texts(
+        self,
+        variable: Finding,
+        where: _Visitor,
+        path: ast.expr,
+        fixed: list[tuple[ast.AST, list[Finding]]],
+    ) -> dict[int, tuple[int, int, str]]:
+        """Each fixed place as the variable's default: the written path rendered through it,
+        less what the write adds to the variable's place (``/models`` of ``join(base,
+        "models")``); a place's own finding where the write is in another module. By the id
+        of each place whose text is more than a bare base, ``(line, column, text)``, for the
+        order they are written in."""
+        suffix: str | None = None
+        if where is self:
+            scope = self.m.scope_of.get(path, self.m.tree)
+            through = self.m.render_via(path, scope, self.node_of[id(variable)]).text
+            if through.startswith(variable.expression):
+                suffix = through[len(variable.expression) :]
+        out: dict[int, tuple[int, int, str]] = {}
+        for leaf, held in fixed:
+            text = ""
+            if suffix is not None:
+                scope = self.m.scope_of.get(path, self.m.tree)
+                through = self.m.render_via(path, scope, leaf).text
+                if through.endswith(suffix):
+                    text = through[: len(through) - len(suffix)] if suffix else through
+            if not text and held:
+                text = held[0].expression
+            if text and not _trivial(text):
+                line, column = getattr(leaf, "lineno", 0), getattr(leaf, "col_offset", 0)
+                out[id(leaf)] = (line, column, text)
+        return out
+
+    def _chain(self, found: Finding, texts: list[str]) -> None:
+        """Give a variable's finding the fixed places it falls back on: its default becomes
+        the chain (``~/.x, else /tmp/.x``); a bare ``$X`` becomes ``${X:-<first of them>}``."""
+        chain = [found.default] if found.default else []
+        chain += [t for t in texts if t not in chain and t != found.expression]
+        if not chain or chain == [found.default]:
+            return
+        if found.variable and found.expression == f"${found.variable}":
+            found.expression = f"${{{found.variable}:-{chain[0]}}}"
+        found.fallbacks = tuple(t for t in chain if t != found.default)
+        found.default = ", else ".join(chain)
 
     # -- following values -----------------------------------------------------------------
 
@@ -1405,6 +1706,7 @@ class _Visitor:
         helper."""
         line = f"line {call.lineno}" if where is self else f"{where.file}:{call.lineno}"
         how = (sink[0], f"{sink[1]} ({line})")
+        self._note_write(where, call, path, leaf)
         got = where.download(call, path, sink[0], line)
         self._written.setdefault(id(leaf), set()).update(_identifiers(path))
         read = self.m.env_read(leaf)
@@ -1452,6 +1754,12 @@ class _Visitor:
             self._place_at(leaf, how, got)
         elif isinstance(leaf, ast.Call) and self.m.helper(leaf):
             self._unfollowed(leaf, HELPER)
+
+    def _note_write(self, where: _Visitor, call: ast.Call, path: ast.expr, leaf: ast.AST) -> None:
+        """Note that ``leaf`` reached the write ``call`` (of ``where``'s module) of ``path``."""
+        reaching = self._writes.setdefault((id(call), id(path)), (where, call, path, []))[3]
+        if not any(leaf is known for known in reaching):
+            reaching.append(leaf)
 
     def download(self, call: ast.Call, path: ast.expr, sink: str, at: str) -> Fetched | None:
         """The download a write or download of this module (``at``) is, in a source tree of
@@ -1796,20 +2104,25 @@ class _Visitor:
             return None
         default_node = read.default
         parent = self.m.parent.get(node)
+        chain: list[ast.expr] = []
         if (
             default_node is None
             and isinstance(parent, ast.BoolOp)
             and isinstance(parent.op, ast.Or)
             and parent.values[0] is node
         ):
-            default_node = parent.values[1]  # os.environ.get("X") or default
-        default = self.m.render(default_node, read.scope)
+            chain = parent.values[1:]  # os.environ.get("X") or os.environ.get("Y") or default
+            default_node = chain[0]
+        rendered = self.m.render_or(chain, read.scope) if len(chain) > 1 else None
+        default = rendered or self.m.render(default_node, read.scope)
         known = read.name in VARIABLES
         if force:
             if _switch(default.text) or read.name in _OTHER_XDG:
                 return None
-            if _SETTING_WORDS.intersection(read.name.split("_")):
-                return None  # a timeout, a size, a URL: given to a download, not a place
+            if _SETTING_WORDS.intersection(read.name.split("_")) or (
+                not known and holds_a_value(read.name, default)
+            ):
+                return None  # a timeout, a size, a URL, a version: given to a download
         elif not known and not place_like(read.name, default):
             # The default, not the name, may say it is a place (``~/.demo/models``).
             if default.root not in ("home", "tmp", "xdg") or _trivial(default.text):
@@ -1817,7 +2130,8 @@ class _Visitor:
             if not_a_cache(default.text) or read.name in _BASES or read.name in _OTHER_XDG:
                 return None
         elif default_node is not None and not known:
-            self._helpers_in(default_node, read.scope)
+            for each in chain or [default_node]:
+                self._helpers_in(each, read.scope)
         expression = self.m.render_from(node, top)
         found = Finding(
             self.dist,
@@ -1847,6 +2161,9 @@ class _Visitor:
             read = self.m.env_read(up)
             if read is not None and read.name not in _BASES:
                 return up
+            first = self._or_default(current, up)
+            if first is not None:
+                return first
             current = up
 
     def _attribute(

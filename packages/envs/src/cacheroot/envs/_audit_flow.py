@@ -770,7 +770,7 @@ def is_test_file(file: str) -> bool:
     return (
         name == "conftest.py"
         or name.startswith("test_")
-        or name.endswith("_test.py")
+        or name.endswith(("_test.py", "_tests.py"))
         or not {"tests", "test"}.isdisjoint(dirs)
     )
 

@@ -38,6 +38,7 @@ _NEEDLES = (
     b"~/",
     b"open(",
     b"mkdir",
+    b"makedirs",
     b"_dir=",
     b"_root=",
     b"urlopen",
@@ -67,6 +68,8 @@ _SKIP_DIRS = frozenset(
 )
 #: Parts of a distribution's tree whose code is not run by using it.
 _TEST_PARTS = frozenset({"tests", "test", "testing", "benchmarks", "examples"})
+#: Endings of a test module's name (``ops_test.py``, the other convention to ``test_ops.py``).
+_TEST_SUFFIXES = ("_test.py", "_tests.py")
 
 
 @dataclass
@@ -131,9 +134,16 @@ def scan_package(
 
 def shipped_test(path: str) -> bool:
     """Whether a file of a distribution is test, benchmark or example code (not run by using
-    the distribution, so not audited in one; a source tree's own tests are)."""
+    the distribution, so not audited in one; a source tree's own tests are): ``conftest.py``,
+    ``test_*.py``, ``*_test.py``, ``*_tests.py``, or a file under ``tests/``, ``test/``,
+    ``testing/``, ``benchmarks/`` or ``examples/``."""
     *dirs, name = path.split("/")
-    return name == "conftest.py" or name.startswith("test_") or not _TEST_PARTS.isdisjoint(dirs)
+    return (
+        name == "conftest.py"
+        or name.startswith("test_")
+        or name.endswith(_TEST_SUFFIXES)
+        or not _TEST_PARTS.isdisjoint(dirs)
+    )
 
 
 def _count_blind(name: str, stats: Stats, dist: str = "") -> None:
@@ -144,14 +154,29 @@ def _count_blind(name: str, stats: Stats, dist: str = "") -> None:
         stats.native += 1
 
 
-_ARCHIVE_NAME = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-.*)?\.(?:whl|tar\.gz|tgz|zip)")
+_WHEEL_NAME = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-.*)?\.whl")
+_SDIST_SUFFIXES = (".tar.gz", ".tgz", ".zip")
 
 
 def _name_version(path: str) -> tuple[str, str]:
-    match = _ARCHIVE_NAME.fullmatch(os.path.basename(path))
-    if match is None:
-        return os.path.basename(path), ""
-    return match["name"].replace("_", "-").lower(), match["version"]
+    """The distribution's name (PEP 503) and version an archive's file name gives. A wheel's
+    name holds no hyphen (PEP 427), so it ends at the first; an sdist's name may hold some
+    (``openai-clip-1.0.1.tar.gz``), so it ends at the last hyphen before a part that starts
+    with a digit, the version."""
+    base = os.path.basename(path)
+    match = _WHEEL_NAME.fullmatch(base)
+    if match is not None:
+        return _normal(match["name"]), match["version"]
+    stem = next((base[: -len(s)] for s in _SDIST_SUFFIXES if base.endswith(s)), base)
+    parts = stem.split("-")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i][:1].isdigit():
+            return _normal("-".join(parts[:i])), "-".join(parts[i:])
+    return _normal(stem), ""
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def scan_wheel(path: str, stats: Stats) -> Iterator[Finding]:
@@ -223,7 +248,7 @@ def scan_installed(stats: Stats, path: list[str] | None = None) -> Iterator[Find
     found = distributions() if path is None else distributions(path=path)
     for dist in found:
         name = dist.metadata["Name"] or ""
-        key = re.sub(r"[-_.]+", "-", name).lower()
+        key = _normal(name)
         if not key or key in done:
             continue  # a distribution found twice on the path: the first one is imported
         done.add(key)
