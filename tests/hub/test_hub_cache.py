@@ -565,13 +565,23 @@ def test_signed_answers_travel_through_the_shared_tier_to_another_node(
                 CACHEROOT_HUB_KEY_FILE=str(key),
             )
             store = str(tmp_path / name / "hubcache")
-            nodes.append(HubProcess.start(upstream=hub.url, store=store, env=env))
+            nodes.append(
+                HubProcess.start(upstream=hub.url, store=store, env=env, options=["--ttl=1"])
+            )
         api = _api(tiny_repo)
         first = requests.get(nodes[0].url + api, timeout=20)
         assert first.status_code == 200
         second = requests.get(nodes[1].url + api, timeout=20)
         assert (second.status_code, second.json()) == (200, first.json())
         assert hub.count_path(api, "GET") == 1
+        # Both copies stale: node a asks the Hub again and writes it through; node b, whose own
+        # copy is stale, takes that fresh one from the tier instead of asking the Hub.
+        time.sleep(1.2)
+        assert requests.get(nodes[0].url + api, timeout=20).status_code == 200
+        assert hub.count_path(api, "GET") == 2
+        assert requests.get(nodes[1].url + api, timeout=20).status_code == 200
+        assert hub.count_path(api, "GET") == 2
+        assert nodes[1].stats()["counts"]["answer_from_shared_tier"] == 1
         (written,) = [p for p in (l2 / "hubcache" / "meta").rglob("*") if p.is_file()]
         assert written.read_bytes().startswith(b"hmac-sha256 ")
 

@@ -212,6 +212,16 @@ class MetaCache:
             again = self.store.load(key)
             if again is not None and (kept is None or again.stored > kept.stored):
                 return again
+            if self.store.answer_key is not None:
+                # Another node of the fleet may have asked it lately (signed, on the tier).
+                theirs: Answer | None = await fills.in_pool(self.store.load_shared, key)
+                if (
+                    theirs is not None
+                    and (kept is None or theirs.stored > kept.stored)
+                    and time.time() - theirs.stored < self.settings.ttl
+                ):
+                    self.counts["answer_from_shared_tier"] += 1
+                    return theirs
             self.counts["upstream"] += 1
             try:
                 answer = await up.meta(method, target, headers)

@@ -292,13 +292,21 @@ class Store:
         path = self._meta_path(key)
         data = read_regular(path, _MAX_KEPT)
         if data is None and self.answer_key is not None:
-            data = self._from_shared(path)
-            found = None if data is None else self._verified(key, data)
-            if found is not None and data is not None:
-                with contextlib.suppress(OSError):
-                    self.publish(path, data)
-            return found
+            return self.load_shared(key)
         return None if data is None else self._verified(key, data)
+
+    def load_shared(self, key: str) -> Answer | None:
+        """The signed answer kept under ``key`` on the shared tier (then kept here too), or
+        ``None``: no key, no tier, none there, or a signature that does not hold."""
+        if self.answer_key is None:
+            return None
+        path = self._meta_path(key)
+        data = self._from_shared(path)
+        found = None if data is None else self._verified(key, data)
+        if found is not None and data is not None:
+            with contextlib.suppress(OSError):
+                self.publish(path, data)
+        return found
 
     def _verified(self, key: str, data: bytes) -> Answer | None:
         """The answer ``data`` holds, if its signature holds (or no key is set)."""
