@@ -107,6 +107,11 @@ def test_a_live_processs_command_line_is_read_back_redacted(
             "HF_TOKEN=s3cr3t1 python -m pytest -p no:xdist",
             "HF_TOKEN=*** python -m pytest -p no:xdist",
         ),
+        # The MySQL clients take the password attached to -p; other programs' -pVALUE is not
+        # one (docker's -p8080:80 is a port mapping).
+        (["mysql", "-uroot", "-ps3cr3t1", "db"], "mysql -uroot -p*** db"),
+        ("mysqldump -ps3cr3t1 db > dump.sql", "mysqldump -p*** db > dump.sql"),
+        (["docker", "run", "-p8080:80", "img"], "docker run -p8080:80 img"),
     ],
 )
 def test_which_programs_dash_p_is_a_password(command: list[str] | str, expected: str) -> None:

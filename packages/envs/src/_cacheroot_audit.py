@@ -523,7 +523,8 @@ def redact_command(command: list[str] | str) -> str:
     """A command line as text, with what looks like a secret replaced by ``***``: the value
     of an option that names a token, key, secret or password (``--token=...``, ``--token
     ...``, ``--password ...``), of ``-p`` (``sshpass -p``, ``docker login -p``) except for the
-    programs whose ``-p`` is something else (:data:`_DASH_P_IS_NO_PASSWORD`), of a
+    programs whose ``-p`` is something else (:data:`_DASH_P_IS_NO_PASSWORD`), the password
+    attached to ``-p`` of the MySQL clients (:data:`_DASH_P_ATTACHED`), of a
     ``NAME=value`` word whose name is a secret's (``HF_TOKEN=``, ``AWS_SECRET_ACCESS_KEY=``,
     ``-e OPENAI_API_KEY=...``, ``--env=GITHUB_TOKEN=...``: the layout's
     :func:`~_cacheroot_layout.secret_variable`), an ``Authorization:`` or other key header, a
@@ -551,6 +552,8 @@ def redact_command(command: list[str] | str) -> str:
             hide_next = bool(re.fullmatch(_HIDDEN_OPTION, arg)) or (
                 arg == "-p" and program not in _DASH_P_IS_NO_PASSWORD
             )
+            if program in _DASH_P_ATTACHED and arg.startswith("-p") and len(arg) > 2:
+                arg = "-p***"  # noqa: PLW2901 - mysql -pPASSWORD, redacted
         arg = re.sub(_HIDDEN_ASSIGN, r"\1***", arg)  # noqa: PLW2901
         setting = re.fullmatch(_SETTING, arg)
         if setting and secret_variable(setting[2]):
@@ -578,6 +581,9 @@ _SEPARATORS = frozenset({";", "&&", "||", "|", "&"})
 #: ``python -m pytest -p``). Any other program's ``-p VALUE`` is hidden: a port or a process id
 #: shown as ``***`` costs less than a password shown in clear.
 _DASH_P_IS_NO_PASSWORD = frozenset({"cp", "install", "ls", "mkdir", "py.test", "pytest", "tar"})
+#: Programs that take the password attached to ``-p`` (``mysql -pPASSWORD``); another
+#: program's ``-pVALUE`` is kept (``docker run -p8080:80`` maps a port).
+_DASH_P_ATTACHED = frozenset({"mariadb", "mariadb-dump", "mysql", "mysqladmin", "mysqldump"})
 
 
 def _userinfo(match: object) -> str:
