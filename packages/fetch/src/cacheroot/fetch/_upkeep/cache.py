@@ -32,10 +32,12 @@ or not checked) with what to do, and the command exits 1: it could not do all it
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
 import stat
+import sys
 import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -58,6 +60,7 @@ from .._store import (
     write_meta,
 )
 from .._used import forget, last_used, used_path
+from .in_use import open_seen, walk_held
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterator
@@ -136,51 +139,43 @@ class TreeStats(NamedTuple):
     newest: float
 
 
-def tree_stats(path: str, skip: Collection[str] = ()) -> TreeStats:
+def tree_stats(path: str, skip: Collection[str] = (), *, dir_fd: int | None = None) -> TreeStats:
     """:class:`TreeStats` of ``path`` (a file, or a directory counted recursively; links not
     followed, a file with several links counted once). The paths in ``skip`` (directories or
-    files in the tree) are left out: they belong to something else."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return TreeStats(0, 0, 0.0)
-    if not stat.S_ISDIR(st.st_mode):
-        return TreeStats(st.st_size, int(stat.S_ISREG(st.st_mode)), st.st_mtime)
+    files in the tree) are left out: they belong to something else. With ``dir_fd``, ``path``
+    is a name in that held directory. Walked through held descriptors (:func:`.in_use.walk_held`):
+    a directory swapped for a link or another directory meanwhile is not counted."""
     total = files = 0
-    newest, own = 0.0, st.st_mtime
+    newest = own = 0.0
     seen: set[tuple[int, int]] = set()
-    for here, dirs, names in os.walk(path):
-        if skip:
-            dirs[:] = [d for d in dirs if os.path.join(here, d) not in skip]
-        for name in names + dirs:
-            full = os.path.join(here, name)
-            if skip and full in skip:
-                continue
-            try:
-                st = os.lstat(full)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                continue  # its own entries are counted as the walk reaches them
-            newest = max(newest, st.st_mtime)
-            if (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_size
-                files += stat.S_ISREG(st.st_mode)
+    for full, st, _at, _name in walk_held(path, dir_fd=dir_fd, skip=skip):
+        if full == path:
+            if not stat.S_ISDIR(st.st_mode):
+                return TreeStats(st.st_size, int(stat.S_ISREG(st.st_mode)), st.st_mtime)
+            own = st.st_mtime
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            continue  # its own entries are counted as the walk reaches them
+        newest = max(newest, st.st_mtime)
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_size
+            files += stat.S_ISREG(st.st_mode)
     return TreeStats(total, files, newest or own)
 
 
-def tree_size(path: str, skip: Collection[str] = ()) -> int:
+def tree_size(path: str, skip: Collection[str] = (), *, dir_fd: int | None = None) -> int:
     """Bytes in ``path`` (a file, or a directory counted recursively; links not followed), the
-    paths in ``skip`` left out."""
-    return tree_stats(path, skip).size
+    paths in ``skip`` left out; with ``dir_fd``, ``path`` is a name in that held directory."""
+    return tree_stats(path, skip, dir_fd=dir_fd).size
 
 
-def _namespaces(cache: str) -> list[str]:
-    """The top-level namespaces: every directory at the top whose name does not start with a dot
-    (a symbolic link to one is never followed: it is nobody's namespace)."""
+def _namespaces(fd: int) -> list[str]:
+    """The top-level namespaces of the cache held at ``fd``: every directory at the top whose
+    name does not start with a dot (a symbolic link to one is never followed: it is nobody's
+    namespace)."""
     try:
-        with os.scandir(cache) as it:
+        with os.scandir(fd) as it:
             found = [d.name for d in it if d.is_dir(follow_symlinks=False)]
     except OSError:
         return []
@@ -225,14 +220,41 @@ class Level(NamedTuple):
     entries: list[str]
     #: The further namespace levels among :attr:`names`.
     levels: list[str]
+    #: The directory, held open while the walk is at this level (closed when it moves on):
+    #: what is in it is reached through this descriptor, never by its path again.
+    fd: int = -1
 
 
-def _walk(directory: str, namespace: str, *, moved: bool = False) -> Iterator[Level]:
-    """``directory``'s level, then those under it. ``moved``: in the quarantine, where what
-    :func:`quarantine` moved is an entry by its name even if its record did not move with it.
-    One listing per level; the file type comes with it where the file system gives one."""
+def _say(notes: list[str] | None, line: str) -> None:
+    """Tell the user ``line``: into ``notes``, or (none given) on standard error."""
+    if notes is None:
+        sys.stderr.write(f"note: {line}\n")
+    else:
+        notes.append(line)
+
+
+def _open_level(fd: int, name: str, path: str, notes: list[str] | None) -> int | None:
+    """The level ``name`` of the directory held at ``fd``, opened without following a link and
+    only if it is still the directory its ``lstat`` shows (else ``None``, the user told why, in
+    the words of the plain caches' survey)."""
     try:
-        with os.scandir(directory) as it:
+        st = os.lstat(name, dir_fd=fd)
+    except OSError:
+        return None  # gone meanwhile
+    return open_seen(fd, name, path, st, lambda why: _say(notes, why))
+
+
+def _walk(
+    fd: int, directory: str, namespace: str, *, moved: bool, notes: list[str] | None
+) -> Iterator[Level]:
+    """The level held at ``fd`` (``directory``), then those under it. ``moved``: in the
+    quarantine, where what :func:`quarantine` moved is an entry by its name even if its record
+    did not move with it. One listing per level, through its descriptor; the file type comes
+    with it where the file system gives one. Each level below is opened relative to its
+    parent's descriptor without following a link: one that became a link or another directory
+    since it was listed gets a note, and nothing under it is listed."""
+    try:
+        with os.scandir(fd) as it:
             found = sorted((d.name, d.is_dir(follow_symlinks=False)) for d in it)
     except OSError:
         return
@@ -246,16 +268,65 @@ def _walk(directory: str, namespace: str, *, moved: bool = False) -> Iterator[Le
     ]
     skip = set(below)
     own = [n for n in names if not n.startswith(".") and n not in skip]
-    yield Level(namespace, directory, names, own, below)
+    yield Level(namespace, directory, names, own, below, fd)
     for name in below:
-        yield from _walk(os.path.join(directory, name), f"{namespace}/{name}", moved=moved)
+        yield from _walk_at(fd, name, directory, f"{namespace}/{name}", moved=moved, notes=notes)
 
 
-def levels(cache: str, namespace: str | None = None, *, moved: bool = False) -> Iterator[Level]:
+def _walk_at(
+    fd: int, name: str, directory: str, namespace: str, *, moved: bool, notes: list[str] | None
+) -> Iterator[Level]:
+    """:func:`_walk` of the level ``name`` of the directory held at ``fd`` (``directory``)."""
+    path = os.path.join(directory, name)
+    child = _open_level(fd, name, path, notes)
+    if child is None:
+        return
+    try:
+        yield from _walk(child, path, namespace, moved=moved, notes=notes)
+    finally:
+        os.close(child)
+
+
+def levels(
+    cache: str,
+    namespace: str | None = None,
+    *,
+    moved: bool = False,
+    notes: list[str] | None = None,
+    under: str = "",
+) -> Iterator[Level]:
     """Every namespace level of ``cache`` (or ``namespace`` and those under it), in tree order:
-    a level, then the levels under it, each list sorted by name."""
-    for ns in _namespaces(cache) if namespace is None else [namespace]:
-        yield from _walk(os.path.join(cache, ns), ns, moved=moved)
+    a level, then the levels under it, each list sorted by name.
+
+    Walked through held descriptors from ``cache`` down (``cache`` itself is the operator's
+    setting, followed): a level is listed through its descriptor, never by resolving its path
+    again, and one swapped for a link (or another directory) while it is walked gets one line
+    in ``notes`` (none given: on standard error) and nothing under it is listed. ``under``: the
+    levels are those of ``cache/under`` (reached from ``cache`` without following a link), as
+    the quarantine's.
+    """
+    from .._shared import open_below  # noqa: PLC0415 - keeps the hit path light
+
+    top = os.path.join(cache, under) if under else cache
+    rel = os.path.join(under, namespace) if namespace is not None else under
+    try:
+        fd = open_below(cache, rel)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            _say(
+                notes,
+                f"{os.path.join(cache, rel)} is a symbolic link or no directory (or a "
+                "directory on the way is); never followed, nothing under it listed",
+            )
+        return
+    try:
+        if namespace is not None:
+            yield from _walk(fd, os.path.join(top, namespace), namespace, moved=moved, notes=notes)
+            return
+        for ns in _namespaces(fd):
+            yield from _walk_at(fd, ns, top, ns, moved=moved, notes=notes)
+    finally:
+        os.close(fd)
 
 
 #: How many namespaces a message names at most.
@@ -293,16 +364,23 @@ def missing_namespace(cache: str, namespace: str) -> str:
     return ""
 
 
-def _entry(namespace: str, directory: str, name: str) -> Entry:
-    path = os.path.join(directory, name)
-    meta = read_meta(path)
+def _entry(level: Level, name: str) -> Entry:
+    """The entry ``name`` of ``level``, read through the level's held directory."""
+    from .._shared import held_path  # noqa: PLC0415 - keeps the hit path light
+
+    path = os.path.join(level.directory, name)
+    meta = read_meta(name, dir_fd=level.fd)
+    try:
+        is_dir = stat.S_ISDIR(os.lstat(name, dir_fd=level.fd).st_mode)
+    except OSError:
+        is_dir = False
     return Entry(
-        namespace=namespace,
+        namespace=level.namespace,
         name=name,
         path=path,
-        kind="dir" if os.path.isdir(path) and not os.path.islink(path) else "file",
-        size=tree_size(path),
-        last_used=last_used(path, meta),
+        kind="dir" if is_dir else "file",
+        size=tree_size(path, dir_fd=level.fd),
+        last_used=last_used(held_path(level.fd, path), meta),
         meta=meta,
     )
 
@@ -310,21 +388,17 @@ def _entry(namespace: str, directory: str, name: str) -> Entry:
 def entries(cache: str, namespace: str | None = None) -> list[Entry]:
     """Every entry of ``cache`` (or of ``namespace`` and the namespaces under it), in tree
     order: by namespace (a namespace, then those nested in it), then by name."""
-    return [
-        _entry(level.namespace, level.directory, name)
-        for level in levels(cache, namespace)
-        for name in level.entries
-    ]
+    return [_entry(level, name) for level in levels(cache, namespace) for name in level.entries]
 
 
 def quarantined(cache: str) -> list[Entry]:
     """What ``verify`` moved aside, as entries of the pseudo-namespace ``.quarantine``."""
     found: list[Entry] = []
-    for level in levels(os.path.join(cache, QUARANTINE), moved=True):
+    for level in levels(cache, moved=True, under=QUARANTINE):
         for name in level.entries:
             path = os.path.join(level.directory, name)
             try:
-                moved = os.lstat(path).st_mtime
+                st = os.lstat(name, dir_fd=level.fd)
             except OSError:
                 continue
             found.append(
@@ -332,10 +406,11 @@ def quarantined(cache: str) -> list[Entry]:
                     namespace=f"{QUARANTINE}/{level.namespace}",
                     name=name,
                     path=path,
-                    kind="dir" if os.path.isdir(path) else "file",
-                    size=tree_size(path) + tree_size(meta_path(path)),
-                    last_used=moved,
-                    meta=read_meta(path),
+                    kind="dir" if stat.S_ISDIR(st.st_mode) else "file",
+                    size=tree_size(path, dir_fd=level.fd)
+                    + tree_size(meta_path(path), dir_fd=level.fd),
+                    last_used=st.st_mtime,
+                    meta=read_meta(name, dir_fd=level.fd),
                 )
             )
     return found
@@ -352,7 +427,7 @@ def disk_usage(cache: str) -> dict[str, Any]:
         own = [n for n in level.names if n not in level.levels]
         if own or not level.levels:
             namespaces[level.namespace] = sum(
-                tree_size(os.path.join(level.directory, n)) for n in own
+                tree_size(os.path.join(level.directory, n), dir_fd=level.fd) for n in own
             )
     q = tree_size(os.path.join(cache, QUARANTINE))
     if q:
@@ -573,21 +648,23 @@ def _remove_at(entry: Entry, path: str) -> str:
     return ""
 
 
-def _listings(cache: str) -> Iterator[tuple[str, list[str], set[str]]]:
-    """Each namespace level's directory, its names, and what they are for (no leading dot:
-    its entries and the levels under it, whose own dot-files may sit beside them)."""
+def _listings(cache: str) -> Iterator[tuple[str, list[str], set[str], int]]:
+    """Each namespace level's directory, its names, what they are for (no leading dot: its
+    entries and the levels under it, whose own dot-files may sit beside them), and its held
+    descriptor (valid until the next item)."""
     for level in levels(cache):
-        yield level.directory, level.names, {n for n in level.names if not n.startswith(".")}
+        present = {n for n in level.names if not n.startswith(".")}
+        yield level.directory, level.names, present, level.fd
 
 
 def _stray_files(cache: str, grace: float, now: float) -> list[tuple[str, int, str]]:
     """Abandoned partials and orphaned records: ``(path, size, why)`` that may go."""
     found = []
-    for directory, names, present in _listings(cache):
+    for directory, names, present, fd in _listings(cache):
         for name in names:
             path = os.path.join(directory, name)
             try:
-                age = now - os.lstat(path).st_mtime
+                age = now - os.lstat(name, dir_fd=fd).st_mtime
             except OSError:
                 continue
             parsed = parse_partial(name[: -len(".old")] if name.endswith(".old") else name)
@@ -596,7 +673,7 @@ def _stray_files(cache: str, grace: float, now: float) -> list[tuple[str, int, s
                     path, stale_after=max(grace, FOREIGN_STALE)
                 )
                 if dead and age >= grace:
-                    found.append((path, tree_size(path), "abandoned partial"))
+                    found.append((path, tree_size(path, dir_fd=fd), "abandoned partial"))
                 continue
             for suffix in (".meta.json", ".used"):
                 if name.startswith(".") and name.endswith(suffix):
@@ -608,7 +685,9 @@ def _stray_files(cache: str, grace: float, now: float) -> list[tuple[str, int, s
                         and not partials(target)
                         and age >= min(grace, 60.0)
                     ):
-                        found.append((path, tree_size(path), "record of a missing entry"))
+                        found.append(
+                            (path, tree_size(path, dir_fd=fd), "record of a missing entry")
+                        )
     return found
 
 
@@ -678,7 +757,7 @@ def _stray_locks(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, A
     One that a live process (or one this machine cannot judge) holds or last held stays.
     """
     rows: list[dict[str, Any]] = []
-    for directory, names, present in _listings(cache):
+    for directory, names, present, _fd in _listings(cache):
         for name in sorted(n for n in names if n.startswith(".") and n.endswith(".lock")):
             why = _stray_lock(directory, name, present, min(grace, 60.0))
             path = os.path.join(directory, name)

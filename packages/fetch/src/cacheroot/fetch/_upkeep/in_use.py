@@ -15,6 +15,7 @@ is invisible here. Files it holds are protected only by the locks and the settle
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 from .._store import open_regular
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Collection, Iterable, Iterator
 
 __all__ = [
     "DIR_FLAGS",
@@ -32,6 +33,7 @@ __all__ = [
     "is_lock",
     "lock_held",
     "open_for_writing",
+    "open_seen",
     "walk",
     "walk_held",
 ]
@@ -224,7 +226,7 @@ def walk(top: str) -> Iterable[tuple[str, os.stat_result]]:
 
 
 def walk_held(
-    top: str, *, dir_fd: int | None = None
+    top: str, *, dir_fd: int | None = None, skip: Collection[str] = ()
 ) -> Iterator[tuple[str, os.stat_result, int | None, str]]:
     """``(path, lstat, directory descriptor, name)`` of ``top`` and of everything under it;
     ``name`` lies in the directory held open at the descriptor (valid until the next item).
@@ -235,7 +237,8 @@ def walk_held(
     listed through that descriptor, as :func:`shutil.rmtree` does: one swapped for a link since
     it was seen is refused, one swapped for another directory is left out (its identity moved),
     and nothing is ever listed by resolving its path again. With ``dir_fd``, ``top`` is the
-    path of a name in that held directory.
+    path of a name in that held directory. The paths in ``skip`` (under ``top``) are left out,
+    and what is under them.
     """
     name = top if dir_fd is None else os.path.basename(top)
     try:
@@ -244,11 +247,11 @@ def walk_held(
         return
     yield top, st, dir_fd, name
     if stat.S_ISDIR(st.st_mode):
-        yield from _below(dir_fd, name, top, st)
+        yield from _below(dir_fd, name, top, st, skip)
 
 
 def _below(
-    parent_fd: int | None, name: str, path: str, st: os.stat_result
+    parent_fd: int | None, name: str, path: str, st: os.stat_result, skip: Collection[str] = ()
 ) -> Iterator[tuple[str, os.stat_result, int | None, str]]:
     """What is under the directory ``name`` of ``parent_fd`` that ``lstat`` saw as ``st``."""
     try:
@@ -269,8 +272,38 @@ def _below(
             except OSError:
                 continue
             here = os.path.join(path, child)
+            if skip and here in skip:
+                continue
             yield here, cst, fd, child
             if stat.S_ISDIR(cst.st_mode):
-                yield from _below(fd, child, here, cst)
+                yield from _below(fd, child, here, cst, skip)
     finally:
         os.close(fd)
+
+
+def open_seen(
+    fd: int, name: str, path: str, st: os.stat_result, say: Callable[[str], None]
+) -> int | None:
+    """The directory ``name`` of the one held at ``fd``, if it is still what ``lstat`` saw
+    (``st``), opened without following a link; else ``None``, ``say`` told why (``path``: how
+    the user knows it)."""
+    try:
+        child = os.open(name, DIR_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            say(
+                f"{path} became a symbolic link or no directory while it was surveyed; "
+                "never followed, nothing under it listed"
+            )
+        return None
+    held = os.fstat(child)
+    if (held.st_dev, held.st_ino) != (st.st_dev, st.st_ino):
+        os.close(child)
+        say(
+            f"{path} was replaced by another directory while it was surveyed; "
+            "nothing under it listed (the next prune looks again)"
+        )
+        return None
+    return child

@@ -17,7 +17,6 @@ behind one) is never followed: :func:`not_followed` says why, and the budget ski
 from __future__ import annotations
 
 import contextlib
-import errno
 import fnmatch
 import os
 import stat
@@ -38,7 +37,7 @@ from cacheroot.envs import (
 from .._shared import open_below
 from .._store import parse_partial, partial_abandoned
 from .cache import FOREIGN_STALE
-from .in_use import DIR_FLAGS, is_lock, lock_held
+from .in_use import is_lock, lock_held, open_seen
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -355,7 +354,7 @@ def _walk_entries(
     _attach(here, names, directory)
     yield Listed(rel, directory, fd, names, found)
     for name, sub, path, st in below:
-        child = _open_seen(fd, name, path, st, planted)
+        child = open_seen(fd, name, path, st, planted.append)
         if child is None:
             continue
         try:
@@ -380,31 +379,6 @@ def _attach(here: dict[str, PlainEntry], names: list[str], directory: str) -> No
                 here[owner].locks.append(path)
             else:
                 here[owner].sidecars.append(path)
-
-
-def _open_seen(fd: int, name: str, path: str, st: os.stat_result, planted: list[str]) -> int | None:
-    """The directory ``name`` of the one held at ``fd``, if it is still what ``lstat`` saw
-    (``st``), opened without following a link; else ``None``, ``planted`` told why."""
-    try:
-        child = os.open(name, DIR_FLAGS, dir_fd=fd)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            planted.append(
-                f"{path} became a symbolic link or no directory while it was surveyed; "
-                "never followed, nothing under it listed"
-            )
-        return None
-    held = os.fstat(child)
-    if (held.st_dev, held.st_ino) != (st.st_dev, st.st_ino):
-        os.close(child)
-        planted.append(
-            f"{path} was replaced by another directory while it was surveyed; "
-            "nothing under it listed (the next prune looks again)"
-        )
-        return None
-    return child
 
 
 def _owner(name: str, present: set[str]) -> str:
