@@ -75,6 +75,17 @@ def start(store: Path) -> Iterator[Callable[..., HubProcess]]:
     assert "Traceback" not in said
 
 
+def _head(ex: Exchange, sha: str, data: bytes) -> None:
+    """Answer the Hub's ``HEAD`` of an LFS file: ``data``, named by ``sha``, at ``COMMIT``."""
+    headers = {
+        "X-Repo-Commit": COMMIT,
+        "ETag": f'"{sha}"',
+        "X-Linked-Etag": f'"{sha}"',
+        "X-Linked-Size": str(len(data)),
+    }
+    ex.respond(200, b"", headers, length=len(data))
+
+
 def _hub_answers(body: Handler | None = None, *, location: str | None = None) -> Handler:
     """A Hub: ``PATH``'s metadata names ``DATA``; its bytes are ``body``'s, or a redirect to
     ``location``; any ``/api/`` path is answered a small JSON naming it."""
@@ -86,13 +97,7 @@ def _hub_answers(body: Handler | None = None, *, location: str | None = None) ->
         elif path != PATH:
             ex.respond(404, b"{}")
         elif ex.command == "HEAD":
-            headers = {
-                "X-Repo-Commit": COMMIT,
-                "ETag": f'"{SHA}"',
-                "X-Linked-Etag": f'"{SHA}"',
-                "X-Linked-Size": str(len(DATA)),
-            }
-            ex.respond(200, b"", headers, length=len(DATA))
+            _head(ex, SHA, DATA)
         elif location is not None:
             ex.respond(302, b"", {"Location": location})
         elif body is not None:
@@ -244,13 +249,7 @@ def _large_hub(location: str) -> Handler:
 
     def answer(ex: Exchange) -> None:
         if ex.command == "HEAD":
-            headers = {
-                "X-Repo-Commit": COMMIT,
-                "ETag": f'"{LARGE_SHA}"',
-                "X-Linked-Etag": f'"{LARGE_SHA}"',
-                "X-Linked-Size": str(len(LARGE)),
-            }
-            ex.respond(200, b"", headers, length=len(LARGE))
+            _head(ex, LARGE_SHA, LARGE)
         else:
             ex.respond(302, b"", {"Location": location})
 
@@ -306,13 +305,7 @@ def _two_repos(*, down: list[bool]) -> Handler:
         elif path not in (GATED, PUBLIC_TWIN, MIRROR):
             ex.respond(404, b"{}")
         elif ex.command == "HEAD":
-            headers = {
-                "X-Repo-Commit": COMMIT,
-                "ETag": f'"{SHA}"',
-                "X-Linked-Etag": f'"{SHA}"',
-                "X-Linked-Size": str(len(DATA)),
-            }
-            ex.respond(200, b"", headers, length=len(DATA))
+            _head(ex, SHA, DATA)
         elif down[0]:
             ex.respond(503, b"down")
         elif path == PUBLIC_TWIN:
@@ -376,13 +369,7 @@ def _gated_commit(state: dict[str, bool]) -> Handler:
         elif state["revoked"] or ex.headers.get("Authorization") != TOKEN:
             ex.respond(401, b'{"error": "gated"}', {"X-Error-Code": "GatedRepo"})
         elif ex.command == "HEAD":
-            headers = {
-                "X-Repo-Commit": COMMIT,
-                "ETag": f'"{SHA}"',
-                "X-Linked-Etag": f'"{SHA}"',
-                "X-Linked-Size": str(len(DATA)),
-            }
-            ex.respond(200, b"", headers, length=len(DATA))
+            _head(ex, SHA, DATA)
         else:
             ex.respond(200, DATA, {"Content-Type": "application/octet-stream"})
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .store import PUBLIC, key_of, read_regular
+from .. import _shared, _store
+from .store import PUBLIC, key_of
 
 if TYPE_CHECKING:
     from .routes import Route
@@ -44,6 +45,21 @@ class Grants:
     def _path(self, key: str) -> str:
         return os.path.join(self.root, key[:2], key)
 
+    def _there(self, key: str) -> bool:
+        """Whether the mark or grant ``key`` is a regular file, reached from the store's root
+        without following a link (a planted link or FIFO is no grant)."""
+        try:
+            dfd = _shared.open_below(self.store.root, os.path.join(DIRECTORY, key[:2]))
+        except OSError:
+            return False
+        try:
+            os.close(_store.open_regular(key, dir_fd=dfd))
+        except OSError:
+            return False
+        finally:
+            os.close(dfd)
+        return True
+
     @staticmethod
     def _mark_key(etag: str) -> str:
         return key_of("", "CREDENTIALED", etag, PUBLIC)
@@ -55,7 +71,7 @@ class Grants:
 
     def marked(self, etag: str) -> bool:
         """Whether the file named ``etag`` first came with a credential. Blocking."""
-        return read_regular(self._path(self._mark_key(etag)), 0) is not None
+        return self._there(self._mark_key(etag))
 
     def mark(self, etag: str) -> None:
         """The file named ``etag`` came with a credential. Blocking."""
@@ -63,7 +79,7 @@ class Grants:
 
     def granted(self, route: Route, etag: str, cred: str) -> bool:
         """Whether the upstream served ``route``'s file (named ``etag``) to ``cred``."""
-        return read_regular(self._path(self._grant_key(route, etag, cred)), 0) is not None
+        return self._there(self._grant_key(route, etag, cred))
 
     def grant(self, route: Route, etag: str, cred: str) -> None:
         """The upstream served ``route``'s file (named ``etag``) to ``cred``. Blocking."""

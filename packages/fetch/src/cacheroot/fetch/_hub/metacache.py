@@ -118,6 +118,9 @@ class MetaCache:
         key = key_of(up.base, method, target, cred)
         now = time.time()
         kept = self.store.load(key)
+        if kept is None and self.store.answer_key is not None:
+            # Another node of the fleet may have it (signed, on the tier): read in a thread.
+            kept = await fills.in_pool(self.store.load_shared, key)
         if kept is not None and self.fresh(kept, route, now, credentialed=cred != PUBLIC):
             return kept, HIT
         fallback = kept

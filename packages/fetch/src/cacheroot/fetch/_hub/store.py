@@ -283,21 +283,16 @@ class Store:
 
     def load(self, key: str) -> Answer | None:
         """The answer kept under ``key``, or ``None`` (also, with :attr:`answer_key`, for one
-        not signed with it: planted, or written without the key).
-
-        With a key and a shared tier, an answer this node lacks is taken from the tier (where
-        another node's hub wrote it through, :meth:`save`) when its signature holds, and kept
-        here too: a fleet of hubs asks the upstream once per request and TTL.
-        """
-        path = self._meta_path(key)
-        data = read_regular(path, _MAX_KEPT)
-        if data is None and self.answer_key is not None:
-            return self.load_shared(key)
+        not signed with it: planted, or written without the key). This node's only: the
+        shared tier's is :meth:`load_shared`'s, which may wait on a network volume."""
+        data = read_regular(self._meta_path(key), _MAX_KEPT)
         return None if data is None else self._verified(key, data)
 
     def load_shared(self, key: str) -> Answer | None:
         """The signed answer kept under ``key`` on the shared tier (then kept here too), or
-        ``None``: no key, no tier, none there, or a signature that does not hold."""
+        ``None``: no key, no tier, none there, or a signature that does not hold. With it, a
+        fleet of hubs asks the upstream once per request and TTL (another node's hub wrote it
+        through, :meth:`save`). Blocking: off the event loop."""
         if self.answer_key is None:
             return None
         path = self._meta_path(key)
