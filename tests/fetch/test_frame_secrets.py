@@ -118,3 +118,47 @@ def test_the_origin_still_receives_the_token(
     finally:
         fetcher.close()
     assert origin.auths[f"/ok/{name}"] == [f"Bearer {TOKEN}"]
+
+
+QUERY = "qry0fetch0frame0secret"
+
+QUERY_CHILD = """
+import os
+from cacheroot.fetch import Fetcher
+
+def test_refused_method():
+    Fetcher(retries=0, connect_timeout=5.0).fetch(os.environ["LEAK_REFUSED"])
+
+def test_reset_method():
+    Fetcher(retries=0, read_timeout=5.0).fetch(os.environ["LEAK_RESET_EARLY"])
+"""
+
+
+def test_pytest_l_shows_no_query_credential_of_a_failed_fetch(
+    resetting: Server, name: str, tmp_path: Path
+) -> None:
+    """A URL's query credential (``?token=``, ``sig=``) sits in cacheroot's own frames
+    (``url`` in each call down to the request): none of them shows it after a failure."""
+    (tmp_path / "test_child.py").write_text(QUERY_CHILD)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {
+        **os.environ,
+        "LEAK_REFUSED": f"http://127.0.0.1:{_refused_port()}/refused/{name}?token={QUERY}",
+        "LEAK_RESET_EARLY": resetting.url(f"/early/{name}?sig={QUERY}"),
+    }
+    env.pop(CACHEROOT_AUTH_TOKENS, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-l", "-vv", "-p", "no:cacheroot", "-p", "no:xdist"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    output = done.stdout + done.stderr
+    assert "2 failed" in done.stdout, output[-3000:]
+    assert "ConnectionRefusedError" in output
+    assert [line for line in output.splitlines() if QUERY in line] == []
+    assert "Connection reset by peer" in output or "RemoteDisconnected" in output
+    assert [r.target for r in resetting.requests()] == [f"/early/{name}?sig={QUERY}"]

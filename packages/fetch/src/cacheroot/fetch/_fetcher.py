@@ -53,7 +53,7 @@ from ._errors import (
 from ._lock import PathLock
 from ._naming import entry_path, record_key, url_key
 from ._progress import FALLBACK, HIT, MISS, RETRY, SHARED_TIER, FetchEvent, bars_wanted, host_of
-from ._redact import Secret, printable, redact_url
+from ._redact import Secret, forgets_locals, printable, redact_url
 from ._used import forget, touch_used
 
 if TYPE_CHECKING:
@@ -554,6 +554,7 @@ class Fetcher:
         """Where ``url`` is (or would be) cached; touches nothing."""
         return Path(entry_path(cache_dir(), namespace, url, filename))
 
+    @forgets_locals(Exception)
     def fetch(
         self,
         url: str,
@@ -616,6 +617,7 @@ class Fetcher:
             url, dest, kind, None, started, extract, max_unpacked, served, recorded=True
         )
 
+    @forgets_locals(Exception)
     def cached(
         self,
         url: str,
@@ -1386,6 +1388,7 @@ def default_fetcher() -> Fetcher:
     return _default
 
 
+@forgets_locals(Exception)
 def fetch(
     url: str,
     *,

@@ -42,7 +42,6 @@ import random
 import stat
 import sys
 import time
-import traceback
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 from urllib.request import url2pathname
@@ -56,7 +55,7 @@ from cacheroot.envs import VLLM_TEST_CACHE
 from ._errors import DownloadError
 from ._httpvalues import decimal, retry_after
 from ._progress import counted, new_bar
-from ._redact import printable, redact_url
+from ._redact import forget_locals, printable, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -522,25 +521,8 @@ def _request(
             url, headers=headers, stream=True, allow_redirects=False, timeout=timeout
         )
     except BaseException as exc:
-        _forget_locals(exc, before)
+        forget_locals(exc, before)
         raise
-
-
-def _forget_locals(exc: BaseException, before: BaseException | None) -> None:
-    """Clear the locals of every finished frame in the tracebacks of ``exc`` and of the
-    exceptions it chains or wraps, stopping at ``before``. A frame still running (the
-    caller's) cannot be cleared, and is left as it is."""
-    todo: list[BaseException] = [exc]
-    seen: list[BaseException] = []
-    while todo:
-        e = todo.pop()
-        if e is before or any(e is s for s in seen):
-            continue
-        seen.append(e)
-        traceback.clear_frames(e.__traceback__)
-        reason = getattr(e, "reason", None)  # urllib3's MaxRetryError keeps its cause here
-        todo += [a for a in (*e.args, reason) if isinstance(a, BaseException)]
-        todo += [c for c in (e.__cause__, e.__context__) if c is not None]
 
 
 def _headers_too_large(exc: BaseException) -> str:

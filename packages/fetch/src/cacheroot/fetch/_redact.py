@@ -24,17 +24,26 @@ redacted whole. Sibling distributions import it as ``cacheroot.fetch.redact_url`
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
+import traceback
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 from urllib.parse import unquote
 
 from cacheroot.envs import SECRET_NAMES, SECRET_PARTS
 from cacheroot.envs import secret_name as _secret_name
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "REDACTED",
     "SECRET_NAMES",
     "SECRET_PARTS",
     "Secret",
+    "forget_locals",
+    "forgets_locals",
     "printable",
     "redact_url",
     "secret_name",
@@ -127,3 +136,61 @@ def printable(text: str) -> str:
     if not _CONTROLS.search(text):
         return text
     return _CONTROLS.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
+def forget_locals(exc: BaseException, before: BaseException | None = None) -> None:
+    """Clear the locals of every finished frame in the tracebacks of ``exc`` and of the
+    exceptions it chains or wraps, stopping at ``before`` (what the caller was handling: its
+    frames are not ours to clear). A frame still running cannot be cleared, and is left as it
+    is; the frames' code and lines still show where it broke, their variables are gone. The
+    chained exceptions' messages are redacted (:func:`redact_url`) too: requests and urllib3
+    quote the URL with its query.
+
+    A request that breaks raises through frames that hold its credentials in clear: http.client's
+    header block as bytes, urllib3's and requests' URL with its query, cacheroot's own
+    ``url`` and ``headers``. ``pytest -l`` and every other traceback that shows locals would
+    print them.
+    """
+    todo: list[BaseException] = [exc]
+    seen: list[BaseException] = []
+    while todo:
+        e = todo.pop()
+        if e is before or any(e is s for s in seen):
+            continue
+        seen.append(e)
+        traceback.clear_frames(e.__traceback__)
+        if any(isinstance(a, str) for a in e.args):  # urllib3: "Max retries ... url: /x?sig=…"
+            e.args = tuple(redact_url(a) if isinstance(a, str) else a for a in e.args)
+        reason = getattr(e, "reason", None)  # urllib3's MaxRetryError keeps its cause here
+        todo += [a for a in (*e.args, reason) if isinstance(a, BaseException)]
+        todo += [c for c in (e.__cause__, e.__context__) if c is not None]
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def forgets_locals(
+    *kinds: type[BaseException],
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """A decorator for a public entry point that is handed credentials (a URL with a signed
+    query, an ``Authorization`` header): when it raises one of ``kinds``, the locals of its own
+    frame and of every frame below it are cleared (:func:`forget_locals`) before the exception
+    leaves, so the traceback a caller prints shows where it broke, not the credentials. The
+    caller's own frames are the caller's.
+    """
+
+    def decorate(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(fn)
+        def entry(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            before = sys.exc_info()[1]  # what the caller is handling stays as it is
+            try:
+                return fn(*args, **kwargs)
+            except kinds as exc:
+                forget_locals(exc, before)
+                del args, kwargs  # this frame's own copy of the arguments
+                raise
+
+        return entry
+
+    return decorate

@@ -24,7 +24,7 @@ from ._archive import extract_entry
 from ._httpvalues import parse_http_date, retry_after
 from ._lock import PathLock, holder
 from ._naming import check_filename, check_namespace, entry_name, entry_path
-from ._redact import Secret, printable, redact_url
+from ._redact import Secret, forget_locals, forgets_locals, printable, redact_url
 from ._store import (
     MAX_RECORD,
     SHARED_DIR,
@@ -67,6 +67,8 @@ __all__ = [
     "entry_name",
     "entry_path",
     "extract_entry",
+    "forget_locals",
+    "forgets_locals",
     "fsync_dir",
     "holder",
     "kind",

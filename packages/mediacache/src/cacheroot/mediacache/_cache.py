@@ -20,6 +20,7 @@ import contextlib
 import http.cookiejar
 import logging
 import os
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -38,10 +39,11 @@ from cacheroot.envs import (
     resolve,
 )
 from cacheroot.fetch import LockTimeout
+from cacheroot.fetch.store import forget_locals, forgets_locals
 
 from . import _policy
 from ._body import read_body
-from ._errors import ResponseTooLarge, URLRefused
+from ._errors import MediaCacheError, ResponseTooLarge, URLRefused
 from ._key import entry_name, normalise_url
 from ._redact import redact, shown
 from ._stats import Counters
@@ -57,6 +59,11 @@ log = logging.getLogger("cacheroot.mediacache")
 DEFAULT_MAX_SIZE_MB = 5120
 DEFAULT_TTL_HOURS = 24
 _MIB = 1024 * 1024
+#: What a public call that failed clears the frames of (:func:`forgets_locals`): the caller's
+#: URL (a signed query) and ``Authorization`` sit in the locals of the cache's frames and of
+#: requests', urllib3's and http.client's, where ``pytest -l`` would print them. A
+#: ``validate`` callback's own exceptions keep their frames.
+_FAILURES: tuple[type[Exception], ...] = (requests.RequestException, OSError, MediaCacheError)
 
 Timeout = float | tuple[float, float] | None
 
@@ -230,6 +237,7 @@ class MediaCache:
             return False
         return True
 
+    @forgets_locals(*_FAILURES)
     def get(
         self,
         url: str,
@@ -277,16 +285,23 @@ class MediaCache:
         max_bytes: int | None = None,
     ) -> bytes:
         """:meth:`get` in a worker thread: the same rules, counters and locks."""
-        return await asyncio.to_thread(
-            self.get,
-            url,
-            headers=headers,
-            timeout=timeout,
-            allow_redirects=allow_redirects,
-            validate=validate,
-            max_bytes=max_bytes,
-        )
+        before = sys.exc_info()[1]
+        try:
+            return await asyncio.to_thread(
+                self.get,
+                url,
+                headers=headers,
+                timeout=timeout,
+                allow_redirects=allow_redirects,
+                validate=validate,
+                max_bytes=max_bytes,
+            )
+        except _FAILURES as exc:
+            forget_locals(exc, before)
+            del url, headers  # this frame is still running: its copies of the credentials go
+            raise
 
+    @forgets_locals(*_FAILURES)
     def fetch_bytes(
         self,
         url: str,
