@@ -314,6 +314,8 @@ PUBLIC = {
         "entry_name",
         "entry_path",
         "extract_entry",
+        "forget_locals",
+        "forgets_locals",
         "fsync_dir",
         "holder",
         "kind",

@@ -503,26 +503,34 @@ def _unreadable(exc: OSError) -> str:
     )
 
 
-def quarantine(cache: str, entry: Entry) -> str:
-    """Move ``entry`` (and its record) to ``<cache>/.quarantine/<namespace>/``; return where."""
+def quarantine(cache: str, entry: Entry, fd: int) -> str:
+    """Move ``entry`` (and its record) from its namespace's directory, held at ``fd``, to
+    ``<cache>/.quarantine/<namespace>/`` (reached from ``cache`` without following a link);
+    return where."""
+    from .._shared import open_below  # noqa: PLC0415 - upkeep only
+
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    where = os.path.join(cache, QUARANTINE, entry.namespace)
-    _store.makedirs(where)  # group-shared where the volume is setgid
-    dest = os.path.join(where, f"{entry.name}.{stamp}.{os.getpid()}")
-    os.rename(entry.path, dest)
+    where = os.path.join(QUARANTINE, entry.namespace)
+    name = f"{entry.name}.{stamp}.{os.getpid()}"
+    qfd = open_below(cache, where, create=True)  # group-shared where the volume is setgid
+    try:
+        os.rename(entry.name, name, src_dir_fd=fd, dst_dir_fd=qfd)
+        with contextlib.suppress(OSError):
+            os.rename(meta_path(entry.name), meta_path(name), src_dir_fd=fd, dst_dir_fd=qfd)
+    finally:
+        os.close(qfd)
     with contextlib.suppress(OSError):
-        os.rename(meta_path(entry.path), meta_path(dest))
-    with contextlib.suppress(OSError):
-        os.unlink(used_path(entry.path))
-    return dest
+        os.unlink(used_path(entry.name), dir_fd=fd)
+    return os.path.join(cache, where, name)
 
 
-def _scrub(entry: Entry) -> None:
-    """Rewrite a record that still names its URL with a password (written before redaction)."""
+def _scrub(entry: Entry, fd: int) -> None:
+    """Rewrite a record that still names its URL with a password (written before redaction);
+    ``fd`` holds the entry's namespace directory."""
     url = (entry.meta or {}).get("url")
     if entry.meta is not None and isinstance(url, str) and redact_url(url) != url:
         with contextlib.suppress(OSError):  # read-only: it is never shown anyway
-            write_meta(entry.path, {**entry.meta, "url": redact_url(url)})
+            write_meta(entry.name, {**entry.meta, "url": redact_url(url)}, dir_fd=fd)
 
 
 def verify(cache: str, namespace: str | None = None, *, move: bool = True) -> list[dict[str, Any]]:
@@ -532,26 +540,59 @@ def verify(cache: str, namespace: str | None = None, *, move: bool = True) -> li
     replaced the file while it was being hashed is not mistaken for corruption. A record that
     still holds a URL's password (written before records were redacted) is scrubbed.
     """
-    results = []
-    for entry in entries(cache, namespace):
-        _scrub(entry)
-        status, detail = _check(entry)
-        row: dict[str, Any] = {**entry.as_dict(), "status": status, "detail": detail}
-        if status == "corrupt":
-            lock = PathLock(lock_path(entry.path), timeout=30.0)
-            try:
-                with lock:
-                    entry.meta = read_meta(entry.path)
-                    status, detail = _check(entry)
-                    row.update(status=status, detail=detail)
-                    if status == "corrupt" and move:
-                        row["quarantined"] = quarantine(cache, entry)
-            except LockTimeout:
-                row["detail"] += "; busy (locked), left in place"
-            except OSError as exc:
-                row["detail"] += f"; {_no_lock(lock.path, exc)}, left in place"
-        results.append(row)
-    return results
+    return [
+        {**entry.as_dict(), **_verify_one(cache, entry, move=move)}
+        for entry in entries(cache, namespace)
+    ]
+
+
+def _verify_one(cache: str, entry: Entry, *, move: bool) -> dict[str, Any]:
+    """:func:`verify`'s row for ``entry`` (status, detail, where it moved). Its namespace's
+    directory is reached again from ``cache`` without following a link (one swapped for a link
+    since the walk is refused: nothing behind it is hashed, locked or moved) and held for the
+    check, the lock, the check again and the move."""
+    from .._shared import fd_path, open_below  # noqa: PLC0415 - upkeep only
+
+    try:
+        fd = open_below(cache, entry.namespace)
+    except OSError as exc:
+        return {
+            "status": "unreadable",
+            "detail": f"its namespace cannot be reached without following a link "
+            f"({exc.strerror or exc}): not checked",
+        }
+    try:
+        _scrub(entry, fd)
+        held = Entry(
+            namespace=entry.namespace,
+            name=entry.name,
+            path=fd_path(fd, entry.name),
+            kind=entry.kind,
+            size=entry.size,
+            last_used=entry.last_used,
+            meta=entry.meta,
+        )
+        status, detail = _check(held)
+        detail = detail.replace(fd_path(fd), os.path.dirname(entry.path))  # the volume's path
+        if status != "corrupt":
+            return {"status": status, "detail": detail}
+        lock = PathLock(fd_path(fd, os.path.basename(lock_path(entry.path))), timeout=30.0)
+        try:
+            with lock:
+                held.meta = read_meta(entry.name, dir_fd=fd)
+                status, detail = _check(held)
+                detail = detail.replace(fd_path(fd), os.path.dirname(entry.path))
+                row: dict[str, Any] = {"status": status, "detail": detail}
+                if status == "corrupt" and move:
+                    row["quarantined"] = quarantine(cache, entry, fd)
+                return row
+        except LockTimeout:
+            return {"status": status, "detail": f"{detail}; busy (locked), left in place"}
+        except OSError as exc:
+            why = _no_lock(lock_path(entry.path), exc)
+            return {"status": status, "detail": f"{detail}; {why}, left in place"}
+    finally:
+        os.close(fd)
 
 
 # -- prune ---------------------------------------------------------------------------------------
@@ -657,38 +698,64 @@ def _listings(cache: str) -> Iterator[tuple[str, list[str], set[str], int]]:
         yield level.directory, level.names, present, level.fd
 
 
-def _stray_files(cache: str, grace: float, now: float) -> list[tuple[str, int, str]]:
-    """Abandoned partials and orphaned records: ``(path, size, why)`` that may go."""
-    found = []
+def _stray_files(cache: str, grace: float, now: float, *, dry_run: bool) -> list[dict[str, Any]]:
+    """Remove (or with ``dry_run`` list) abandoned partials and orphaned records; the rows of
+    what went. Each is removed while its level is held, by its name in that descriptor: a level
+    swapped for a link after it was listed leads nowhere else."""
+    rows: list[dict[str, Any]] = []
     for directory, names, present, fd in _listings(cache):
         for name in names:
-            path = os.path.join(directory, name)
-            try:
-                age = now - os.lstat(name, dir_fd=fd).st_mtime
-            except OSError:
+            why = _stray_file(name, present, fd, grace, now)
+            if not why:
                 continue
-            parsed = parse_partial(name[: -len(".old")] if name.endswith(".old") else name)
-            if parsed is not None:
-                dead = name.endswith(".partial.old") or partial_abandoned(
-                    path, stale_after=max(grace, FOREIGN_STALE)
-                )
-                if dead and age >= grace:
-                    found.append((path, tree_size(path, dir_fd=fd), "abandoned partial"))
-                continue
-            for suffix in (".meta.json", ".used"):
-                if name.startswith(".") and name.endswith(suffix):
-                    owner = name[1 : -len(suffix)]
-                    target = os.path.join(directory, owner)
-                    if (
-                        owner
-                        and owner not in present
-                        and not partials(target)
-                        and age >= min(grace, 60.0)
-                    ):
-                        found.append(
-                            (path, tree_size(path, dir_fd=fd), "record of a missing entry")
-                        )
-    return found
+            size = tree_size(os.path.join(directory, name), dir_fd=fd)
+            if not dry_run:
+                try:
+                    _remove_name(fd, name)
+                except OSError:
+                    continue
+            rows.append({"path": os.path.join(directory, name), "size": size, "reason": why})
+    return rows
+
+
+def _stray_file(name: str, present: set[str], fd: int, grace: float, now: float) -> str:
+    """Why ``name`` in the level held at ``fd`` may go (an abandoned partial, a record of a
+    missing entry), or ``""``."""
+    try:
+        age = now - os.lstat(name, dir_fd=fd).st_mtime
+    except OSError:
+        return ""
+    parsed = parse_partial(name[: -len(".old")] if name.endswith(".old") else name)
+    if parsed is not None:
+        dead = name.endswith(".partial.old") or partial_abandoned(
+            name, stale_after=max(grace, FOREIGN_STALE), dir_fd=fd
+        )
+        return "abandoned partial" if dead and age >= grace else ""
+    for suffix in (".meta.json", ".used"):
+        if name.startswith(".") and name.endswith(suffix):
+            owner = name[1 : -len(suffix)]
+            if (
+                owner
+                and owner not in present
+                and not partials(owner, dir_fd=fd)
+                and age >= min(grace, 60.0)
+            ):
+                return "record of a missing entry"
+    return ""
+
+
+def _remove_name(fd: int, name: str) -> None:
+    """Remove ``name`` from the directory held at ``fd``: a directory is renamed aside first
+    (gone from its name at once; the bytes follow), a link or file is unlinked, never
+    followed."""
+    from .._shared import fd_path  # noqa: PLC0415 - removal only
+
+    if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+        aside = os.path.basename(partial_path(name)) + ".old"
+        os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+        shutil.rmtree(fd_path(fd, aside), ignore_errors=True)  # descriptor-based below it
+    else:
+        os.unlink(name, dir_fd=fd)
 
 
 def _take_free_lock(path: str) -> int | None:
@@ -709,44 +776,67 @@ def _take_free_lock(path: str) -> int | None:
     return fd
 
 
-def _stray_lock(directory: str, name: str, present: set[str], old_enough: float) -> str:
-    """Why the lock file ``name`` in ``directory`` may go, or ``""`` (see :func:`_stray_locks`)."""
-    path = os.path.join(directory, name)
+def _stray_lock(fd: int, name: str, present: set[str], old_enough: float) -> str:
+    """Why the lock file ``name`` in the level held at ``fd`` may go, or ``""`` (see
+    :func:`_stray_locks`)."""
+    from .._shared import fd_path  # noqa: PLC0415 - removal only
+
     try:
-        if time.time() - os.lstat(path).st_mtime < old_enough:
+        if time.time() - os.lstat(name, dir_fd=fd).st_mtime < old_enough:
             return ""  # may have just been made by a process about to lock it
     except OSError:
         return ""
-    record = holder(path)
+    record = holder(fd_path(fd, name))
     if record is not None:
         if _proc.alive(record) is not False:
             return ""
         return f"lock of a dead holder (pid {record.get('pid', '?')})"
     owner = name[1 : -len(".lock")]
-    if owner in present or partials(os.path.join(directory, owner)):
+    if owner in present or partials(owner, dir_fd=fd):
         return ""  # the entry's own lock, free between fetches
     return "lock of a missing entry"
 
 
 def _empty_levels(cache: str, grace: float, now: float, *, dry_run: bool) -> list[dict[str, Any]]:
     """Remove (or with ``dry_run`` list) namespace directories left empty (by a failed fetch,
-    or once their entries went) and untouched for ``grace``, deepest first. ``rmdir`` removes
-    only an empty directory, never a link, so a level that filled up meanwhile stays."""
+    or once their entries went) and untouched for ``grace``, deepest first. Each is judged and
+    removed by its name in its parent, reached again from the cache without following a link
+    (a parent swapped for a link since the walk is refused); ``rmdir`` removes only an empty
+    directory, never a link, so a level that filled up meanwhile stays."""
+    from .._shared import open_below  # noqa: PLC0415 - removal only
+
     rows: list[dict[str, Any]] = []
-    found = [level.directory for level in levels(cache)]
-    for directory in sorted(found, key=lambda d: d.count(os.sep), reverse=True):
+    found = [(level.namespace, level.directory) for level in levels(cache)]
+    for namespace, directory in sorted(found, key=lambda f: f[0].count("/"), reverse=True):
+        parent_rel, name = os.path.split(namespace)
         try:
-            st = os.lstat(directory)
-            if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < grace:
-                continue
-            if os.listdir(directory):
-                continue
-            if not dry_run:
-                os.rmdir(directory)
+            parent = open_below(cache, parent_rel)
         except OSError:
             continue
+        try:
+            if not _empty_and_old(parent, name, grace, now):
+                continue
+            if not dry_run:
+                os.rmdir(name, dir_fd=parent)
+        except OSError:
+            continue
+        finally:
+            os.close(parent)
         rows.append({"path": directory, "size": 0, "reason": "empty namespace"})
     return rows
+
+
+def _empty_and_old(parent: int, name: str, grace: float, now: float) -> bool:
+    """Whether ``name`` in the directory held at ``parent`` is a directory, untouched for
+    ``grace`` and empty (listed through a descriptor opened without following a link)."""
+    st = os.lstat(name, dir_fd=parent)
+    if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < grace:
+        return False
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    try:
+        return not os.listdir(fd)
+    finally:
+        os.close(fd)
 
 
 def _stray_locks(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, Any]]:
@@ -757,21 +847,22 @@ def _stray_locks(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, A
     One that a live process (or one this machine cannot judge) holds or last held stays.
     """
     rows: list[dict[str, Any]] = []
-    for directory, names, present, _fd in _listings(cache):
+    from .._shared import fd_path  # noqa: PLC0415 - removal only
+
+    for directory, names, present, level_fd in _listings(cache):
         for name in sorted(n for n in names if n.startswith(".") and n.endswith(".lock")):
-            why = _stray_lock(directory, name, present, min(grace, 60.0))
-            path = os.path.join(directory, name)
-            fd = _take_free_lock(path) if why else None
+            why = _stray_lock(level_fd, name, present, min(grace, 60.0))
+            fd = _take_free_lock(fd_path(level_fd, name)) if why else None
             if fd is None:
                 continue  # needed, or held after all
             try:
                 if not dry_run:
-                    for stale in (path + ".holder", path):
+                    for stale in (name + ".holder", name):
                         with contextlib.suppress(OSError):
-                            os.unlink(stale)
+                            os.unlink(stale, dir_fd=level_fd)
             finally:
                 os.close(fd)
-            rows.append({"path": path, "size": 0, "reason": why})
+            rows.append({"path": os.path.join(directory, name), "size": 0, "reason": why})
     return rows
 
 
@@ -811,14 +902,7 @@ def prune(
             continue
         total -= entry.size
         removed.append({**entry.as_dict(), "reason": why})
-    strays: list[dict[str, Any]] = []
-    for path, size, why in _stray_files(cache, grace, now):
-        if not dry_run:
-            try:
-                _remove_tree_or_file(path)
-            except OSError:
-                continue
-        strays.append({"path": path, "size": size, "reason": why})
+    strays = _stray_files(cache, grace, now, dry_run=dry_run)
     strays += _stray_locks(cache, grace, dry_run=dry_run)
     # The clock read again: removing a stray lock just touched its directory, after `now`.
     strays += _empty_levels(cache, grace, time.time(), dry_run=dry_run)
