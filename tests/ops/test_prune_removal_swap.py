@@ -28,10 +28,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tests.fetch.test_multiuser import GROUP, UID_A, member, shared_volume
+    from tests.ops.test_ops_budget import age, hf_repo
     from tests.ops.test_prune_swap import SWAPPER
 else:
     from fetch.test_multiuser import GROUP, UID_A, member, shared_volume
 
+    from ops.test_ops_budget import age, hf_repo
     from ops.test_prune_swap import SWAPPER
 
 NAMESPACE = "models"
@@ -157,3 +159,43 @@ def test_verify_quarantines_nothing_from_behind_a_swapped_link(
     assert not (cache / ".quarantine").exists()
     assert [(r["name"], r["status"]) for r in rows] == [("weights.bin", "unreadable")]
     assert "cannot be reached without following a link" in rows[0]["detail"]
+
+
+def test_a_hub_repository_swapped_after_the_scan_loses_nothing_behind_the_link(
+    isolated_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """huggingface_hub plans which blobs, snapshots and refs a revision's removal deletes; a
+    repository swapped for a link between that plan and the removal must not take the same
+    names behind the link with it."""
+    import huggingface_hub
+
+    from cacheroot.fetch._upkeep.budget import apply, plan
+
+    commit, newer = "a" * 40, "b" * 40
+    now = time.time()
+    hub = isolated_cache / "huggingface" / "hub"
+    revisions = {commit: {"config.json": "b-old"}, newer: {"config.json": "b-new"}}
+    repo = hf_repo(hub, "acme/two", revisions, newer)
+    outside = hf_repo(tmp_path, "outside/x", revisions, newer)
+    for tree in (repo, outside):
+        (tree / "blobs").mkdir()
+        for blob in ("b-old", "b-new"):
+            (tree / "blobs" / blob).write_bytes(b"{}")
+        age(tree, 900, now)
+        age(tree / "snapshots" / newer, 300, now)
+        age(tree / "blobs" / "b-new", 300, now)
+    before = sorted(str(p.relative_to(outside)) for p in outside.rglob("*"))
+    victims = plan(str(isolated_cache), older_than=600)
+    assert [(v.cache, v.label) for v in victims] == [("HF_HOME", f"model/acme/two@{commit}")]
+    real = huggingface_hub.scan_cache_dir
+
+    def scanned_then_swapped(*args: Any, **kwargs: Any) -> Any:
+        info = real(*args, **kwargs)
+        repo.rename(repo.with_name(repo.name + ".aside"))
+        repo.symlink_to(outside)
+        return info
+
+    monkeypatch.setattr(huggingface_hub, "scan_cache_dir", scanned_then_swapped)
+    apply(victims)
+    assert sorted(str(p.relative_to(outside)) for p in outside.rglob("*")) == before
+    assert (outside / "blobs" / "b-old").read_bytes() == b"{}"

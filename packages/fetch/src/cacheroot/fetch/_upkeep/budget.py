@@ -47,6 +47,7 @@ not followed; trees are removed as :func:`shutil.rmtree` does on systems with ``
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -525,8 +526,43 @@ def _remove_revisions(info: Any, revs: list[Victim], held: Held, now: float, don
         return
     strategy = fresh.delete_revisions(*(v.ref.commit for v in go if isinstance(v.ref, HubRevision)))
     try:
-        strategy.execute()
+        with _pinned(strategy, str(fresh.cache_dir)) as held_strategy:
+            held_strategy.execute()
     except OSError as exc:
         done.refused += [(v, _cannot(v.path, exc)) for v in go]
         return
     done.removed += go
+
+
+@contextlib.contextmanager
+def _pinned(strategy: Any, hub: str) -> Iterator[Any]:
+    """huggingface_hub's deletion ``strategy`` with each path it removes named through its
+    parent directory, reached from the hub cache ``hub`` without following a link and held open
+    while it runs (:func:`fd_path`): a repository or snapshot directory swapped for a link after
+    the scan leads nowhere else. The plan stays the library's; only the names are pinned.
+    :class:`OSError` (``ELOOP``) when a directory on the way is a link now."""
+    import dataclasses  # noqa: PLC0415 - removal only
+    from pathlib import Path  # noqa: PLC0415
+
+    parents: dict[str, int] = {}
+
+    def pin(path: Path) -> Path:
+        rel = os.path.relpath(path, hub)
+        if rel.startswith(os.pardir):
+            raise OSError(errno.EXDEV, "outside the hub cache: refused", str(path))
+        head, name = os.path.split(rel)
+        if head not in parents:
+            parents[head] = open_below(hub, head)
+        return Path(fd_path(parents[head], name))
+
+    try:
+        fields = ("blobs", "refs", "repos", "snapshots", "files")
+        pinned = {
+            f: frozenset(pin(p) for p in getattr(strategy, f, frozenset()))
+            for f in fields
+            if hasattr(strategy, f)
+        }
+        yield dataclasses.replace(strategy, **pinned)
+    finally:
+        for fd in parents.values():
+            os.close(fd)
