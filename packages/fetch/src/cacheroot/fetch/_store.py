@@ -175,7 +175,8 @@ def _lmode(path: str, dir_fd: int | None, default: int) -> int:
 
 def read_small(path: str, *, dir_fd: int | None = None, limit: int = MAX_RECORD) -> bytes:
     """The whole content of the small regular file ``path`` (a record), read through
-    :func:`open_regular` only after ``fstat`` says it holds at most ``limit`` bytes.
+    :func:`open_regular` only after ``fstat`` says it holds at most ``limit`` bytes and has one
+    name (a hard link planted under a record's name would have root read any file).
 
     A larger file raises :class:`RecordTooLargeError` and is not read; one that grows past
     ``limit`` while it is read raises the same, having read ``limit + 1`` bytes at most.
@@ -184,6 +185,14 @@ def read_small(path: str, *, dir_fd: int | None = None, limit: int = MAX_RECORD)
     try:
         if st.st_size > limit:
             raise _too_large(path, st.st_size, limit)
+        if st.st_nlink != 1:  # another name for it may be anywhere: never read
+            raise NotRegularFileError(
+                errno.EMLINK,
+                f"expected a record with one name, found {st.st_nlink} (a hard link to "
+                "another file): refused, not read (another job may have planted it; remove it "
+                "if it is not yours)",
+                path,
+            )
         chunks: list[bytes] = []
         got = 0
         while chunk := os.read(fd, limit + 1 - got):
@@ -386,9 +395,16 @@ def hash_version(path: str) -> tuple[str, int, tuple[int, int, int, int]] | None
     """``(hex digest, size, signature)`` of the file at ``path`` as one version of it.
 
     The signature (:func:`signature`) is taken before and after hashing; ``None`` when they
-    differ (the file was written or replaced while it was read: no verdict).
+    differ (the file was written or replaced while it was read: no verdict). A file with more
+    than one name raises :class:`NotRegularFileError` unread: a hard link planted under the
+    entry's name would have root read any file.
     """
-    before = signature(os.lstat(path))
+    st = os.lstat(path)
+    if st.st_nlink != 1:  # a published entry has one name; another may be anywhere
+        raise NotRegularFileError(
+            errno.EMLINK, f"expected one name, found {st.st_nlink}: not read", path
+        )
+    before = signature(st)
     digest, size = sha256_file(path)  # no link followed, nothing but a regular file read
     after = signature(os.lstat(path))
     return (digest, size, after) if after == before else None

@@ -52,14 +52,14 @@ def touch_used(entry: str | os.PathLike[str]) -> None:
         return
     mtime = now
     try:
-        if st is not None and stat.S_ISREG(st.st_mode):
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
             mtime = st.st_mtime
             if now - mtime >= TOUCH_EVERY:
                 os.utime(p, follow_symlinks=not _UTIME_NOFOLLOW)
                 mtime = now
         else:
             if st is not None:
-                os.unlink(p)  # planted: a link or a FIFO is never followed; the name is ours
+                os.unlink(p)  # planted (a link, a FIFO, a hard link): never followed; ours
             _create(p)
     except FileExistsError:
         pass  # created by another process a moment ago

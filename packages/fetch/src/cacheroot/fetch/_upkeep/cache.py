@@ -47,6 +47,7 @@ from .._errors import LockTimeout
 from .._lock import PathLock, holder
 from .._naming import EXTRACTED_SUFFIX, MAX_DEPTH, check_namespace
 from .._redact import redact_url
+from .._store import kind as _kind
 from .._store import (
     lock_path,
     meta_path,
@@ -287,6 +288,27 @@ def _walk_at(
         os.close(child)
 
 
+def open_in(cache: str, rel: str = "", *, create: bool = False) -> int:
+    """A descriptor of the directory ``rel`` of the test cache ``cache``, every component
+    opened without following a link from the cache root down where ``cache`` lies in it (the
+    test cache itself swapped for a link is refused, as the downloads refuse it), else from
+    ``cache``, the operator's own setting (:func:`.._shared.open_below`: ``OSError`` ``ELOOP``
+    names the link)."""
+    from cacheroot.envs import resolve  # noqa: PLC0415 - upkeep only
+
+    from .._shared import open_below  # noqa: PLC0415 - keeps the hit path light
+
+    root = resolve(os.environ).root
+    top = root if root is not None and _inside(cache, root) else cache
+    rel = os.path.normpath(os.path.join(os.path.relpath(cache, top), rel))
+    return open_below(top, rel, create=create)
+
+
+def _inside(path: str, top: str) -> bool:
+    rel = os.path.relpath(path, top)
+    return rel != os.pardir and not rel.startswith(os.pardir + os.sep)
+
+
 def levels(
     cache: str,
     namespace: str | None = None,
@@ -305,12 +327,10 @@ def levels(
     levels are those of ``cache/under`` (reached from ``cache`` without following a link), as
     the quarantine's.
     """
-    from .._shared import open_below  # noqa: PLC0415 - keeps the hit path light
-
     top = os.path.join(cache, under) if under else cache
     rel = os.path.join(under, namespace) if namespace is not None else under
     try:
-        fd = open_below(cache, rel)
+        fd = open_in(cache, rel)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             _say(
@@ -444,14 +464,11 @@ def disk_usage(cache: str) -> dict[str, Any]:
 
 
 def _found(path: str) -> str:
-    """What is at ``path``, in words."""
+    """What is at ``path``, in words (the name itself: a link is not followed)."""
     try:
-        mode = os.stat(path).st_mode
+        return _kind(os.lstat(path).st_mode)
     except OSError as exc:
         return f"nothing readable ({exc.strerror or exc})"
-    if stat.S_ISDIR(mode):
-        return "a directory" + (" (through a symbolic link)" if os.path.islink(path) else "")
-    return "a file" if stat.S_ISREG(mode) else "a special file"
 
 
 def _check(entry: Entry) -> tuple[str, str]:
@@ -472,9 +489,14 @@ def _check(entry: Entry) -> tuple[str, str]:
 
 
 def _check_file(path: str, recorded: str) -> tuple[str, str]:
-    if not os.path.isfile(path):
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
         return "corrupt", (
             f"expected a file (its record holds the file's sha256), found {_found(path)}"
+        )
+    if st.st_nlink != 1:  # never read: the other name may be anyone's file
+        return "corrupt", (
+            f"expected a file with one name, found {st.st_nlink} (a hard link to another file)"
         )
     actual, size = sha256_file(path)
     if actual != recorded:
@@ -507,12 +529,10 @@ def quarantine(cache: str, entry: Entry, fd: int) -> str:
     """Move ``entry`` (and its record) from its namespace's directory, held at ``fd``, to
     ``<cache>/.quarantine/<namespace>/`` (reached from ``cache`` without following a link);
     return where."""
-    from .._shared import open_below  # noqa: PLC0415 - upkeep only
-
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     where = os.path.join(QUARANTINE, entry.namespace)
     name = f"{entry.name}.{stamp}.{os.getpid()}"
-    qfd = open_below(cache, where, create=True)  # group-shared where the volume is setgid
+    qfd = open_in(cache, where, create=True)  # group-shared where the volume is setgid
     try:
         os.rename(entry.name, name, src_dir_fd=fd, dst_dir_fd=qfd)
         with contextlib.suppress(OSError):
@@ -551,10 +571,10 @@ def _verify_one(cache: str, entry: Entry, *, move: bool) -> dict[str, Any]:
     directory is reached again from ``cache`` without following a link (one swapped for a link
     since the walk is refused: nothing behind it is hashed, locked or moved) and held for the
     check, the lock, the check again and the move."""
-    from .._shared import fd_path, open_below  # noqa: PLC0415 - upkeep only
+    from .._shared import fd_path  # noqa: PLC0415 - upkeep only
 
     try:
-        fd = open_below(cache, entry.namespace)
+        fd = open_in(cache, entry.namespace)
     except OSError as exc:
         return {
             "status": "unreadable",
@@ -634,11 +654,11 @@ def remove_entry(entry: Entry) -> str:
     swapped for a link since the listing is refused). Raises :class:`Refused` (with the reason)
     when this user may not remove it.
     """
-    from .._shared import fd_path, open_below  # noqa: PLC0415 - removal only
+    from .._shared import fd_path  # noqa: PLC0415 - removal only
 
     cache = entry.path[: -len(f"/{entry.namespace}/{entry.name}")]
     try:
-        fd = open_below(cache, entry.namespace)
+        fd = open_in(cache, entry.namespace)
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
@@ -803,14 +823,12 @@ def _empty_levels(cache: str, grace: float, now: float, *, dry_run: bool) -> lis
     removed by its name in its parent, reached again from the cache without following a link
     (a parent swapped for a link since the walk is refused); ``rmdir`` removes only an empty
     directory, never a link, so a level that filled up meanwhile stays."""
-    from .._shared import open_below  # noqa: PLC0415 - removal only
-
     rows: list[dict[str, Any]] = []
     found = [(level.namespace, level.directory) for level in levels(cache)]
     for namespace, directory in sorted(found, key=lambda f: f[0].count("/"), reverse=True):
         parent_rel, name = os.path.split(namespace)
         try:
-            parent = open_below(cache, parent_rel)
+            parent = open_in(cache, parent_rel)
         except OSError:
             continue
         try:
