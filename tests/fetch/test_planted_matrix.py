@@ -17,13 +17,8 @@ one operation (a fetch that misses, a fetch that hits, ``cache ls``, ``cache ver
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import socket
 import stat
-import time
-import tracemalloc
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,19 +32,24 @@ from cacheroot.fetch.store import lock_path
 from .origin import body
 
 if TYPE_CHECKING:
+    from tests.planted import (
+        DIR_KINDS,
+        FILE_KINDS,
+        MEMORY_BOUND,
+        bounded,
+        outside_dir,
+        plant,
+        state,
+    )
+else:
+    from planted import DIR_KINDS, FILE_KINDS, MEMORY_BOUND, bounded, outside_dir, plant, state
+
+if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from .origin import Origin
 
 NAMESPACE = "ns"
-#: Old enough that a read (relatime) or any listing stamps a new access time.
-LONG_AGO = time.time() - 40 * 86400
-#: A sparse giant: no disk, but reading it whole would take this much memory.
-GIANT = 2 << 30
-#: Allocated while one operation runs, at most (a record is a few hundred bytes).
-MEMORY_BOUND = 16 << 20
-#: How long one operation may take before it counts as hung.
-HANG = 20
 
 #: The components from the root down, and whether each is a directory.
 COMPONENTS = {
@@ -61,8 +61,6 @@ COMPONENTS = {
     "lock": False,
     "used": False,
 }
-DIR_KINDS = ("link-dir", "link-file", "fifo", "socket", "device", "file")
-FILE_KINDS = ("link-dir", "link-file", "hardlink", "fifo", "socket", "device", "dir", "sparse")
 OPERATIONS = ("fetch-miss", "fetch-hit", "ls", "verify", "prune")
 
 
@@ -71,104 +69,6 @@ def _cases() -> Iterator[Any]:
         for component, is_dir in COMPONENTS.items():
             for kind in DIR_KINDS if is_dir else FILE_KINDS:
                 yield pytest.param(op, component, kind, id=f"{op}-{component}-{kind}")
-
-
-def _outside(top: Path) -> Path:
-    """A root-only directory outside the volume with a secret file and a subdirectory."""
-    top.mkdir(mode=0o700)
-    (top / "keep").mkdir()
-    (top / "keep" / "old.bin").write_bytes(b"old" * 100)
-    (top / "secret").write_bytes(b"root-only secret\n")
-    os.chmod(top / "secret", 0o600)
-    for path in (top / "keep" / "old.bin", top / "secret", top / "keep", top):
-        os.utime(path, (LONG_AGO, LONG_AGO))
-    return top
-
-
-def _state(top: Path, *, names_counted: bool = True) -> dict[str, tuple[int, ...]]:
-    """Every name under ``top`` with its mode, owner, size, access and modification times, and
-    (``names_counted``) its link count and change time (``lstat`` only: taking the state must
-    not change it, so no listing of ``top``'s directories).
-
-    A hard link planted in the volume is the volume's name: removing or replacing it lowers
-    the file's link count and stamps its change time, and that is allowed; reading, writing,
-    chmod-ing or chown-ing the file is not.
-    """
-    names = ["", "keep", "keep/old.bin", "secret"]
-    out: dict[str, tuple[int, ...]] = {}
-    for rel in names:
-        st = os.lstat(top / rel if rel else top)
-        out[rel] = (st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_atime_ns, st.st_mtime_ns)
-        if names_counted:
-            out[rel] += (st.st_nlink, st.st_ctime_ns)
-    return out
-
-
-def _socket_at(path: Path) -> None:
-    """A listening UNIX socket bound at ``path`` (through its held directory: a socket path
-    is limited to 108 bytes)."""
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        s = socket.socket(socket.AF_UNIX)
-        s.bind(f"/proc/self/fd/{fd}/{path.name}")
-        s.close()  # the socket file stays
-    finally:
-        os.close(fd)
-
-
-def plant(path: Path, kind: str, outside: Path) -> None:
-    """Replace whatever is at ``path`` with an object of ``kind``."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        path.rename(path.with_name(path.name + ".aside"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "link-dir":
-        path.symlink_to(outside / "keep")
-    elif kind == "link-file":
-        path.symlink_to(outside / "secret")
-    elif kind == "hardlink":
-        os.link(outside / "secret", path)
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "socket":
-        _socket_at(path)
-    elif kind == "device":
-        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 5))  # /dev/zero: never ends
-    elif kind == "dir":
-        path.mkdir()
-    elif kind == "file":
-        path.write_bytes(b"a file where a directory belongs")
-    elif kind == "sparse":
-        with path.open("wb") as f:
-            f.truncate(GIANT)
-    else:  # pragma: no cover - the parameters name the kinds above
-        raise AssertionError(kind)
-    # The planted object is settled: old enough for prune's and the lock's grace.
-    os.utime(path, (LONG_AGO, LONG_AGO), follow_symlinks=False)
-
-
-@contextlib.contextmanager
-def _bounded(*, memory: bool) -> Iterator[list[int]]:
-    """Fail the operation after :data:`HANG` seconds (a blocked open or read is interrupted);
-    with ``memory``, trace allocations and yield their peak afterwards."""
-
-    def hung(_signum: int, _frame: object) -> None:
-        raise TimeoutError(f"still running after {HANG} s: hung")
-
-    peak: list[int] = []
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.setitimer(signal.ITIMER_REAL, HANG)
-    if memory:
-        tracemalloc.start()
-    try:
-        yield peak
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-        if memory:
-            peak.append(tracemalloc.get_traced_memory()[1])
-            tracemalloc.stop()
 
 
 def _position(cache: Path, dest: Path, component: str) -> Path:
@@ -204,9 +104,10 @@ def test_planted_object(
     isolated_cache: Path,
     tmp_path: Path,
 ) -> None:
+    os.chmod(isolated_cache, 0o2775)  # noqa: S103 - a volume shared by a group, as documented
     cache = isolated_cache / "vllm" / "test_cache"
     assert os.environ["_VLLM_TEST_CACHE"] == str(cache)
-    outside = _outside(tmp_path / "outside")
+    outside = outside_dir(tmp_path / "outside")
     url = origin.url(f"/ok/{name}")
     fetcher = Fetcher(retries=0, connect_timeout=5.0, read_timeout=5.0, lock_timeout=2.0)
     dest = fetcher.path(url, namespace=NAMESPACE)
@@ -216,10 +117,10 @@ def test_planted_object(
         dest.parent.mkdir(parents=True, exist_ok=True)
     plant(_position(cache, dest, component), kind, outside)
     counted = kind != "hardlink"
-    before = _state(outside, names_counted=counted)
+    before = state(outside, names_counted=counted)
     run = _run(op, fetcher, url, cache)
     outcome: object = None
-    with _bounded(memory=kind == "sparse") as peak:
+    with bounded(memory=kind == "sparse") as peak:
         try:
             outcome = run()
         except FetchError as exc:
@@ -227,7 +128,7 @@ def test_planted_object(
         finally:
             fetcher.close()
     assert op.startswith("fetch") or not isinstance(outcome, FetchError), outcome
-    assert _state(outside, names_counted=counted) == before, f"{op} touched what lies outside"
+    assert state(outside, names_counted=counted) == before, f"{op} touched what lies outside"
     if peak:
         assert peak[0] < MEMORY_BOUND, f"{op} allocated {peak[0]} bytes for a sparse giant"
     if op.startswith("fetch") and not isinstance(outcome, FetchError):

@@ -1,0 +1,128 @@
+"""What the planted-object matrices share: a root-only directory outside the volume, the objects
+a writer of the volume can plant, the state that shows whether anything outside was touched, and
+a bound on an operation's time and memory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import stat
+import time
+import tracemalloc
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+#: Old enough that a read (relatime) or any listing stamps a new access time.
+LONG_AGO = time.time() - 40 * 86400
+#: A sparse giant: no disk, but reading it whole would take this much memory.
+GIANT = 2 << 30
+#: Allocated while one operation runs, at most (a record is a few hundred bytes).
+MEMORY_BOUND = 16 << 20
+#: How long one operation may take before it counts as hung.
+HANG = 20
+#: What may be planted where a directory belongs, and where a file belongs.
+DIR_KINDS = ("link-dir", "link-file", "fifo", "socket", "device", "file")
+FILE_KINDS = ("link-dir", "link-file", "hardlink", "fifo", "socket", "device", "dir", "sparse")
+
+
+def outside_dir(top: Path) -> Path:
+    """A root-only directory outside the volume with a secret file and a subdirectory."""
+    top.mkdir(mode=0o700)
+    (top / "keep").mkdir()
+    (top / "keep" / "old.bin").write_bytes(b"old" * 100)
+    (top / "secret").write_bytes(b"root-only secret\n")
+    os.chmod(top / "secret", 0o600)
+    for path in (top / "keep" / "old.bin", top / "secret", top / "keep", top):
+        os.utime(path, (LONG_AGO, LONG_AGO))
+    return top
+
+
+def state(top: Path, *, names_counted: bool = True) -> dict[str, tuple[int, ...]]:
+    """Every name under ``top`` with its mode, owner, size, access and modification times, and
+    (``names_counted``) its link count and change time (``lstat`` only: taking the state must
+    not change it, so no listing of ``top``'s directories).
+
+    A hard link planted in the volume is the volume's name: removing or replacing it lowers
+    the file's link count and stamps its change time, and that is allowed; reading, writing,
+    chmod-ing or chown-ing the file is not.
+    """
+    names = ["", "keep", "keep/old.bin", "secret"]
+    out: dict[str, tuple[int, ...]] = {}
+    for rel in names:
+        st = os.lstat(top / rel if rel else top)
+        out[rel] = (st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_atime_ns, st.st_mtime_ns)
+        if names_counted:
+            out[rel] += (st.st_nlink, st.st_ctime_ns)
+    return out
+
+
+def _socket_at(path: Path) -> None:
+    """A listening UNIX socket bound at ``path`` (through its held directory: a socket path
+    is limited to 108 bytes)."""
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(f"/proc/self/fd/{fd}/{path.name}")
+        s.close()  # the socket file stays
+    finally:
+        os.close(fd)
+
+
+def plant(path: Path, kind: str, outside: Path) -> None:
+    """Replace whatever is at ``path`` with an object of ``kind``."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        path.rename(path.with_name(path.name + ".aside"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "link-dir":
+        path.symlink_to(outside / "keep")
+    elif kind == "link-file":
+        path.symlink_to(outside / "secret")
+    elif kind == "hardlink":
+        os.link(outside / "secret", path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        _socket_at(path)
+    elif kind == "device":
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 5))  # /dev/zero: never ends
+    elif kind == "dir":
+        path.mkdir()
+    elif kind == "file":
+        path.write_bytes(b"a file where a directory belongs")
+    elif kind == "sparse":
+        with path.open("wb") as f:
+            f.truncate(GIANT)
+    else:  # pragma: no cover - the parameters name the kinds above
+        raise AssertionError(kind)
+    # The planted object is settled: old enough for prune's and the lock's grace.
+    os.utime(path, (LONG_AGO, LONG_AGO), follow_symlinks=False)
+
+
+@contextlib.contextmanager
+def bounded(*, memory: bool) -> Iterator[list[int]]:
+    """Fail the operation after :data:`HANG` seconds (a blocked open or read is interrupted);
+    with ``memory``, trace allocations and yield their peak afterwards."""
+
+    def hung(_signum: int, _frame: object) -> None:
+        raise TimeoutError(f"still running after {HANG} s: hung")
+
+    peak: list[int] = []
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, HANG)
+    if memory:
+        tracemalloc.start()
+    try:
+        yield peak
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if memory:
+            peak.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
