@@ -20,10 +20,11 @@ import logging
 import os
 import re
 import stat
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from cacheroot.envs import CACHEROOT as _CACHEROOT
@@ -53,7 +54,7 @@ from ._errors import (
 from ._lock import PathLock
 from ._naming import entry_path, record_key, url_key
 from ._progress import FALLBACK, HIT, MISS, RETRY, SHARED_TIER, FetchEvent, bars_wanted, host_of
-from ._redact import Secret, forgets_locals, printable, redact_url
+from ._redact import Secret, forget_locals, printable, redact_url
 from ._used import forget, touch_used
 
 if TYPE_CHECKING:
@@ -477,6 +478,18 @@ def _check_sha256(sha256: str | None) -> str | None:
     return digest
 
 
+class _Miss(NamedTuple):
+    """How :meth:`Fetcher.fetch` was asked to fill a miss (its keyword arguments)."""
+
+    namespace: str
+    filename: str | None
+    offline: bool | None
+    timeout: float | tuple[float, float] | None
+    progress: bool | None
+    extract: bool
+    max_unpacked: int | None
+
+
 class Fetcher:
     """Shared settings and one pooled HTTP session for many :meth:`fetch` calls.
 
@@ -554,7 +567,6 @@ class Fetcher:
         """Where ``url`` is (or would be) cached; touches nothing."""
         return Path(entry_path(cache_dir(), namespace, url, filename))
 
-    @forgets_locals(Exception)
     def fetch(
         self,
         url: str,
@@ -591,33 +603,71 @@ class Fetcher:
         if size is not None:
             _stats.add(hits=1, bytes_from_cache=size)
             return self._serve(url, dest, HIT, size, started, extract, max_unpacked)
+        # A miss: a failure leaves no credential in the traceback's locals (the URL's query,
+        # a token in http.client's request bytes) for `pytest -l` to print. The hit above
+        # makes no request, and pays nothing for this.
+        before = sys.exc_info()[1]  # what the caller is handling stays as it is
+        try:
+            return self._miss(
+                url,
+                dest,
+                key=key,
+                digest=digest,
+                started=started,
+                how=_Miss(namespace, filename, offline, timeout, progress, extract, max_unpacked),
+                fallbacks=fallbacks,
+            )
+        except Exception as exc:
+            forget_locals(exc, before)
+            del url, fallbacks  # this frame still runs: its copies of the caller's URLs go
+            raise
+
+    def _miss(
+        self,
+        url: str,
+        dest: str,
+        *,
+        key: str,
+        digest: str | None,
+        started: float,
+        how: _Miss,
+        fallbacks: Sequence[str],
+    ) -> Path:
+        """:meth:`fetch` after its hit step found nothing usable."""
         if os.path.isdir(dest) and not os.path.islink(dest):
             raise _in_the_way(url, dest)
         # A miss records the entry's use where it writes the entry: in its held directory.
-        used = not extract
-        if cache_only() if offline is None else offline:
+        used = not how.extract
+        if cache_only() if how.offline is None else how.offline:
             size = self._offline_miss(
-                url, dest, key, digest, namespace=namespace, filename=filename, used=used
+                url, dest, key, digest, namespace=how.namespace, filename=how.filename, used=used
             )
             return self._serve(
-                url, dest, MISS, size, started, extract, max_unpacked, SHARED_TIER, recorded=True
+                url,
+                dest,
+                MISS,
+                size,
+                started,
+                how.extract,
+                how.max_unpacked,
+                SHARED_TIER,
+                recorded=True,
             )
         kind, served = self._fill(
             url,
             dest,
             digest,
             lambda: self._hit(dest, key, digest),
-            timeout=timeout,
-            progress=progress,
+            timeout=how.timeout,
+            progress=how.progress,
             fallbacks=fallbacks,
             base=cache_dir(),
             used=used,
         )
         return self._serve(
-            url, dest, kind, None, started, extract, max_unpacked, served, recorded=True
+            url, dest, kind, None, started, how.extract, how.max_unpacked, served, recorded=True
         )
 
-    @forgets_locals(Exception)
     def cached(
         self,
         url: str,
@@ -1388,7 +1438,6 @@ def default_fetcher() -> Fetcher:
     return _default
 
 
-@forgets_locals(Exception)
 def fetch(
     url: str,
     *,
@@ -1406,15 +1455,19 @@ def fetch(
 
     See :meth:`Fetcher.fetch`; this calls it on :func:`default_fetcher`.
     """
-    return default_fetcher().fetch(
-        url,
-        sha256=sha256,
-        namespace=namespace,
-        filename=filename,
-        offline=offline,
-        timeout=timeout,
-        progress=progress,
-        extract=extract,
-        max_unpacked=max_unpacked,
-        fallbacks=fallbacks,
-    )
+    try:
+        return default_fetcher().fetch(
+            url,
+            sha256=sha256,
+            namespace=namespace,
+            filename=filename,
+            offline=offline,
+            timeout=timeout,
+            progress=progress,
+            extract=extract,
+            max_unpacked=max_unpacked,
+            fallbacks=fallbacks,
+        )
+    except Exception:
+        del url, fallbacks  # what Fetcher.fetch cleared below, this frame must not show
+        raise
