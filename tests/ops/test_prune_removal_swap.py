@@ -199,3 +199,29 @@ def test_a_hub_repository_swapped_after_the_scan_loses_nothing_behind_the_link(
     apply(victims)
     assert sorted(str(p.relative_to(outside)) for p in outside.rglob("*")) == before
     assert (outside / "blobs" / "b-old").read_bytes() == b"{}"
+
+
+def test_the_hub_survey_lists_nothing_behind_a_linked_lock_or_blob_directory(
+    isolated_cache: Path, tmp_path: Path
+) -> None:
+    """The hub's busy check lists ``.locks/<repo>`` and ``<repo>/blobs``: each is reached from
+    the hub cache without following a link, so a link planted there lists nothing of what it
+    leads to (a root-only directory's names would show in the reason given)."""
+    from cacheroot.fetch._upkeep.in_use import Held
+    from cacheroot.fetch._upkeep.survey import hub_busy
+
+    now = time.time()
+    hub = isolated_cache / "huggingface" / "hub"
+    repo = hf_repo(hub, "acme/two", {"a" * 40: {"c.json": "b-c"}}, "a" * 40)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "secret-name.incomplete").write_bytes(b"x")
+    (private / "secret-name.lock").write_bytes(b"")
+    for path in (private / "secret-name.incomplete", private / "secret-name.lock", private):
+        os.utime(path, (now - 40 * 86400, now - 40 * 86400))
+    (hub / ".locks").mkdir()
+    (hub / ".locks" / repo.name).symlink_to(private)
+    (repo / "blobs").symlink_to(private)
+    before = os.lstat(private).st_atime_ns
+    assert hub_busy(str(repo), str(hub), Held(), now, 60.0) == ""
+    assert os.lstat(private).st_atime_ns == before  # never listed

@@ -43,14 +43,13 @@ from .root_caches import (
     caches,
     device,
     inside,
-    listdir,
     not_followed,
     open_cache,
     walk_entries,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from .._hub.prune import Stored
 
@@ -369,28 +368,57 @@ def hub_busy(repo_path: str, hub: str, held: Held, now: float, settle: float) ->
     """Why a repository of the hub is busy as a whole: a download in flight (``""``: none).
 
     An ``.incomplete`` download counts as abandoned only when no process holds it and it has
-    been untouched for :data:`.cache.FOREIGN_STALE`.
+    been untouched for :data:`.cache.FOREIGN_STALE`. The repository's ``blobs`` and the hub's
+    ``.locks/<repo>`` are listed and looked at through descriptors opened from the hub cache
+    without following a link: a directory swapped for a link shows nothing of what it leads to.
     """
-    locks = os.path.join(hub, ".locks", os.path.basename(repo_path))
-    for name in listdir(locks):
-        if is_lock(name) and lock_held(os.path.join(locks, name)):
-            return f"being downloaded (lock {name} held)"
-    blobs = os.path.join(repo_path, "blobs")
-    for name in listdir(blobs):
-        path = os.path.join(blobs, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if name.endswith(".incomplete"):
-            pid = held.by(st)
-            if pid is not None:
-                return f"being downloaded by pid {pid} ({name})"
-            if now - st.st_mtime < FOREIGN_STALE:
-                return f"being downloaded ({name}, changed {now - st.st_mtime:.0f} s ago)"
-        elif now - st.st_mtime < settle:
-            return f"changed {now - st.st_mtime:.0f} s ago ({name})"
+    repo = os.path.basename(repo_path)
+    with _held_below(hub, os.path.join(".locks", repo)) as locks:
+        for name in _names(locks):
+            if is_lock(name) and lock_held(name, dir_fd=locks):
+                return f"being downloaded (lock {name} held)"
+    with _held_below(hub, os.path.join(repo, "blobs")) as blobs:
+        for name in _names(blobs):
+            try:
+                st = os.lstat(name, dir_fd=blobs)
+            except OSError:
+                continue
+            if name.endswith(".incomplete"):
+                pid = held.by(st)
+                if pid is not None:
+                    return f"being downloaded by pid {pid} ({name})"
+                if now - st.st_mtime < FOREIGN_STALE:
+                    return f"being downloaded ({name}, changed {now - st.st_mtime:.0f} s ago)"
+            elif now - st.st_mtime < settle:
+                return f"changed {now - st.st_mtime:.0f} s ago ({name})"
     return ""
+
+
+@contextlib.contextmanager
+def _held_below(top: str, rel: str) -> Iterator[int | None]:
+    """A descriptor of ``top/rel`` reached without following a link below ``top`` (``None``
+    where it is missing, a link, or not a directory), closed afterwards."""
+    from .._shared import open_below  # noqa: PLC0415 - upkeep only
+
+    try:
+        fd: int | None = open_below(top, rel)
+    except OSError:
+        fd = None
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _names(fd: int | None) -> list[str]:
+    """The names in the directory held at ``fd`` (none for ``None`` or an unreadable one)."""
+    if fd is None:
+        return []
+    try:
+        return os.listdir(fd)
+    except OSError:
+        return []
 
 
 def hub_open(rev: Any, held: Held) -> str:
