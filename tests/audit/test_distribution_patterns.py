@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cacheroot.envs._audit import audit, text
-from cacheroot.envs._audit_scan import _name_version, shipped_test
+from cacheroot.envs._audit.sources import _name_version, shipped_test
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cacheroot.envs._audit import audit, judge
-from cacheroot.envs._audit_scan import Stats, scan_installed
+from cacheroot.envs._audit.scan import Stats, scan_installed
 
 #: One module that decides cache locations in every style the audit knows, and in some it must
 #: leave alone (a switch, an install prefix, configuration, a docstring). Line numbers matter:

@@ -30,7 +30,7 @@ import pytest
 
 from cacheroot.envs import TABLE
 from cacheroot.envs._audit import Report, audit
-from cacheroot.envs._audit_names import GATING, KINDS
+from cacheroot.envs._audit.names import GATING, KINDS
 from cacheroot.envs._readers import FUNCTIONS, VARIABLES
 
 from .conftest import PINS_FILE, normalize
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from cacheroot.envs._audit_ast import Finding
+    from cacheroot.envs._audit.findings import Finding
     from tests.upstream.conftest import Pin, Pins
 
 #: How far a finding's line may be from the truth's (a value built over a few lines).

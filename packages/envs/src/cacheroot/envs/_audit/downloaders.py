@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING
 from _cacheroot_layout import BY_NAME, CACHEROOT, HF_HOME, HF_HUB_CACHE, MODELSCOPE_CACHE, NEVER
 from _cacheroot_layout import TABLE as _TABLE
 
-from ._audit_flow import _CLIENTS, _DOWNLOADING, _FETCHES, _urlish, runs_on
-from ._audit_names import dotted
+from .names import dotted
+from .platforms import runs_on
+from .writes import CLIENTS, DOWNLOADING, FETCHES, urlish
 
 if TYPE_CHECKING:
-    from ._audit_ast import _Module, _Scope
+    from .index import Scope
+    from .modules import Module
 
 #: Words a file of one's own must hold for a known downloader to be called in it (the scan
 #: parses a file only when it holds one of its words).
@@ -226,7 +228,7 @@ class Fetched:
     call: str = ""
 
 
-def _name(m: _Module, func: ast.expr) -> str:
+def _name(m: Module, func: ast.expr) -> str:
     """The called name with its first part resolved through the imports (``AutoModel`` from
     ``transformers`` is ``transformers.AutoModel``)."""
     name = dotted(func)
@@ -237,7 +239,7 @@ def _name(m: _Module, func: ast.expr) -> str:
     return f"{full}{dot}{rest}"
 
 
-def downloader_of(m: _Module, call: ast.Call) -> tuple[Downloader, str] | None:
+def downloader_of(m: Module, call: ast.Call) -> tuple[Downloader, str] | None:
     """The known downloader ``call`` is, with its name; ``None`` when it is none."""
     name = _name(m, call.func)
     module, _, last = name.rpartition(".")
@@ -257,7 +259,7 @@ def _argument(call: ast.Call, keywords: tuple[str, ...], position: int) -> ast.e
     return call.args[position] if 0 <= position < len(call.args) else None
 
 
-def known_downloads(m: _Module, dist: str, version: str, file: str) -> list[KnownDownload]:
+def known_downloads(m: Module, dist: str, version: str, file: str) -> list[KnownDownload]:
     """Every call of a known downloader in one module, by line."""
     out = []
     for node in m.candidates:
@@ -288,7 +290,7 @@ def known_downloads(m: _Module, dist: str, version: str, file: str) -> list[Know
     return out
 
 
-def _literal(m: _Module, url: ast.expr | None, scope: _Scope) -> str:
+def _literal(m: Module, url: ast.expr | None, scope: Scope) -> str:
     """The URL ``url`` is, when the audit resolves all of it; ``""`` otherwise."""
     if url is None:
         return ""
@@ -304,7 +306,7 @@ def _url_of(call: ast.Call) -> ast.expr | None:
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "request" and len(call.args) > 1:
         return call.args[1]  # ``requests.request("GET", url)``
-    return next((a for a in call.args if _urlish(a)), call.args[0] if call.args else None)
+    return next((a for a in call.args if urlish(a)), call.args[0] if call.args else None)
 
 
 def _fetching(call: ast.Call) -> bool:
@@ -312,17 +314,17 @@ def _fetching(call: ast.Call) -> bool:
     ``urlopen``, a callee whose name says it downloads)."""
     name = dotted(call.func)
     last = name.rpartition(".")[2]
-    if name in _FETCHES or last in ("urlopen", "urlretrieve") or _DOWNLOADING.search(last):
+    if name in FETCHES or last in ("urlopen", "urlretrieve") or DOWNLOADING.search(last):
         return True
     func = call.func
     return (
         isinstance(func, ast.Attribute)
         and func.attr in ("get", "stream", "request")
-        and bool(_CLIENTS.search(dotted(func.value)))
+        and bool(CLIENTS.search(dotted(func.value)))
     )
 
 
-def _fetched_in(m: _Module, scope: _Scope) -> list[ast.expr | None]:
+def _fetched_in(m: Module, scope: Scope) -> list[ast.expr | None]:
     """The URLs the function ``scope`` fetches itself."""
     return [
         _url_of(node)
@@ -332,7 +334,7 @@ def _fetched_in(m: _Module, scope: _Scope) -> list[ast.expr | None]:
 
 
 def fetched(
-    m: _Module, call: ast.Call, path: ast.expr, *, fetching: bool, at: str
+    m: Module, call: ast.Call, path: ast.expr, *, fetching: bool, at: str
 ) -> Fetched | None:
     """What a write or download ``call`` of ``path`` (``at``) fetches, for the call to write
     instead (``fetching``: a write in a function that downloads); ``None`` when it fetches no
@@ -353,12 +355,12 @@ def fetched(
         return Fetched(at, texts.pop() if len(texts) == 1 else "")
     url = _url_of(call)  # a download, or a helper given the URL it fetches
     callee = dotted(call.func).rpartition(".")[2]
-    if not (url is not None and _urlish(url)) and not _DOWNLOADING.search(callee):
+    if not (url is not None and urlish(url)) and not DOWNLOADING.search(callee):
         return None
     return Fetched(at, _literal(m, url, scope))
 
 
-def fetched_url(m: _Module, url: ast.expr, line: int) -> Fetched:
+def fetched_url(m: Module, url: ast.expr, line: int) -> Fetched:
     """What a download read into memory fetches (its URL node is known)."""
     return Fetched(f"line {line}", _literal(m, url, m.scope_of.get(url, m.tree)))
 
