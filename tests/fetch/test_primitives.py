@@ -109,7 +109,7 @@ def test_dead_holder_is_reclaimed(tmp_path: Path) -> None:
         import os, subprocess, sys, time
         from cacheroot.fetch.store import PathLock
         lock = PathLock({path!r}); lock.acquire()
-        fd = lock._lock._context.lock_file_fd
+        fd = lock._lock.fd  # the flock the kernel keeps while any copy of it is open
         os.set_inheritable(fd, True)
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                                  pass_fds=(fd,))

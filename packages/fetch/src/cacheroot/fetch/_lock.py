@@ -57,6 +57,8 @@ POLL_MAX = 0.5
 #: and a crowd of waiters on a long download wakes a few times a second, not forty.
 TICK = 0.025
 TICK_MAX = 0.25
+#: Whether the system has ``flock`` (every POSIX one): then :class:`_Flock`, else filelock's.
+_FLOCK = os.name == "posix"
 #: How often a waiter checks whether the recorded holder died (reads ``/proc``).
 RECLAIM_EVERY = 0.5
 
@@ -92,10 +94,12 @@ class PathLock:
         self.timeout = timeout
         self.poll = poll
         self.waited = 0.0
-        self._lock: filelock.BaseFileLock | None = None
+        self._lock: _Flock | filelock.BaseFileLock | None = None
         self._suspect: dict[str, object] | None = None
 
-    def _new(self) -> filelock.BaseFileLock:
+    def _new(self) -> _Flock | filelock.BaseFileLock:
+        if _FLOCK:
+            return _Flock(self.path)
         import filelock  # noqa: PLC0415 - a hit never locks; keep filelock off its import path
 
         if shared(os.path.dirname(self.path)):
@@ -112,7 +116,7 @@ class PathLock:
         and ``False`` is returned (a waiter whose file the holder has just published need not
         queue for the lock only to find it there). :attr:`waited` says how long it took.
         """
-        from filelock import Timeout  # noqa: PLC0415 - see _new
+        from filelock import Timeout  # noqa: PLC0415 - see _new (and what _Flock raises)
 
         start = time.monotonic()
         deadline = None if self.timeout is None else start + self.timeout
@@ -216,3 +220,63 @@ class PathLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+class _Flock:
+    """An ``flock`` on the file at ``path``, which is opened by that very path, without following
+    a link and without blocking on a FIFO.
+
+    The callers name the lock through the directory they hold (``/proc/self/fd/N/.<entry>.lock``,
+    :func:`cacheroot.fetch._shared.held_path`), which no rename or link above that directory can
+    redirect. filelock 4 resolves a lock's path to its current name first (``realpath``) and
+    opens that: a directory swapped for a link between the two steps had root create the lock
+    file, and the directories on its way, wherever the link led. This lock keeps the path as
+    given; where the system has no ``flock``, filelock's own lock is used.
+    """
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self, *, blocking: bool = False) -> None:
+        """Take the lock now or raise ``filelock.Timeout`` (it is never waited for here)."""
+        import fcntl  # noqa: PLC0415 - POSIX only, as this class
+
+        from filelock import Timeout  # noqa: PLC0415 - the error PathLock already handles
+
+        del blocking
+        try:
+            fd = open_regular(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            made = True
+        except FileExistsError:
+            fd, made = open_regular(self.path, os.O_RDWR), False
+        try:
+            st = os.fstat(fd)
+            if made:
+                share(fd, os.path.dirname(self.path))
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # A lock on a file unlinked meanwhile (a reclaim, a prune) excludes nobody: the
+            # lock is ours only if the file is still the one at its name.
+            now = os.stat(self.path, follow_symlinks=False)
+        except BlockingIOError:
+            os.close(fd)
+            raise Timeout(self.path) from None
+        except FileNotFoundError:
+            os.close(fd)
+            raise Timeout(self.path) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)
+            raise Timeout(self.path)
+        self.fd = fd
+
+    def release(self, *, force: bool = False) -> None:
+        """Let go of the lock (closing the file releases the ``flock``)."""
+        del force
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
