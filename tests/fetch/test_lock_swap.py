@@ -61,4 +61,4 @@ def test_a_lock_named_through_its_held_directory_is_made_there(
 
 
 def test_the_lock_is_flock_where_the_system_has_it() -> None:
-    assert _lock._FLOCK is (os.name == "posix")  # noqa: SLF001 - which lock is in use
+    assert _lock._FLOCK is (os.name == "posix")
