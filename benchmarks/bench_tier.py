@@ -19,6 +19,18 @@ Arms, in interleaved rounds with the order rotated each round (``benchmarks/_rou
   empty L2 by ``cacheroot tier sync`` and by ``rsync -a``;
 - ``read via overlay`` / ``read L2``: every file of a tree read through an OverlayFS mount (L2
   lower, an empty L1 upper) and from L2 directly, page cache warm for both.
+
+With ``--bucket`` it measures the bucket tier instead (``CACHEROOT_SHARED=s3://...``; needs
+``obstore`` and ``moto[server]``, no root; ``CACHEROOT_TEST_S3_ENDPOINT`` names another S3 server
+as for ``tests/bucket``)::
+
+    .venv/bin/python benchmarks/bench_tier.py --bucket [--quick]
+
+- ``bucket -> L1`` / ``obstore GET -> file``: one large object pulled into L1 by a fetch (a miss
+  served by the bucket: streamed, hashed, published with its record) against a plain streamed
+  ``obstore`` GET into a file (no hash, no record), the same client settings and object;
+- ``hit, bucket configured`` / ``hit, no tier``: a batch of hits on an entry with the bucket
+  configured and without; the bucket server's request count over all hits is printed (0).
 """
 
 from __future__ import annotations
@@ -37,13 +49,15 @@ from typing import TYPE_CHECKING
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from benchmarks._rounds import MIN_ROUNDS, Conditions, run_rounds, table
+from benchmarks._rounds import MIN_ROUNDS, Conditions, Summary, run_rounds, table
 from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED
 from tests.origin import Server, paced, static
 from tests.tier.fleet import Host, namespaces_missing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from tests.bucket.s3server import S3
 
 FLEET2, FLEET1 = "fleet, two tiers", "fleet, one tier"
 WARM, COLD = "fresh host, warm L2", "fresh host, cold"
@@ -62,6 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, help=f"rounds (default {FULL['rounds']})")
     p.add_argument("--dir", default=None, help="where the tiers go (default: $TMPDIR)")
     p.add_argument("--json", default=None, help="also write the figures to this file")
+    p.add_argument("--bucket", action="store_true", help="measure the bucket tier (see above)")
     args = p.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key, None) is None:
@@ -202,9 +217,138 @@ def read_arms(work: Path, tree: Path) -> dict[str, Callable[[], float]]:
     }
 
 
+PULL, PLAIN_GET = "bucket -> L1", "obstore GET -> file"
+HIT_BUCKET, HIT_NONE = "hit, bucket configured", "hit, no tier"
+#: Hits per sample of the hit arms.
+HITS = 2000
+
+
+class BucketArms:
+    """The bucket arms: an S3 server, a bucket holding one large entry, this process's root."""
+
+    def __init__(self, work: Path, size_mib: int, s3: S3) -> None:
+        import obstore
+        from obstore.store import from_url
+
+        from cacheroot.fetch import Fetcher
+        from tests.origin import files
+
+        self.s3 = s3
+        os.environ.update(s3.env())
+        bucket = s3.new_bucket()
+        self.shared = f"s3://{bucket}/bench"
+        os.environ[CACHEROOT_SHARED] = self.shared
+        assets = work / "assets"
+        assets.mkdir()
+        with (assets / "big.bin").open("wb") as f:
+            for _ in range(size_mib):
+                f.write(os.urandom(1 << 20))
+        self.size = size_mib << 20
+        self.server = Server(files(str(assets))).start()
+        self.url = self.server.url("/big.bin")
+        self.fetcher = Fetcher()
+        self.path = self.fetcher.fetch(self.url)  # downloaded, then written through
+        self.blob = next(n for n in s3.objects_names(bucket) if "/blobs/" in n)
+        self.store = from_url(f"s3://{bucket}", client_options={"allow_http": True})
+        self.get = obstore.get
+        self.copy = work / "plain.bin"
+        self.hit_requests: list[int] = []
+
+    def _forget(self) -> None:
+        """Remove the L1 entry and its records: the next fetch is a miss."""
+        for p in self.path.parent.glob(f"*{self.path.name}*"):
+            p.unlink()
+
+    def pull(self) -> float:
+        self._forget()
+        t0 = time.perf_counter()
+        self.fetcher.fetch(self.url)
+        return time.perf_counter() - t0
+
+    def plain(self) -> float:
+        t0 = time.perf_counter()
+        with self.copy.open("wb") as f:
+            for chunk in self.get(self.store, self.blob).stream(min_chunk_size=1 << 20):
+                f.write(chunk)
+        elapsed = time.perf_counter() - t0
+        self.copy.unlink()
+        return elapsed
+
+    def hits(self, *, shared: bool) -> float:
+        if shared:
+            os.environ[CACHEROOT_SHARED] = self.shared
+        else:
+            os.environ.pop(CACHEROOT_SHARED, None)
+        self.fetcher.fetch(self.url)  # present again after a pull arm removed it
+        before = self.s3.requests()
+        t0 = time.perf_counter()
+        for _ in range(HITS):
+            self.fetcher.fetch(self.url)
+        elapsed = (time.perf_counter() - t0) / HITS
+        self.hit_requests.append(self.s3.requests() - before)
+        os.environ[CACHEROOT_SHARED] = self.shared
+        return elapsed
+
+    def arms(self) -> dict[str, Callable[[], float]]:
+        return {
+            PULL: self.pull,
+            PLAIN_GET: self.plain,
+            HIT_BUCKET: lambda: self.hits(shared=True),
+            HIT_NONE: lambda: self.hits(shared=False),
+        }
+
+
+def bucket_main(args: argparse.Namespace) -> int:
+    """The bucket arms (``--bucket``)."""
+    from tests.bucket import s3server
+
+    size_mib = args.large_mib * 2
+    conditions = Conditions.now()
+    print(conditions.header())
+    mode = "quick (a smoke test, not figures to report)" if args.quick else "full"
+    print(f"mode: {mode}; {args.rounds} rounds; one object of {size_mib} MiB; {HITS} hits/sample")
+    if args.rounds < MIN_ROUNDS:
+        print(f"note: fewer than {MIN_ROUNDS} rounds: not figures to report")
+    work = Path(tempfile.mkdtemp(prefix="bench-tier-bucket-", dir=args.dir))
+    os.environ[CACHEROOT] = str(work / "root")
+    try:
+        for s3 in s3server.serve(work / "moto.log"):
+            bench = BucketArms(work, size_mib, s3)
+            r = run_rounds(bench.arms(), args.rounds, warmup=1)
+            bench.server.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\npulling one {size_mib} MiB object from the bucket:")
+    for line in table({a: r.summary(a) for a in (PULL, PLAIN_GET)}, unit="seconds"):
+        print(f"  {line}")
+    ratio = sorted(r.ratios(PULL, PLAIN_GET))
+    print(f"  {PULL} / {PLAIN_GET}, round by round: median {ratio[len(ratio) // 2]:.2f}")
+    print(f"\na hit ({HITS} per sample):")
+    per_hit = {a: Summary.of([x * 1e6 for x in r.samples[a]]) for a in (HIT_BUCKET, HIT_NONE)}
+    for line in table(per_hit, unit="microseconds per hit", fmt=".1f"):
+        print(f"  {line}")
+    moto = "" if s3.log is not None else " (not counted: an external server)"
+    print(f"  requests to the bucket during all hits: {sum(bench.hit_requests)}{moto}")
+    print()
+    print(conditions.footer())
+    if args.json:
+        figures = {
+            "args": vars(args),
+            "seconds": {arm: r.summary(arm).as_dict() for arm in r.samples},
+            "samples": r.samples,
+            "orders": r.orders,
+            "hit_requests": bench.hit_requests,
+            "conditions": conditions.as_dict(),
+        }
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the arms in rotated rounds and print the figures."""
     args = parse_args(argv)
+    if args.bucket:
+        return bucket_main(args)
     why = namespaces_missing() or ("" if shutil.which("rsync") else "rsync is not installed")
     if why:
         print(f"bench_tier: {why}", file=sys.stderr)

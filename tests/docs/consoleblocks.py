@@ -18,6 +18,8 @@ before the block's fence may hold a marker:
 - ``<!-- console: root -->``: the block runs as root in a private mount namespace of its own
   (``unshare``), so its mounts (an overlay, a read-only bind mount) vanish with it and no other
   process sees them; where that is not permitted, the test is skipped and says why;
+- ``<!-- console: s3 -->``: a local S3 server (moto's) holds the bucket ``fleet-cache``, and the
+  ``AWS_*`` variables that name it are set for the block;
 - ``<!-- console: root, service=N -->``: each command is a service that runs until it is
   stopped: the runner stops it with SIGTERM after ``N`` seconds (``timeout``), and it runs in a
   network namespace of its own, so the port it listens on is free whatever else runs here.

@@ -10,13 +10,14 @@ import difflib
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
+    from tests.bucket import s3server
     from tests.docs import consoleblocks, hubblocks
     from tests.docs.consoleblocks import Block
     from tests.origin import Server, static
@@ -24,6 +25,7 @@ else:
     # pytest puts tests/ and tests/docs on sys.path (no packages there); mypy names them tests.*.
     import consoleblocks
     import hubblocks
+    from bucket import s3server
     from consoleblocks import Block
     from origin import Server, static
 
@@ -38,6 +40,16 @@ def origin() -> Iterator[str]:
         for path, body in consoleblocks.ORIGIN_FILES.items():
             server.route(path, static(body))
         yield f"127.0.0.1:{server.port}"
+
+
+@contextmanager
+def _bucket(work: Path) -> Iterator[dict[str, str]]:
+    """A local S3 server with the bucket ``fleet-cache`` for a block marked ``s3``: the
+    variables that name it (moto's server, as the bucket tier's tests use)."""
+    work.mkdir(parents=True, exist_ok=True)
+    with contextmanager(s3server.serve)(work / "s3.log") as s3:
+        s3.client().create_bucket(Bucket="fleet-cache")
+        yield s3.env()
 
 
 @pytest.fixture
@@ -61,7 +73,7 @@ def test_the_block_prints_what_it_shows(
     block: Block, sandbox: Path, request: pytest.FixtureRequest
 ) -> None:
     assert block.commands, f"{block.where}: a console block without a `$ ` command"
-    unknown = block.words - {"origin", "checkout", "example", "root", "hub", "service"}
+    unknown = block.words - {"origin", "checkout", "example", "root", "hub", "service", "s3"}
     assert not unknown, f"{block.where}: unknown marker options {sorted(unknown)}"
     if "service" in block.words:
         assert "root" in block.words, f"{block.where}: a service runs in its own namespaces (root)"
@@ -73,6 +85,8 @@ def test_the_block_prints_what_it_shows(
         before: dict[int, str] = {}
         if "hub" in block.words:
             env, before = stack.enter_context(hubblocks.serving(block.settings["hub"]))
+        if "s3" in block.words:
+            env.update(stack.enter_context(_bucket(sandbox.parent)))
         results = consoleblocks.run(block, sandbox, address, env=env, before=before)
     assert len(results) == len(block.commands), f"{block.where}: the block stopped early"
     for command, (actual, status) in zip(block.commands, results, strict=True):

@@ -160,3 +160,13 @@ def test_docker_names_a_relative_container_root() -> None:
         "cannot export docker arguments: the container root 'cache' is not an absolute path; "
         "give the root's absolute path inside the container"
     )
+
+
+def test_a_bucket_tier_is_exported_as_its_url_in_every_format(tmp_path: Path) -> None:
+    env = {CACHEROOT: str(tmp_path), "CACHEROOT_SHARED": " s3://fleet-cache/ci "}
+    assert "export CACHEROOT_SHARED=s3://fleet-cache/ci\n" in export("sh", env)
+    assert "CACHEROOT_SHARED=s3://fleet-cache/ci" in export("github", env).splitlines()
+    assert json.loads(export("json", env))["shared"] == "s3://fleet-cache/ci"
+    args = docker_args(env)
+    assert args[-1] == "--env=CACHEROOT_SHARED=s3://fleet-cache/ci"
+    assert not any(a.startswith("--volume=s3:") for a in args)  # nothing to mount

@@ -123,6 +123,17 @@ GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 #: an origin URL the scenarios use instead of starting their own.
 CACHEROOT_SCENARIO_ROOT = "CACHEROOT_SCENARIO_ROOT"
 CACHEROOT_SCENARIO_ORIGIN = "CACHEROOT_SCENARIO_ORIGIN"
+#: The bucket tier's tests: another S3 server (``http://127.0.0.1:PORT``) than moto's.
+CACHEROOT_TEST_S3_ENDPOINT = "CACHEROOT_TEST_S3_ENDPOINT"
+
+#: The AWS tools' own configuration, which a bucket tier (``CACHEROOT_SHARED=s3://...``) reads
+#: as they do: the endpoint (most specific first), the credentials, the region.
+AWS_ENDPOINT_URL_S3 = "AWS_ENDPOINT_URL_S3"
+AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
+AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
+AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - a variable's name
+AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"  # noqa: S105 - a variable's name
+AWS_REGION = "AWS_REGION"
 
 #: Rows of the table that library code looks up by name.
 HF_HOME = "HF_HOME"

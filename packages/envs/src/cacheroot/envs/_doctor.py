@@ -44,6 +44,7 @@ from ._shared_tier import (
     read_only_mount,
     shared_mode,
     shared_root_problem,
+    shared_url,
 )
 from .units import format_size
 
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
 
 #: The module the installed hook's ``.pth`` line imports (shipped by cacheroot-sitecustomize).
 HOOK_MODULE = "_cacheroot_hook"
+#: Where ``cacheroot-fetch`` offers the doctor's line about a bucket tier (this distribution
+#: loads no object-store client): an entry point ``(url, mode, timeout) -> (line, problem)``.
+DOCTOR_ENTRY_POINTS = "cacheroot.doctor"
 
 
 class Check:
@@ -306,8 +310,17 @@ def shared_line(
     (the resolved host root) included.
 
     The probe runs on a helper thread: a hung network mount blocks ``stat`` forever, and the
-    doctor must still answer.
+    doctor must still answer. A bucket (``s3://...``) is asked through ``cacheroot-fetch``
+    (:func:`_bucket_line`): whether it answers, and whether this process may list, read, write.
     """
+    url = shared_url(environ)
+    if url is not None:
+        return _bucket_line(environ, url, timeout)
+    return _volume_line(environ, timeout, root)
+
+
+def _volume_line(environ: Mapping[str, str], timeout: float, root: str | None) -> tuple[str, str]:
+    """:func:`shared_line` for a shared volume (a directory)."""
     import threading  # noqa: PLC0415 - only the doctor needs it
 
     try:
@@ -341,6 +354,28 @@ def shared_line(
         problem = f"the shared tier {l2!r} did not answer within {timeout:.0f} s (a hung mount?)"
         return f"shared: {l2} (not reachable)", problem
     return found[0]
+
+
+def _bucket_line(environ: Mapping[str, str], url: str, timeout: float) -> tuple[str, str]:
+    """The shared tier's line when it is a bucket: asked of ``cacheroot-fetch``'s bucket client
+    (:data:`DOCTOR_ENTRY_POINTS`), which says what the bucket lets this process do."""
+    from importlib.metadata import entry_points  # noqa: PLC0415 - only the doctor needs it
+
+    try:
+        mode = shared_mode(environ)
+    except ValueError as exc:
+        return f"shared: (invalid) {exc}", str(exc)
+    if mode == OFF:
+        return f"shared: {url} (ignored: {CACHEROOT_SHARED_MODE}=off)", ""
+    found = [ep for ep in entry_points(group=DOCTOR_ENTRY_POINTS) if ep.name == "bucket"]
+    if not found:
+        problem = (
+            f"{CACHEROOT_SHARED}={url} is a bucket, which needs cacheroot-fetch with its "
+            "object-store client: pip install 'cacheroot-fetch[s3]'"
+        )
+        return f"shared: {url} (bucket; not usable)", problem
+    line: tuple[str, str] = found[0].load()(url, mode, timeout, environ)
+    return line
 
 
 def _read_only_line(l2: str, mode: str) -> tuple[str, str]:
@@ -424,7 +459,7 @@ class _Findings:
         self.tier = shared_line(env, root=self.layout.root)
         self.hub = hub_line(env)
         try:
-            self.shared = shared_root(env)
+            self.shared = shared_url(env) or shared_root(env)
         except ValueError:
             self.shared = None
         self.probed: dict[str, str] = {}

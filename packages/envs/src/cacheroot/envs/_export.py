@@ -23,6 +23,8 @@ from _cacheroot_layout import (
     shared_root,
 )
 
+from ._shared_tier import shared_url
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
@@ -98,7 +100,7 @@ def to_json(layout: Layout) -> str:
 def _with_shared(fmt: str, text: str, environ: Mapping[str, str]) -> str:
     """``text`` with the shared tier added in ``fmt``: it is no table row, but every host and
     container of a fleet needs it."""
-    l2 = shared_root(environ)
+    l2 = shared_url(environ) or shared_root(environ)
     if l2 is None:
         return text
     if fmt == "sh":
@@ -157,6 +159,9 @@ def docker_args(
     if layout.tag:
         args.append(f"--env={CACHEROOT_TAG}={layout.tag}")
     args += [f"--env={name}={value}" for name, value in layout.applied().items()]
+    url = shared_url(environ)
+    if url is not None:  # a bucket: nothing to mount, the same URL everywhere
+        return [*args, f"--env={CACHEROOT_SHARED}={url}"]
     l2 = shared_root(environ)
     if l2 is not None:
         if ":" in l2:

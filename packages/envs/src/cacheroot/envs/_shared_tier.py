@@ -6,6 +6,12 @@ volume or a typo would fill the host's own disk instead).
 How a process uses it is its trust tier (``CACHEROOT_SHARED_MODE``, :func:`shared_mode`): ``rw``
 reads and writes, ``ro`` only reads (an untrusted build: nothing it runs can reach the fleet), and
 ``off`` ignores it. A volume mounted read-only is read as ``ro`` (:func:`read_only_mount`).
+
+The shared tier may also be a bucket of an object store (``s3://BUCKET/PREFIX``, ``gs://``,
+``az://``: :func:`shared_url`): no volume to mount, the same trust tiers. Only the scheme is
+read here (the hook and a hit must not pay for an object-store client); the downloads reach the
+bucket through ``cacheroot.fetch``'s bucket client, which reads its own configuration
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...) as the ecosystem's tools do.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "BUCKET_SCHEMES",
     "MODES",
     "OFF",
     "RO",
@@ -27,11 +34,30 @@ __all__ = [
     "read_only_mount",
     "shared_mode",
     "shared_root_problem",
+    "shared_url",
 ]
 
 #: The trust tiers: read and write, read only, ignored.
 RW, RO, OFF = "rw", "ro", "off"
 MODES = (RW, RO, OFF)
+#: The URL schemes that make ``CACHEROOT_SHARED`` a bucket (as the object-store client spells
+#: them: S3 and S3-compatible stores, Google Cloud Storage, Azure Blob Storage).
+BUCKET_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "azure")
+
+
+def shared_url(environ: Mapping[str, str]) -> str | None:
+    """``CACHEROOT_SHARED`` of ``environ`` when it names a bucket (``s3://...``: a scheme of
+    :data:`BUCKET_SCHEMES`, any case), padding removed; ``None`` when it is unset, blank or a
+    path. Only the scheme is checked: what follows it is judged where the bucket is opened, so
+    that a malformed value is one note there, never a failure of the start-up hook."""
+    raw = environ.get(CACHEROOT_SHARED)
+    if raw is None:
+        return None
+    value = raw.strip()
+    scheme, sep, _rest = value.partition("://")
+    if not sep or scheme.lower() not in BUCKET_SCHEMES:
+        return None
+    return value
 
 
 def shared_mode(environ: Mapping[str, str]) -> str:

@@ -37,6 +37,11 @@ and must be the regular file the caller listed, and a copy never gets a permissi
 source did not have. A process whose trust tier is ``ro`` (``CACHEROOT_SHARED_MODE=ro``, or a
 volume mounted read-only) reads through the shared tier and never writes, leases or publishes
 there; ``off`` ignores it.
+
+``CACHEROOT_SHARED=s3://BUCKET/PREFIX`` (or ``gs://``, ``az://``) puts the shared tier in a
+bucket instead (:mod:`._bucket`): :func:`fill_file` and :func:`pull_only` hand such an entry
+there, and everything else here (directories, model snapshots) sees no shared tier. The bucket's
+client is imported only then: a hit, and a process without a bucket, never load it.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from cacheroot.envs._shared_tier import (
     read_only_mount,
     shared_mode,
     shared_root_problem,
+    shared_url,
 )
 
 from . import _store
@@ -160,6 +166,8 @@ def _tier(environ: Mapping[str, str] | None) -> tuple[str, str, str] | None:
     """``(root, l2, mode used)`` of the environment's shared tier; ``None`` when there is none,
     it is off, or it is unusable (said once per process)."""
     env = os.environ if environ is None else environ
+    if shared_url(env) is not None:
+        return None  # a bucket: only files go there (fill_file, pull_only), said there
     try:
         l2 = shared_root(env)
         asked = shared_mode(env) if l2 is not None else OFF
@@ -534,6 +542,10 @@ def pull_only(
     the shared tier has a copy to try, what it raises (a planted link on the way) is raised, and
     the caller closes the descriptor.
     """
+    if shared_url(os.environ if environ is None else environ) is not None:
+        from ._bucket import tier  # noqa: PLC0415 - only a bucket tier loads its client
+
+        return tier.pull_only(dest, key, digest, environ, open_dir=open_dir)
     l2 = counterpart(dest, environ)
     if l2 is None or (open_dir is not None and not available(l2, key, digest)):
         return False
@@ -860,8 +872,16 @@ def fill_file(
     Called with this host's lock on ``dest`` held. Returns :data:`SHARED` or :data:`LOCAL`.
     Without a shared tier this is ``download()``. ``timeout`` bounds the wait for another
     host's lease, after which this host downloads too. ``dir_fd``: the held directory ``dest``
-    lies in (everything written next to it is written there).
+    lies in (everything written next to it is written there). A bucket tier is the bucket's
+    (:func:`._bucket.tier.fill_file`).
     """
+    if shared_url(os.environ if environ is None else environ) is not None:
+        from ._bucket import tier  # noqa: PLC0415 - only a bucket tier loads its client
+
+        served = tier.fill_file(
+            dest, key, digest, download, timeout=timeout, environ=environ, dir_fd=dir_fd
+        )
+        return SHARED if served == tier.SHARED else LOCAL
     l2 = counterpart(dest, environ)
     if l2 is None:
         download()

@@ -11,13 +11,22 @@ import threading
 from typing import TYPE_CHECKING
 
 from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED, CACHEROOT_SHARED_MODE, resolve, shared_root
-from cacheroot.envs._shared_tier import OFF, RO, RW, overlap_problem, read_only_mount, shared_mode
+from cacheroot.envs._shared_tier import (
+    OFF,
+    RO,
+    RW,
+    overlap_problem,
+    read_only_mount,
+    shared_mode,
+    shared_url,
+)
 from cacheroot.envs.units import format_size
 
 from .._cli import age_arg, seconds_arg, size_arg
 from .._progress import counted
 from .._redact import printable
 from .._shared import read_only_note, read_problem, root_problem
+from . import bucket as _bucket
 from . import layers as _tier
 
 if TYPE_CHECKING:
@@ -31,7 +40,10 @@ A CI job runs `tier up --merged DIR`, mounts DIR into its container as the cache
 and then, `tier evict`.
 
 {CACHEROOT_SHARED} must name an existing directory (the mounted volume): cacheroot never creates
-it, so that an unmounted volume or a typo cannot fill the local disk.
+it, so that an unmounted volume or a typo cannot fill the local disk. It may name a bucket
+instead (s3://BUCKET/PREFIX, configured by AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...): `up`
+seeds L1 with the bucket's entries, `sync` writes L1's entries through, `evict` applies the
+--l2-* budget to the bucket.
 
 {CACHEROOT_SHARED_MODE}=ro (a job that runs untrusted code, a volume mounted read-only) reads
 L2 and never writes it: `up` seeds or overlays from it, `sync` and evicting L2 do nothing.
@@ -166,7 +178,12 @@ def _tiers(verb: str, *, shared: bool = True) -> tuple[str, str, str]:
     """L1, L2 and the trust tier this process uses them with (``rw``, ``ro``, ``off``) from the
     environment, or exit: 2 (usage) when either is unset or invalid or they overlap, 1 when
     ``shared`` (the command uses L2) and L2's root cannot be used. A volume mounted read-only
-    is used as ``ro``, said on stderr."""
+    is used as ``ro``, said on stderr. A bucket (``s3://...``) is L2 as its URL; it is opened
+    by :mod:`.bucket`."""
+    url = shared_url(os.environ)
+    if url is not None:
+        l1, _bucket_or_none, mode = _bucket.tiers(verb, url, shared=False)
+        return l1, url, mode
     try:
         l2 = shared_root(os.environ)
         mode = shared_mode(os.environ)
@@ -222,6 +239,9 @@ def _quiet_logging() -> None:
 
 
 def _run_up(args: argparse.Namespace) -> int:
+    url = shared_url(os.environ)
+    if url is not None:
+        return _bucket.run_up(args, url)
     l1, l2, trust = _tiers("up")
     _quiet_logging()
     merged = os.path.abspath(args.merged)
@@ -248,6 +268,9 @@ def _run_up(args: argparse.Namespace) -> int:
 
 
 def _run_sync(args: argparse.Namespace) -> int:
+    url = shared_url(os.environ)
+    if url is not None:
+        return _bucket.run_sync(args, url)
     l1, l2, trust = _tiers("sync")
     if trust != RW:
         sys.stdout.write(f"nothing synced: {_not_written(trust)}\n")
@@ -295,11 +318,15 @@ def _run_evict(args: argparse.Namespace) -> int:
         return 2
     from .._upkeep.survey import survey  # noqa: PLC0415 - only eviction needs it
 
+    url = shared_url(os.environ)
     # L1's budget alone needs no L2 (a host whose volume is gone still frees its own disk).
-    l1, l2, trust = _tiers("evict", shared=l2_wanted)
+    l1, l2, trust = _tiers("evict", shared=l2_wanted and url is None)
     status = 0
     for label, root, budget in (("L1", l1, l1_budget), ("L2", l2, l2_budget)):
         if all(v is None for v in budget.values()):
+            continue
+        if label == "L2" and url is not None:
+            status = _bucket.run_evict_l2(args, url) or status
             continue
         if label == "L2" and trust != RW:
             sys.stdout.write(f"L2: nothing removed: {_not_written(trust)}\n")

@@ -1,0 +1,182 @@
+"""Streamed copies between this host's cache (L1) and the bucket, bounded whatever the size.
+
+Down (:func:`pull`): the blob is read as a stream into an L1 partial (:class:`.._store.Partial`),
+hashed on the way; a blob that holds more bytes than its record says is abandoned at the first
+byte past them, and the partial is published only when size and sha256 match the record. Up
+(:func:`push`): a small entry is sent in one request that creates the blob only if absent; a
+large one as a multipart upload of :data:`PART` bytes, at most :data:`CONCURRENCY` parts in
+flight, read from the L1 file as it goes and hashed on the way. The last part is handed over
+only once the whole file hashed to the recorded digest: a file that changed under the upload
+aborts it, and an aborted multipart upload publishes nothing. Either way the memory used is a
+few parts, never the object.
+
+A blob is named by its content, so a multipart upload that replaces one another host finished
+meanwhile writes the same bytes; its record is created only if absent, after the blob.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from typing import TYPE_CHECKING
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+from .. import _store
+from .names import blob_name, record_name
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from obstore.store import ObjectStore
+
+    from .records import Record
+
+__all__ = ["CONCURRENCY", "PART", "BadBlobError", "pull", "push"]
+
+#: Bytes per part of a multipart upload (S3's smallest part but the last) and per read.
+PART = 5 << 20
+#: Parts in flight at once during an upload.
+CONCURRENCY = 2
+#: The smallest chunk a download is handed in (the last may be smaller).
+CHUNK = 1 << 20
+#: Blobs found not to hold what their record says, by name: never pulled again by this
+#: process, and replaced by this host's verified copy when it writes the entry through.
+BAD: set[str] = set()
+
+
+class BadBlobError(Exception):
+    """A blob whose bytes are not the ones its record names (said once; not used)."""
+
+
+class ChangedError(OSError):
+    """The L1 file changed while it was uploaded: the upload is aborted."""
+
+
+def pull(store: ObjectStore, record: Record, dest: str, key: str, *, dir_fd: int | None) -> bool:
+    """Copy the blob of ``record`` into this host's entry ``dest`` (in the held directory
+    ``dir_fd``), verified; whether it was published. :class:`BadBlobError` for a blob that does
+    not match ``record``; errors of the bucket and of L1 are raised."""
+    name = blob_name(record.sha256)
+    if name in BAD:
+        return False
+    got = obstore.get(store, name)
+    if got.meta["size"] != record.size:
+        BAD.add(name)
+        raise BadBlobError(
+            f"blob {name} holds {got.meta['size']} bytes, its record says {record.size}"
+        )
+    if dir_fd is None:
+        _store.makedirs(os.path.dirname(dest))
+    part = _store.Partial(dest, dir_fd=dir_fd)
+    try:
+        why = _stream_into(got.stream(min_chunk_size=CHUNK), part, record)
+        if not why:
+            meta: dict[str, object] = {"url": key}
+            if record.etag is not None:
+                meta["etag"] = record.etag
+            part.commit(meta)
+    except BaseException:
+        part.discard()
+        raise
+    if why:
+        part.discard()
+        BAD.add(name)
+        raise BadBlobError(f"blob {name} {why}")
+    return True
+
+
+def _stream_into(chunks: Iterable[bytes], part: _store.Partial, record: Record) -> str:
+    """Write ``chunks`` into ``part``, never more than ``record.size`` bytes; why they are not
+    the recorded bytes (``""``: they are)."""
+    for chunk in chunks:
+        if part.size + len(chunk) > record.size:
+            return f"holds more than the {record.size} bytes recorded"
+        part.write(chunk)
+    if part.size != record.size or part.sha256 != record.sha256:
+        return (
+            f"does not match its record (sha256 {part.sha256}, {part.size} bytes; recorded "
+            f"{record.sha256}, {record.size} bytes)"
+        )
+    return ""
+
+
+def _verified_parts(fd: int, size: int, sha256: str) -> Iterator[bytes]:
+    """The bytes of the file open at ``fd`` in parts of :data:`PART`, the last one held back
+    until all of them hashed to ``sha256`` (:class:`ChangedError` otherwise, which aborts the
+    upload)."""
+    hasher = hashlib.sha256()
+    done = 0
+    pending: bytes | None = None
+    while True:
+        chunk = os.read(fd, min(PART, size + 1 - done))
+        if not chunk:
+            break
+        done += len(chunk)
+        if done > size:
+            raise ChangedError(f"the file grew past the {size} bytes recorded while uploaded")
+        hasher.update(chunk)
+        if pending is not None:
+            yield pending
+        pending = chunk
+    if done != size or hasher.hexdigest() != sha256:
+        raise ChangedError("the file changed while it was uploaded: not published")
+    if pending is not None:
+        yield pending
+
+
+def _blob_present(store: ObjectStore, name: str, size: int) -> bool:
+    try:
+        return obstore.head(store, name)["size"] == size and name not in BAD
+    except FileNotFoundError:
+        return False
+
+
+def push(
+    control: ObjectStore,
+    data: ObjectStore,
+    record: Record,
+    dest: str,
+    *,
+    dir_fd: int | None,
+    conditional: bool,
+) -> bool:
+    """Write this host's verified entry ``dest`` through: its blob (unless there), then its
+    record, created only if absent when the server honours ``conditional`` writes. Returns
+    whether this host's record is now the bucket's (``False``: another host's was first)."""
+    name = blob_name(record.sha256)
+    src = _store.open_regular(dest if dir_fd is None else os.path.basename(dest), dir_fd=dir_fd)
+    try:
+        if os.fstat(src).st_size != record.size:
+            raise ChangedError(f"{dest} no longer holds the {record.size} bytes recorded")
+        if not _blob_present(data, name, record.size):
+            parts = _verified_parts(src, record.size, record.sha256)
+            if record.size <= PART and name not in BAD:
+                body = b"".join(parts)  # one part at most: one request, created only if absent
+                with contextlib.suppress(AlreadyExistsError, PreconditionError):
+                    # Refused: another host wrote these very bytes first.
+                    obstore.put(data, name, body, mode="create" if conditional else "overwrite")
+            else:
+                obstore.put(
+                    data,
+                    name,
+                    parts,
+                    use_multipart=True,
+                    chunk_size=PART,
+                    max_concurrency=CONCURRENCY,
+                )
+            BAD.discard(name)
+    finally:
+        os.close(src)
+    try:
+        obstore.put(
+            control,
+            record_name(record.path),
+            record.to_json(),
+            mode="create" if conditional else "overwrite",
+        )
+    except (AlreadyExistsError, PreconditionError):
+        return False
+    return True

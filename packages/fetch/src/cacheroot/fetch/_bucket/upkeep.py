@@ -1,0 +1,264 @@
+"""``cacheroot tier`` on a bucket: seed L1 from it, sync L1's entries to it, evict from it.
+
+A bucket has no overlay and no files of the libraries' own caches: what it holds is
+cacheroot's own entries (blob and record). So ``tier up`` *seeds* L1 with the bucket's
+entries, most recently written first, within L1's budget; ``tier sync`` writes through every
+complete, verified entry of L1 the bucket has no record of (one a host fetched while the bucket
+was unreachable, or in a job that ran ``ro``); ``tier evict`` removes records by age or total
+size, oldest first, then the blobs no record names any more.
+
+An entry counts as used when its record was written (the object's time on the server, one clock
+for the fleet): hosts read the bucket without writing to it, so a record of use would cost a
+write per hit. ``--l2-older-than 14d`` removes an entry two weeks after it was shared. A blob no
+record names is kept for :data:`GRACE` seconds: its writer may be about to create the record.
+Another host may be pulling a blob that goes: its copy fails, and it fetches from the origin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import obstore
+
+from .. import _store
+from .names import BLOBS, LEASES, PROBES, RECORDS
+from .records import Record
+from .transfer import ChangedError, pull, push
+
+if TYPE_CHECKING:
+    from .tier import Bucket
+
+__all__ = ["GRACE", "Eviction", "Report", "evict", "seed", "sync"]
+
+#: Seconds an unreferenced blob, a lease or a probe is kept (its writer may still be at work).
+GRACE = 3600.0
+_META = re.compile(r"^\.(?P<name>.+)\.meta\.json$")
+
+
+@dataclass
+class Report:
+    """What a seed or a sync did."""
+
+    verb: str
+    done: int = 0
+    size: int = 0
+    present: int = 0
+    skipped: int = 0
+    failed: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        from cacheroot.envs.units import format_size  # noqa: PLC0415 - the report only
+
+        return (
+            f"{self.verb} {self.done} entries ({format_size(self.size)}); {self.present} "
+            f"already there, {self.skipped} skipped, {len(self.failed)} failed"
+        )
+
+
+@dataclass(frozen=True)
+class _Object:
+    name: str
+    size: int
+    modified: float
+
+
+def _seconds(value: datetime) -> float:
+    """A listing's time as seconds since the epoch (UTC when it names no zone)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.timestamp()
+
+
+def _listing(bucket: Bucket, prefix: str) -> list[_Object]:
+    found: list[_Object] = []
+    for chunk in obstore.list(bucket.clients.control, prefix=prefix):
+        found.extend(
+            _Object(meta["path"], meta["size"], _seconds(meta["last_modified"])) for meta in chunk
+        )
+    return found
+
+
+def _records(bucket: Bucket) -> list[tuple[_Object, Record | None]]:
+    """Every record object with what it says (``None``: not a record this version trusts),
+    most recently written first."""
+    found = []
+    for obj in _listing(bucket, RECORDS):
+        with contextlib.suppress(FileNotFoundError):  # removed since it was listed
+            found.append((obj, bucket.record_at(obj.name)))
+    found.sort(key=lambda pair: pair[0].modified, reverse=True)
+    return found
+
+
+def _room(l1: str, used: int, size: int, max_size: int | None, min_free: int | None) -> bool:
+    if max_size is not None and used + size > max_size:
+        return False
+    if min_free is not None:
+        st = os.statvfs(l1)
+        if st.f_bavail * st.f_frsize - size < min_free:
+            return False
+    return True
+
+
+def seed(
+    bucket: Bucket, l1: str, *, max_size: int | None = None, min_free: int | None = None
+) -> Report:
+    """Copy the bucket's entries into ``l1``, most recently written first, each verified,
+    until L1 would hold more than ``max_size`` or have less than ``min_free`` free."""
+    report = Report("seeded")
+    used = 0
+    for _obj, record in _records(bucket):
+        if record is None:
+            report.skipped += 1
+            continue
+        dest = os.path.join(l1, record.path)
+        if os.path.lexists(dest):
+            report.present += 1
+            continue
+        if not _room(l1, used, record.size, max_size, min_free):
+            report.skipped += 1
+            continue
+        try:
+            if pull(bucket.clients.data, record, dest, record.url, dir_fd=None):
+                report.done += 1
+                report.size += record.size
+                used += record.size
+        except Exception as exc:  # noqa: BLE001 - one entry that fails is counted, and named
+            report.failed.append(f"{record.path}: {type(exc).__name__}")
+    return report
+
+
+def _entries(l1: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(path, relative path, record)`` of every complete entry of cacheroot's in ``l1``
+    whose own record still vouches for it (a file, with its digest and size)."""
+    found = []
+    for here, dirs, names in os.walk(l1, followlinks=False):
+        dirs.sort()
+        for name in sorted(names):
+            match = _META.match(name)
+            if match is None:
+                continue
+            dest = os.path.join(here, match.group("name"))
+            meta = _store.current_meta(dest)
+            if meta is None or not isinstance(meta.get("url"), str) or not os.path.isfile(dest):
+                continue
+            rel = os.path.relpath(dest, l1)
+            found.append((dest, "/".join(rel.split(os.sep)), meta))
+    return found
+
+
+def sync(bucket: Bucket, l1: str) -> Report:
+    """Write through every entry of ``l1`` the bucket has no record of (see the module
+    docstring); a bucket that may not be written syncs nothing (``failed`` says why)."""
+    report = Report("synced")
+    writes = bucket.writes()
+    if writes is None:
+        report.failed.append("the bucket may not be written by this process")
+        return report
+    for dest, rel, meta in _entries(l1):
+        record = Record.of(meta["url"], rel, meta)
+        if record is None:
+            report.skipped += 1
+            continue
+        try:
+            if bucket.record(rel) is not None:
+                report.present += 1
+                continue
+            if push(
+                bucket.clients.control,
+                bucket.clients.data,
+                record,
+                dest,
+                dir_fd=None,
+                conditional=writes == "conditional",
+            ):
+                report.done += 1
+                report.size += record.size
+            else:
+                report.present += 1
+        except ChangedError:
+            report.skipped += 1  # being replaced on this host: the next sync takes it
+        except Exception as exc:  # noqa: BLE001 - one entry that fails is counted, and named
+            report.failed.append(f"{rel}: {type(exc).__name__}")
+    return report
+
+
+@dataclass
+class Eviction:
+    """What an eviction removed (or would remove): record names and blob names, with sizes."""
+
+    records: list[str] = field(default_factory=list)
+    blobs: list[tuple[str, int]] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the blobs removed."""
+        return sum(size for _name, size in self.blobs)
+
+
+def _over_budget(
+    kept: list[tuple[_Object, Record | None]], blobs: dict[str, _Object], max_size: int
+) -> list[tuple[_Object, Record | None]]:
+    """The records (``kept``: newest first) past the newest ones whose blobs total
+    ``max_size`` bytes."""
+    total = 0
+    named: set[str] = set()
+    over = []
+    for obj, record in kept:
+        blob = blobs.get(record.sha256) if record is not None else None
+        size = 0 if blob is None or blob.name in named else blob.size  # shared bytes count once
+        if total + size > max_size:
+            over.append((obj, record))
+            continue
+        total += size
+        if blob is not None:
+            named.add(blob.name)
+    return over
+
+
+def evict(
+    bucket: Bucket,
+    *,
+    max_size: int | None = None,
+    older_than: float | None = None,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> Eviction:
+    """Remove records written more than ``older_than`` seconds ago, then the oldest until the
+    blobs the others name total ``max_size`` bytes at most, then the blobs only those records
+    named, blobs no record names that are older than :data:`GRACE`, and leases and probes
+    abandoned that long. ``dry_run`` removes nothing."""
+    now = time.time() if now is None else now
+    records = _records(bucket)  # newest first
+    blobs = {obj.name.rsplit("/", 1)[-1]: obj for obj in _listing(bucket, BLOBS)}
+    kept: list[tuple[_Object, Record | None]] = []
+    out = Eviction()
+    for obj, record in records:
+        if older_than is not None and now - obj.modified > older_than:
+            out.records.append(obj.name)
+        else:
+            kept.append((obj, record))
+    if max_size is not None:
+        over = _over_budget(kept, blobs, max_size)
+        out.records += [obj.name for obj, _record in over]
+        kept = [pair for pair in kept if pair not in over]
+    wanted = {record.sha256 for _obj, record in kept if record is not None}
+    named_before = {record.sha256 for _obj, record in records if record is not None}
+    for digest, obj in sorted(blobs.items()):
+        # A blob no record ever named may be one whose record is about to be written.
+        if digest not in wanted and (digest in named_before or now - obj.modified > GRACE):
+            out.blobs.append((obj.name, obj.size))
+    for prefix in (LEASES, PROBES):
+        out.leftovers += [o.name for o in _listing(bucket, prefix) if now - o.modified > GRACE]
+    if not dry_run:
+        # Records first: a reader never finds a record whose blob went before it.
+        for name in out.records + [name for name, _size in out.blobs] + out.leftovers:
+            with contextlib.suppress(FileNotFoundError):
+                obstore.delete(bucket.clients.control, name)
+    return out

@@ -1,0 +1,96 @@
+"""One simulated host of a fleet sharing a bucket: a process with its own cache root (L1).
+
+Run as ``python host.py JOB.json``. The job names the ``urls`` to fetch (with ``sha256`` pins
+or not), a ``gate`` file to wait for (so that several hosts start at once), and optionally a
+lease lifetime (``ttl``) and a ``stall`` file: the first upload of a part then writes that file
+and stops for good, so that the test can kill the host mid-upload. It prints one JSON line:
+the sha256 of each file it was served, in order, and how far its peak resident memory rose
+above the resident memory it had before each fetch (KiB).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _stall_uploads(marker: str) -> None:
+    """Make the first part of an upload announce itself in ``marker``, then hang."""
+    from cacheroot.fetch._bucket import transfer
+
+    real = transfer._verified_parts
+
+    def parts(fd: int, size: int, sha256: str) -> Any:
+        for i, part in enumerate(real(fd, size, sha256)):
+            if i == 1:
+                Path(marker).write_text("uploading")
+                time.sleep(3600)
+            yield part
+
+    transfer._verified_parts = parts
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _reset_peak() -> int:
+    """Reset this process's peak resident memory to its current one (Linux); that, in KiB."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    return _status_kib("VmRSS")
+
+
+def _peak() -> int:
+    return _status_kib("VmHWM")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main() -> int:
+    job: dict[str, Any] = json.loads(Path(sys.argv[1]).read_text())
+    from cacheroot.fetch import Fetcher
+
+    if "ttl" in job:
+        from cacheroot.fetch._bucket import lease
+
+        lease.TTL = float(job["ttl"])
+    if "part" in job:
+        from cacheroot.fetch._bucket import transfer
+
+        transfer.PART = int(job["part"])
+    if "stall" in job:
+        _stall_uploads(job["stall"])
+    gate = job.get("gate")
+    while gate and not os.path.exists(gate):
+        time.sleep(0.01)
+    fetcher = Fetcher(lock_timeout=job.get("lock_timeout", 60.0))
+    served = []
+    peaks = []
+    for url, pin in job["urls"]:
+        before = _reset_peak()
+        path = fetcher.fetch(url, sha256=pin)
+        peaks.append(_peak() - before)
+        served.append(_sha256(path))
+    sys.stdout.write(json.dumps({"served": served, "grown_kib": peaks}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
