@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 #: The value of a name bound in a way that cannot be followed (a parameter, a loop variable).
 UNFOLLOWED = ast.Constant(None)
+#: The scheme of a socket address that is a path (ZMQ's ``ipc://``).
+IPC_SCHEME = "ipc://"
 #: Standard-library modules: a call of theirs is not a helper left unread.
 _STDLIB_ROOTS = frozenset({"os", "sys", "re", "json", "hashlib", "time", "functools", "io"})
 
@@ -192,6 +194,9 @@ class Index:
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.calls: dict[str, list[ast.Call]] = {}
         self.candidates: list[ast.expr] = []
+        #: What follows ``"ipc://"`` in an address built from it (``"ipc://" + prefix``): a
+        #: place processes meet at.
+        self.ipc_addresses: list[ast.expr] = []
         #: What a loop or comprehension variable runs over, by scope and name.
         self.iterables: dict[tuple[Scope, str], list[ast.expr]] = {}
         self._index(tree, tree)
@@ -338,6 +343,10 @@ class Index:
             value.startswith(("~/", *TMP_PREFIXES)) or value in TMP_DIRS
         ):
             self.candidates.append(node)
+        elif value == IPC_SCHEME:
+            part = _after(node, self.parent.get(node))
+            if part is not None:
+                self.ipc_addresses.append(part)
 
     #: What the index notes of each kind of node (:meth:`_walk`); other kinds only hold others.
     _NOTES: ClassVar[dict[type[ast.AST], Callable[..., None]]] = {
@@ -431,3 +440,14 @@ class Index:
         if attr in LAYOUT_NAMES and module.rpartition(".")[2] in ENVS_MODULES:
             return attr if module not in LAYOUT_MODULES else None
         return None
+
+
+def _after(node: ast.Constant, parent: ast.AST | None) -> ast.expr | None:
+    """The part that follows ``node`` in the string ``parent`` builds (``node + part``,
+    ``f"{node}{part}"``), if any."""
+    if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add) and parent.left is node:
+        return parent.right
+    if isinstance(parent, ast.JoinedStr) and len(parent.values) > 1 and parent.values[0] is node:
+        after = parent.values[1]
+        return after.value if isinstance(after, ast.FormattedValue) else None
+    return None

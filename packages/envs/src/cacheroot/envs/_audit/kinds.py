@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .names import CACHE, CONFIG, IPC, OUTPUT, SHM, THROWAWAY
+from .names import CACHE, CONFIG, CONFIG_SUFFIXES, IPC, OUTPUT, SHM, THROWAWAY
 from .names import DOWNLOAD as DOWNLOAD_KIND
 from .writes import DOWNLOAD, FETCHED, MADE_PER_RUN, PER_RUN
 
@@ -68,6 +68,7 @@ def kind_of(
     *,
     beside_source: bool = False,
     written: tuple[str, ...] = (),
+    temporary: bool = False,
 ) -> tuple[str, str]:
     """The class of a location and why, from the words of its names and path and the kind of
     sink its value reaches (``""``: none seen). A value that reaches a download is a download
@@ -78,7 +79,9 @@ def kind_of(
     is what its name says). The user's cache base (``$XDG_CACHE_HOME``, ``~/.cache``) is no
     word of the place's own: what lies under it is a cache unless something says otherwise. A
     file written beside the source that names no cache nor download is output (generated code,
-    build metadata)."""
+    build metadata). The temporary directory itself, as its variables name it (``temporary``:
+    ``TMPDIR or TEMP or TMP``), is throwaway unless words say otherwise; a file under the home
+    directory with a configuration file's ending that no write reaches is configuration."""
     decided = _by_sink(expression, sink)
     if decided is not None:
         return decided
@@ -99,12 +102,12 @@ def kind_of(
         decided = _by_words(said, under_cache=under_cache)
         if decided is not None:
             return decided
-    return _unsaid(sink, under_cache=under_cache, beside_source=beside_source)
+    return _unsaid(sink, under_cache=under_cache, beside_source=beside_source, temporary=temporary)
 
 
 def _by_sink(expression: str, sink: str) -> tuple[str, str] | None:
     """The class the sink decides whatever the words say: a name made anew on every run, a
-    download."""
+    download; no write at all, for a configuration file under the home directory."""
     if MADE_PER_RUN.search(expression):
         return THROWAWAY, "a new name on every run (made per process or at random)"
     if sink == PER_RUN:
@@ -112,11 +115,28 @@ def _by_sink(expression: str, sink: str) -> tuple[str, str] | None:
     if sink == DOWNLOAD:
         # What is written there says more than what it is called (a download cache).
         return DOWNLOAD_KIND, "downloads land there"
+    if not sink and _config_file(expression):
+        return CONFIG, "a configuration file under the home directory, only read"
     return None
 
 
-def _unsaid(sink: str, *, under_cache: bool, beside_source: bool) -> tuple[str, str]:
+def _config_file(expression: str) -> bool:
+    """Whether a place is a file with a configuration file's ending (``~/.tool/tokens.json``)
+    under the home directory, outside the user's cache base: only read, another program's
+    settings or tokens, whatever else its name says."""
+    return (
+        expression.startswith("~/")
+        and expression.lower().endswith(CONFIG_SUFFIXES)
+        and not _USER_CACHE_BASE.search(expression)
+    )
+
+
+def _unsaid(
+    sink: str, *, under_cache: bool, beside_source: bool, temporary: bool
+) -> tuple[str, str]:
     """The class of a location whose words say none."""
+    if temporary and sink != FETCHED:
+        return THROWAWAY, "the temporary directory its variables name"
     if under_cache:
         return CACHE, "kept in the user's cache directory"
     if sink == FETCHED:

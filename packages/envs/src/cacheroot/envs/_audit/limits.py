@@ -30,3 +30,6 @@ SUMMARY_ROUNDS = 3
 #: How many fallbacks (``A`` when ``B`` is unset, ``B`` when ``C`` is) a cover is chained
 #: through (:func:`.gate.judge`).
 FALLBACK_DEPTH = 4
+#: How many names a written path is followed through to tell whether it adds a part of its own
+#: to the place it lies in (:meth:`.visitor.Visitor._temporary`).
+WRITTEN_PATH_HOPS = 3

@@ -30,6 +30,9 @@ ENVIRON = frozenset({"os.environ"})
 #: Names of bases, rendered as ``~`` or ``$TMPDIR`` rather than reported on their own.
 BASES = {"HOME": "~", "USERPROFILE": "~", "TMPDIR": "$TMPDIR", "TEMP": "$TMPDIR", "TMP": "$TMPDIR"}
 XDG = "XDG_CACHE_HOME"
+#: Endings of configuration files (a file so named under the home directory that the package
+#: only reads is configuration, whatever else its name says).
+CONFIG_SUFFIXES = (".ini", ".cfg", ".conf", ".toml", ".yaml", ".yml", ".json")
 
 
 USER_CACHE = frozenset({"user_cache_dir", "user_cache_path"})

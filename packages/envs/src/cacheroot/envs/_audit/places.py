@@ -219,8 +219,12 @@ class Places:
         return self.m.base_call(node) or node in self.m.base_loads
 
     def _expanded(self, node: ast.Constant) -> bool:
-        """A ``"~/..."`` literal counts where it is expanded (``expanduser``) or is a default."""
+        """A ``"~/..."`` literal counts where it is expanded (``expanduser``) or is a default;
+        so does one that begins an f-string so expanded (``expanduser(f"~/.x/{name}.json")``)."""
         parent = self.m.parent.get(node)
+        if isinstance(parent, ast.JoinedStr) and parent.values[0] is node:
+            parent = self.m.parent.get(parent)
+            return isinstance(parent, ast.Call) and _dotted(parent.func).endswith("expanduser")
         if isinstance(parent, ast.Call):
             name = _dotted(parent.func)
             if name.endswith("expanduser") or name in JOINERS:

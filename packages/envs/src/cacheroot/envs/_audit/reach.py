@@ -14,6 +14,7 @@ from .names import dotted as _dotted
 from .places import Places, place_key
 from .platforms import runs_on
 from .values import style_of
+from .variables import written_file
 from .writes import DOWNLOAD, FETCHED, SINK_RANK
 
 if TYPE_CHECKING:
@@ -119,8 +120,13 @@ class Reach(Places):
                 self.note_of.setdefault(id(found), "beside the source file")
         elif id(leaf) in self.by_source:
             self._mark(self.by_source[id(leaf)], how, leaf, got)
-        elif self._bare(leaf) or (isinstance(leaf, ast.expr) and runs_on(self.m, leaf)):
-            # (the value given on one platform's branch, :func:`.summaries.origins` says)
+        elif (
+            self._bare(leaf)
+            or (isinstance(leaf, ast.expr) and runs_on(self.m, leaf))
+            or (sink[0] in (DOWNLOAD, FETCHED) and _relative(leaf))
+        ):
+            # (the value given on one platform's branch, :func:`.summaries.origins` says; a
+            # relative default a download lands in, ``save_path="./checkpoints"``)
             self._place_at(leaf, how, got)
         elif isinstance(leaf, ast.Call) and self.m.helper(leaf):
             self._unfollowed(leaf, HELPER)
@@ -180,11 +186,15 @@ class Reach(Places):
 
     def _bare(self, leaf: ast.AST) -> bool:
         """A base no finding holds yet (``expanduser("~")``, ``"/var/tmp"``, a location
-        function of the package given a fixed name): a place once a write reaches it."""
+        function of the package given a fixed name, a file under the home directory left out
+        for its configuration file's ending): a place once a write reaches it."""
         if isinstance(leaf, ast.Constant):
-            return isinstance(leaf.value, str) and (
-                leaf.value in (*TMP_DIRS, SHM) or leaf.value.startswith(TMP_PREFIXES)
-            )
+            if not isinstance(leaf.value, str):
+                return False
+            if leaf.value.startswith("~/") and self._is_source(leaf):
+                # A configuration file's ending under home, written: a place all the same.
+                return written_file(self.m.render_from(leaf, self._outermost(leaf)[0]).text)
+            return leaf.value in (*TMP_DIRS, SHM) or leaf.value.startswith(TMP_PREFIXES)
         if isinstance(leaf, ast.Call):
             return (
                 self.m.base_call(leaf)
@@ -229,6 +239,16 @@ class Reach(Places):
         self.paths.append((top, found))
         self._mark(found, how, leaf, got)
         return found
+
+
+def _relative(leaf: ast.AST) -> bool:
+    """Whether ``leaf`` is a literal path relative to the working directory (``"./x"``)."""
+    return (
+        isinstance(leaf, ast.Constant)
+        and isinstance(leaf.value, str)
+        and leaf.value.startswith("./")
+        and len(leaf.value) > len("./")
+    )
 
 
 def _identifiers(node: ast.AST) -> set[str]:

@@ -57,10 +57,18 @@ class Reads(Index):
         name = _dotted(node.func)
         if name in HOME_CALLS or name in TMP_CALLS or call_name(node) in USER_CACHE:
             return True
-        if name.endswith("expanduser") and node.args:
-            text = self.string(node.args[0], self.scope_of.get(node, self.tree))
-            return text is not None and text.startswith("~")
-        return False
+        return name.endswith("expanduser") and self._expands_home(node)
+
+    def _expands_home(self, node: ast.Call) -> bool:
+        """Whether an ``expanduser`` call is given ``"~..."`` itself, or a name given ``"~"``.
+        A name given ``"~/.x"`` is not: that constant is a place where it is written
+        (``X_DIR = "~/.x"``), and its expansion elsewhere a use of that place, not a second."""
+        if not node.args:
+            return False
+        text = self.string(node.args[0], self.scope_of.get(node, self.tree))
+        if text is None or not text.startswith("~"):
+            return False
+        return isinstance(node.args[0], ast.Constant) or not text.startswith("~/")
 
     def reader_call(self, node: ast.AST) -> bool:
         """A call of the known readers' table, or a platformdirs/appdirs object's cache

@@ -48,6 +48,8 @@ _NEEDLES = (
     b"mkstemp",
     b"TemporaryDirectory",
     b"NamedTemporaryFile",
+    b'="./',  # a default relative to the working directory (``save_path="./checkpoints"``)
+    b"='./",
 )
 #: A file with none of :data:`_NEEDLES` is still read when it may download into a place decided
 #: in another module of its package (``download_file(response, get_cache_folder())``); other

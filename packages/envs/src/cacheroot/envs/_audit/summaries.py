@@ -75,9 +75,9 @@ def _origins(
 
 def _leaf(m: Module, node: ast.AST) -> bool:
     """Where the walk stops: an environment read, a bare base, a known reader's location, an
-    absolute or home-relative literal."""
+    absolute, home-relative or explicitly relative (``./x``) literal."""
     if isinstance(node, ast.Constant):
-        return isinstance(node.value, str) and node.value.startswith(("/", "~"))
+        return isinstance(node.value, str) and node.value.startswith(("/", "~", "./"))
     return m.env_read(node) is not None or m.base_call(node) or m.reader_call(node)
 
 

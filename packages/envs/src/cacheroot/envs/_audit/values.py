@@ -6,6 +6,7 @@ shows as ``{...}``."""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -113,7 +114,7 @@ class Values(Reads):
         found: list[ast.expr] = []
         for scope, names in self.assigns.items():
             for name, values in names.items():
-                if len(values) != 1 or not self.base_call(values[0]):
+                if len(values) != 1 or not self.base_call(_unwrapped(values[0])):
                     continue
                 if not trivial(self.render(values[0], scope).text):
                     continue  # a whole location, reported where it is made
@@ -224,6 +225,8 @@ class Values(Reads):
         if len(values) == 1:
             return first
         rest = self.render_or(values[1:], scope, depth)
+        if rest is not None and not first.variables and first.text == rest.text:
+            return first  # bases that are one place (``TMPDIR or TEMP or TMP``)
         if rest is None or not (
             first.text.startswith("$") and ":-" not in first.text and first.variables
         ):
@@ -368,6 +371,17 @@ def _single_return(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | Non
     return found[0] if len(found) == 1 else None
 
 
+def _unwrapped(node: ast.expr) -> ast.expr:
+    """What a wrapper that keeps its argument's place is given (``normpath(expanduser("~"))``:
+    ``expanduser("~")``), down to the expansion itself."""
+    while isinstance(node, ast.Call) and node.args:
+        name = _dotted(node.func)
+        if name not in WRAPPERS or name.endswith("expanduser"):
+            break
+        node = node.args[0]
+    return node
+
+
 def _constant(node: ast.Constant) -> Rendered:
     if node.value is None:
         return Rendered("")
@@ -411,8 +425,14 @@ def _join(parts: Iterable[Rendered], sep: str) -> Rendered:
     return Rendered(text, variables, style)
 
 
+#: Separators at the end of a rendered place (``home + os.sep``): no name of its own.
+_TRAILING_SEPARATORS = re.compile(r"(?:\{os\.sep\}|\{os\.path\.sep\})+$")
+
+
 def trivial(text: str) -> bool:
-    """A bare base with no fixed name of its own (``~``, ``$TMPDIR``): not a location yet."""
+    """A bare base with no fixed name of its own (``~``, ``$TMPDIR``, ``~{os.sep}``): not a
+    location yet."""
+    text = _TRAILING_SEPARATORS.sub("", text) or text
     return text in ("~", "~/", "$TMPDIR", f"${XDG}", f"${{{XDG}:-~/.cache}}", *TMP_DIRS)
 
 

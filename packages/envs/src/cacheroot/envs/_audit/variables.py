@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .names import BASES, LAYOUT_NAMES
+from .names import BASES, CONFIG_SUFFIXES, LAYOUT_NAMES
 
 if TYPE_CHECKING:
     from .values import Rendered
@@ -40,9 +40,6 @@ _NOT_CACHE_WORDS = frozenset(
 )
 #: Names of credential files (requests' ``NETRC_FILES``): not caches, however they are built.
 _CREDENTIAL_NAMES = frozenset({"netrc", ".netrc", "_netrc"})
-#: Endings of configuration files: under the home directory, not caches unless a part of the
-#: path says cache (``~/pip/pip.ini`` is configuration, ``~/.cache/x/index.json`` is not).
-_CONFIG_SUFFIXES = (".ini", ".cfg", ".conf", ".toml", ".yaml", ".yml", ".json")
 #: Fixed places under the home directory that are not caches: configuration, data, shell
 #: start-up files, and other platforms' folders (CI runs Linux).
 _NOT_CACHE_PLACES = (
@@ -155,7 +152,8 @@ def not_a_cache(text: str) -> bool:
     """Whether a fixed place is configuration, data, a credential file or another platform's
     folder: a known place, a ``netrc`` file anywhere, or a configuration file (``.ini``,
     ``.cfg``, ``.conf``, ``.toml``, ``.yaml``, ``.json``) under the home directory whose path
-    does not say cache."""
+    does not say cache (``~/pip/pip.ini`` is configuration, ``~/.cache/x/index.json`` is not;
+    one the package writes is a place all the same, :func:`written_file`)."""
     if text.startswith(_NOT_CACHE_PLACES):
         return True
     parts = text.rstrip("/").split("/")
@@ -163,6 +161,16 @@ def not_a_cache(text: str) -> bool:
         return True
     return (
         text.startswith("~/")
-        and parts[-1].lower().endswith(_CONFIG_SUFFIXES)
+        and parts[-1].lower().endswith(CONFIG_SUFFIXES)
         and "cache" not in text.lower()
     )
+
+
+def written_file(text: str) -> bool:
+    """Whether a fixed place is a file under the home directory that :func:`not_a_cache` leaves
+    out only for its configuration file's ending (``~/.x/tokens.json``): a place once the
+    package writes it (tokens kept from one run to the next)."""
+    if not text.startswith("~/") or text.startswith(_NOT_CACHE_PLACES):
+        return False
+    parts = text.rstrip("/").split("/")
+    return _CREDENTIAL_NAMES.isdisjoint(parts) and parts[-1].lower().endswith(CONFIG_SUFFIXES)

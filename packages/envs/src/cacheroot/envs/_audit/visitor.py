@@ -5,18 +5,24 @@ findings read off its syntax directly (:mod:`.direct`), each classified (:mod:`.
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from .._readers import VARIABLES
 from .direct import env_entries, temporary, uncached
 from .fallbacks import Fallbacks
 from .findings import Finding
 from .kinds import kind_of
-from .names import CACHE
+from .limits import WRITTEN_PATH_HOPS
+from .names import BASES, CACHE, IPC, JOINERS
 from .names import DOWNLOAD as DOWNLOAD_KIND
 from .names import dotted as _dotted
 from .platforms import runs_on
 from .summaries import origins
 from .writes import sink_paths
+
+if TYPE_CHECKING:
+    from .index import Scope
+    from .modules import Module
 
 
 class Visitor(Fallbacks):
@@ -51,8 +57,9 @@ class Visitor(Fallbacks):
         out += [f for _, f in self.paths] + self.overrides + self._children()
         out += self.noted(uncached(self.m, self.dist, self.version, self.file))
         out += self.noted(temporary(self.m, self.dist, self.version, self.file))
+        meeting = self._ipc_places()
         for each in out:
-            self._classify(each)
+            self._classify(each, ipc=id(each) in meeting)
         folded = self.fold()
         out = [f for f in out if id(f) not in folded]
         return sorted(out, key=lambda f: (f.line, f.variable or ""))
@@ -76,8 +83,41 @@ class Visitor(Fallbacks):
             out.append(found)
         return out
 
-    def _classify(self, found: Finding) -> None:
-        """Set the finding's class (unless known already), reason and platforms."""
+    def _ipc_places(self) -> set[int]:
+        """The findings (by id) whose place is put in an ``ipc://`` address of this module
+        (``"ipc://" + self.prefix + name``): a socket processes meet at."""
+        out: set[int] = set()
+        for part in self.m.ipc_addresses:
+            scope = self.m.scope_of.get(part, self.m.tree)
+            for module, leaf in origins(self.m, part, scope):
+                found = self.by_source.get(id(leaf)) or self.by_read.get(id(leaf))
+                if module is self.m and found is not None:
+                    out.add(id(found))
+        return out
+
+    def _temporary(self, found: Finding, node: ast.AST | None) -> bool:
+        """Whether ``found`` is the temporary directory itself: ``node`` reads only its
+        variables (``TMPDIR``, ``TEMP``, ``TMP``), and every write that reaches it makes that
+        directory, or a temporary name in it (``makedirs(tmpdir)``, ``mkdtemp(dir=tmpdir)``),
+        not a path of its own under it (``tmpdir / "x_cache"``: a cache)."""
+        if found.expression != BASES["TMPDIR"] or node is None:
+            return False
+        names = {read.name for each in ast.walk(node) if (read := self.m.env_read(each))}
+        if not names or any(BASES.get(n) != BASES["TMPDIR"] for n in names):
+            return False
+        written = False
+        for where, _, path, leaves in self._writes.values():
+            for leaf in leaves:
+                if (self.by_source.get(id(leaf)) or self.by_read.get(id(leaf))) is not found:
+                    continue
+                if _adds(where.m, path, where.m.scope_of.get(path, where.m.tree), 0):
+                    return False
+                written = True
+        return written
+
+    def _classify(self, found: Finding, *, ipc: bool = False) -> None:
+        """Set the finding's class (unless known already), reason and platforms; ``ipc``: its
+        place is put in an ``ipc://`` address."""
 
         node = self.node_of.get(id(found))
         if node is not None:
@@ -89,13 +129,40 @@ class Visitor(Fallbacks):
         if reader is not None:
             found.kind, found.reason = reader.kind, f"read by {reader.source}"
             return
+        if ipc:
+            found.kind, found.reason = IPC, "put in an ipc:// address: a socket processes meet at"
+            return
         sink, how = self.sink_of.get(id(found), ("", ""))
         names = (found.variable or "", *self._targets(node))
         beside = self.note_of.get(id(found), "").startswith("beside the source")
         written = tuple(sorted(self.written_as.get(id(found), ())))
+        scratch = self._temporary(found, node)
         found.kind, found.reason = kind_of(
-            names, found.expression, sink, beside_source=beside, written=written
+            names,
+            found.expression,
+            sink,
+            beside_source=beside,
+            written=written,
+            temporary=scratch,
         )
         found.reason += "".join(f"; {t}" for t in (note, how) if t)
         if found.kind == DOWNLOAD_KIND:
             found.fetched = self.fetched_of.get(id(found))
+
+
+def _adds(m: Module, path: ast.AST, scope: Scope, hops: int) -> bool:
+    """Whether a written path adds a part of its own to the place it lies in (a join, ``/``,
+    ``+``, an f-string), through the values of the names it uses, :data:`WRITTEN_PATH_HOPS`
+    names deep."""
+    for part in ast.walk(path):
+        if isinstance(part, ast.BinOp | ast.JoinedStr):
+            return True
+        if isinstance(part, ast.Call):
+            name = _dotted(part.func)
+            if name in JOINERS or name.endswith("path.join"):
+                return True
+        if isinstance(part, ast.Name) and hops < WRITTEN_PATH_HOPS:
+            for value in m.values_of(part.id, scope) or ():
+                if _adds(m, value, m.scope_of.get(value, m.tree), hops + 1):
+                    return True
+    return False
