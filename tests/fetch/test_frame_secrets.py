@@ -51,6 +51,23 @@ def test_reset_in_the_body():
 """
 
 
+def pytest_l(directory: Path, source: str, env: dict[str, str], *flags: str) -> tuple[str, str]:
+    """Run ``source`` as a test file with ``pytest -l`` (and ``flags``) in ``directory``, without
+    cacheroot's plugin or xdist: ``(its standard output, both outputs together)``."""
+    (directory / "test_child.py").write_text(source)
+    (directory / "pytest.ini").write_text("[pytest]\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-l", *flags, "-p", "no:cacheroot", "-p", "no:xdist"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    return done.stdout, done.stdout + done.stderr
+
+
 def _refused_port() -> int:
     """A port of 127.0.0.1 that nothing listens on (bound, then closed: a connect is refused)."""
     with socket.socket() as s:
@@ -78,8 +95,6 @@ def test_pytest_l_shows_no_token_when_the_connection_breaks(
     tmp_path: Path,
     verbose: list[str],
 ) -> None:
-    (tmp_path / "test_child.py").write_text(CHILD_TEST)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
     refused = _refused_port()
     entries = [refused, resetting.port, origin.port]
     env = {
@@ -89,17 +104,8 @@ def test_pytest_l_shows_no_token_when_the_connection_breaks(
         "LEAK_RESET_EARLY": resetting.url(f"/early/{name}"),
         "LEAK_RESET_BODY": origin.url(f"/reset/{name}"),
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-l", *verbose, "-p", "no:cacheroot", "-p", "no:xdist"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    output = done.stdout + done.stderr
-    assert "3 failed" in done.stdout, output[-3000:]
+    stdout, output = pytest_l(tmp_path, CHILD_TEST, env, *verbose)
+    assert "3 failed" in stdout, output[-3000:]
     assert "ConnectionRefusedError" in output  # the failures are the ones meant
     assert "Connection reset by peer" in output or "RemoteDisconnected" in output
     assert TOKEN not in output, [line for line in output.splitlines() if TOKEN in line]
@@ -139,25 +145,14 @@ def test_pytest_l_shows_no_query_credential_of_a_failed_fetch(
 ) -> None:
     """A URL's query credential (``?token=``, ``sig=``) sits in cacheroot's own frames
     (``url`` in each call down to the request): none of them shows it after a failure."""
-    (tmp_path / "test_child.py").write_text(QUERY_CHILD)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
     env = {
         **os.environ,
         "LEAK_REFUSED": f"http://127.0.0.1:{_refused_port()}/refused/{name}?token={QUERY}",
         "LEAK_RESET_EARLY": resetting.url(f"/early/{name}?sig={QUERY}"),
     }
     env.pop(CACHEROOT_AUTH_TOKENS, None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-l", "-vv", "-p", "no:cacheroot", "-p", "no:xdist"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    output = done.stdout + done.stderr
-    assert "2 failed" in done.stdout, output[-3000:]
+    stdout, output = pytest_l(tmp_path, QUERY_CHILD, env, "-vv")
+    assert "2 failed" in stdout, output[-3000:]
     assert "ConnectionRefusedError" in output
     assert [line for line in output.splitlines() if QUERY in line] == []
     assert "Connection reset by peer" in output or "RemoteDisconnected" in output

@@ -11,8 +11,6 @@ resets the connection before answering; its whole output is searched for both se
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -21,6 +19,10 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+
+    from tests.fetch.test_frame_secrets import pytest_l
+else:
+    from fetch.test_frame_secrets import pytest_l
 
 TOKEN = "tok0media0frame0secret"  # noqa: S105 - a test token, sent to local origins only
 QUERY = "qry0media0frame0secret"
@@ -97,8 +99,6 @@ def resetting() -> Iterator[_Resetting]:
 def test_pytest_l_shows_no_credential_when_a_media_fetch_breaks(
     resetting: _Resetting, tmp_path: Path, verbose: list[str]
 ) -> None:
-    (tmp_path / "test_child.py").write_text(CHILD_TEST)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -107,17 +107,8 @@ def test_pytest_l_shows_no_credential_when_a_media_fetch_breaks(
         "LEAK_REFUSED": f"http://127.0.0.1:{_refused_port()}/a.png?token={QUERY}",
         "LEAK_RESET": f"http://127.0.0.1:{resetting.port}/b.png?sig={QUERY}",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-l", *verbose, "-p", "no:cacheroot", "-p", "no:xdist"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    output = done.stdout + done.stderr
-    assert "4 failed" in done.stdout, output[-3000:]
+    stdout, output = pytest_l(tmp_path, CHILD_TEST, env, *verbose)
+    assert "4 failed" in stdout, output[-3000:]
     assert "ConnectionRefusedError" in output or "Connection refused" in output
     assert "Connection reset by peer" in output or "Connection aborted" in output
     leaked = [line for line in output.splitlines() if TOKEN in line or QUERY in line]
