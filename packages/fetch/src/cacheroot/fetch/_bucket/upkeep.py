@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import obstore
 
 from .. import _store
-from .._tier.layers import room
 from .names import BLOBS, LEASES, PROBES, RECORDS
 from .records import Record
 from .transfer import ChangedError, pull, push
@@ -96,6 +95,16 @@ def _records(bucket: Bucket) -> list[tuple[_Object, Record | None]]:
     return found
 
 
+def _room(l1: str, used: int, size: int, max_size: int | None, min_free: int | None) -> bool:
+    if max_size is not None and used + size > max_size:
+        return False
+    if min_free is not None:
+        st = os.statvfs(l1)
+        if st.f_bavail * st.f_frsize - size < min_free:
+            return False
+    return True
+
+
 def seed(
     bucket: Bucket, l1: str, *, max_size: int | None = None, min_free: int | None = None
 ) -> Report:
@@ -111,7 +120,7 @@ def seed(
         if os.path.lexists(dest):
             report.present += 1
             continue
-        if not room(l1, used, record.size, max_size, min_free):
+        if not _room(l1, used, record.size, max_size, min_free):
             report.skipped += 1
             continue
         try:

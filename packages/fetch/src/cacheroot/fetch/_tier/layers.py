@@ -63,7 +63,6 @@ __all__ = [
     "SyncReport",
     "down",
     "overlay_supported",
-    "room",
     "seed",
     "skip_reason",
     "sync",
@@ -522,7 +521,7 @@ def seed(
             if os.path.lexists(os.path.join(l1, found.rel)):
                 report.present += 1
                 continue
-            if not room(l1, used, size, max_size, min_free):
+            if not _room(l1, used, size, max_size, min_free):
                 report.left += 1
                 report.left_bytes += size
                 continue
@@ -556,9 +555,7 @@ def _seed_link(dirs: _Dirs, rel: str) -> None:
         publish_new(tmp, name, dir_fd=dst_fd)
 
 
-def room(l1: str, used: int, size: int, max_size: int | None, min_free: int | None) -> bool:
-    """Whether ``size`` more bytes fit in L1 (``l1``, holding ``used`` of what is seeded) under
-    ``max_size`` and leaving ``min_free`` on its file system."""
+def _room(l1: str, used: int, size: int, max_size: int | None, min_free: int | None) -> bool:
     if max_size is not None and used + size > max_size:
         return False
     if min_free is not None:
