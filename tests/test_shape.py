@@ -126,6 +126,8 @@ def _roots() -> list[Path]:
 #: nothing else of ``cacheroot.fetch``; only these modules outside the wing import it.
 HUB_WING = "cacheroot.fetch._hub"
 HUB_USES = {
+    # A bucket as the shared tier: the hub's files travel through it (imported only then).
+    "cacheroot.fetch._bucket.hub",
     "cacheroot.fetch._cli",
     "cacheroot.fetch._errors",
     "cacheroot.fetch._httpvalues",

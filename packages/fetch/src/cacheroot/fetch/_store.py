@@ -757,9 +757,10 @@ class Partial:
         """Hex digest of the bytes written so far."""
         return self.hasher.hexdigest()
 
-    def commit(self, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    def commit(self, meta: dict[str, Any] | None = None, *, sidecar: bool = True) -> dict[str, Any]:
         """fsync, record the sidecar, ``os.replace`` into ``dest``, record the ctime, fsync the
-        directory.
+        directory. ``sidecar=False`` writes none (a store whose files are named by their digest,
+        as the hub cache's, keeps only the file).
 
         Returns the sidecar written (``meta`` plus ``sha256``, ``size``, ``fetched``, ``stat``,
         ``ctime_ns``). Raises :class:`FileNotFoundError` when the partial is no longer there
@@ -778,7 +779,8 @@ class Partial:
             "fetched": time.time(),
             "stat": stat_key(st),
         }
-        write_meta(self.dest, record, dir_fd=self.dir_fd)
+        if sidecar:
+            write_meta(self.dest, record, dir_fd=self.dir_fd)
         try:
             os.replace(
                 self._name,
@@ -793,7 +795,7 @@ class Partial:
         after = os.fstat(fd)
         self.fd = None
         os.close(fd)
-        if stat_key(after) == record["stat"]:
+        if sidecar and stat_key(after) == record["stat"]:
             record = record_signature(record, signature(after))
             # Published already; without the ctime the next hit hashes the file once instead.
             with contextlib.suppress(OSError):

@@ -17,6 +17,7 @@ What it owns, one concept a module:
 - :mod:`.probe`: whether the server honours conditional writes, and whether we may write.
 - :mod:`.transfer`: streamed, bounded, hashed copies between L1 and the bucket.
 - :mod:`.tier`: the protocol for one missing entry, and the per-process state behind it.
+- :mod:`.hub`: the hub cache's files (named by sha256 or git blob sha1) through the bucket.
 - :mod:`.upkeep` and :mod:`.doctor`: ``cacheroot tier`` and ``cacheroot doctor`` on a bucket.
 
 What it may import: the download core's building blocks (:mod:`.._store`, :mod:`.._redact`)

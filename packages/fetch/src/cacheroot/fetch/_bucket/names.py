@@ -1,7 +1,10 @@
 """The names of the tier's objects below the bucket's prefix.
 
 - ``blobs/sha256/<hex>``: an entry's bytes, named by their content, so that two hosts writing
-  the same blob write the same bytes and no blob is ever replaced by other ones;
+  the same blob write the same bytes and no blob is ever replaced by other ones; the hub cache's
+  files named by their sha256 (:mod:`.hub`) are these very objects;
+- ``blobs/git-sha1/<hex>``: the hub cache's small files, named by their git blob sha1 (the
+  name the Hub gives them); no record names them;
 - ``records/<h>.json``: an entry's record (:mod:`.records`), written after its blob, so that a
   reader never takes a blob that is still being written;
 - ``leases/<h>``: who is downloading the entry now (:mod:`.lease`);
@@ -19,21 +22,25 @@ import re
 
 __all__ = [
     "BLOBS",
+    "GIT_BLOBS",
     "LEASES",
     "PROBES",
     "RECORDS",
     "blob_name",
     "entry_hash",
+    "git_blob_name",
     "lease_name",
     "probe_name",
     "record_name",
 ]
 
 BLOBS = "blobs/sha256"
+GIT_BLOBS = "blobs/git-sha1"
 RECORDS = "records"
 LEASES = "leases"
 PROBES = "probes"
 _HEX = re.compile(r"[0-9a-f]{64}")
+_SHA1 = re.compile(r"[0-9a-f]{40}")
 
 
 def entry_hash(rel: str) -> str:
@@ -47,6 +54,14 @@ def blob_name(sha256: str) -> str:
     if not _HEX.fullmatch(sha256):
         raise ValueError(f"sha256 {sha256!r}: expected 64 lowercase hex digits")
     return f"{BLOBS}/{sha256}"
+
+
+def git_blob_name(sha1: str) -> str:
+    """The hub file whose git blob sha1 is ``sha1``; :class:`ValueError` for anything but 40
+    lowercase hex digits."""
+    if not _SHA1.fullmatch(sha1):
+        raise ValueError(f"git blob sha1 {sha1!r}: expected 40 lowercase hex digits")
+    return f"{GIT_BLOBS}/{sha1}"
 
 
 def record_name(rel: str) -> str:

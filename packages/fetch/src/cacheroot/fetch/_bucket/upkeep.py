@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import obstore
 
 from .. import _store
-from .names import BLOBS, LEASES, PROBES, RECORDS
+from .names import BLOBS, GIT_BLOBS, LEASES, PROBES, RECORDS
 from .records import Record
 from .transfer import ChangedError, pull, push
 
@@ -232,11 +232,16 @@ def evict(
 ) -> Eviction:
     """Remove records written more than ``older_than`` seconds ago, then the oldest until the
     blobs the others name total ``max_size`` bytes at most, then the blobs only those records
-    named, blobs no record names that are older than :data:`GRACE`, and leases and probes
-    abandoned that long. ``dry_run`` removes nothing."""
+    named, and leases and probes abandoned for :data:`GRACE`. ``dry_run`` removes nothing.
+
+    A blob no record ever named is the hub cache's (a file named by its sha256 or git blob
+    sha1, which it keeps without a record) or a writer's that died before its record: it goes
+    when it is older than ``older_than`` (and :data:`GRACE`), never by the size budget, which
+    weighs the entries that records name."""
     now = time.time() if now is None else now
     records = _records(bucket)  # newest first
     blobs = {obj.name.rsplit("/", 1)[-1]: obj for obj in _listing(bucket, BLOBS)}
+    git_blobs = _listing(bucket, GIT_BLOBS)
     kept: list[tuple[_Object, Record | None]] = []
     out = Eviction()
     for obj, record in records:
@@ -250,10 +255,15 @@ def evict(
         kept = [pair for pair in kept if pair not in over]
     wanted = {record.sha256 for _obj, record in kept if record is not None}
     named_before = {record.sha256 for _obj, record in records if record is not None}
+    unnamed_until = None if older_than is None else now - max(older_than, GRACE)
     for digest, obj in sorted(blobs.items()):
-        # A blob no record ever named may be one whose record is about to be written.
-        if digest not in wanted and (digest in named_before or now - obj.modified > GRACE):
+        if digest in wanted:
+            continue
+        # A blob no record ever named: a hub file, or one whose record is about to be written.
+        if digest in named_before or (unnamed_until is not None and obj.modified < unnamed_until):
             out.blobs.append((obj.name, obj.size))
+    if unnamed_until is not None:
+        out.blobs += sorted((o.name, o.size) for o in git_blobs if o.modified < unnamed_until)
     for prefix in (LEASES, PROBES):
         out.leftovers += [o.name for o in _listing(bucket, prefix) if now - o.modified > GRACE]
     if not dry_run:

@@ -15,6 +15,13 @@ A blob is copied only at the size the Hub announced for it (``size``, when the c
 it): a file of another size under a blob's name (a sparse giant, which costs its planter no
 disk) is refused before a byte is copied, instead of filling the disk it is copied to before
 its hash fails.
+
+With a bucket for the shared tier (``CACHEROOT_SHARED=s3://BUCKET/PREFIX``) the files travel
+through it instead (:mod:`.._bucket.hub`, imported only then: a hub without a bucket never loads
+its client): a file named by its sha256 is the very object a fetch entry with the same bytes
+has, checked both ways; a file named by its git blob sha1 is checked on the way up and by the
+hub's first serve; a file that came with a credential stays on the node. This node's store
+is still reached through held descriptors.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+
+from cacheroot.envs._shared_tier import shared_url
 
 from .. import _shared
 
@@ -46,6 +55,8 @@ def pull_blob(path: str, *, size: int | None = None) -> bool:
     name; whether it is now here. ``size``: the bytes the Hub announced for it (a shared file
     of another size is not copied). Blocking: run it off the event loop."""
     named = _digest_name(path)
+    if named is not None and shared_url(os.environ) is not None:
+        return _through_bucket(path, size=size, pull=True)
     l2 = _shared.counterpart(path) if named else None
     if l2 is None or named is None:
         return False
@@ -82,6 +93,8 @@ def push_blob(path: str, *, size: int | None = None) -> bool:
     whether this copy was published. ``size``: the bytes the Hub announced for it (a local file
     of another size is not copied). Blocking: run it off the event loop."""
     named = _digest_name(path)
+    if named is not None and shared_url(os.environ) is not None:
+        return _through_bucket(path, size=size, pull=False)
     l2 = _shared.counterpart(path) if named else None
     if l2 is None or named is None or not _shared.may_write():
         return False
@@ -97,3 +110,22 @@ def push_blob(path: str, *, size: int | None = None) -> bool:
         finally:
             os.close(dst_dir)
     return False
+
+
+def _through_bucket(path: str, *, size: int | None, pull: bool) -> bool:
+    """:func:`pull_blob` (``pull``) or :func:`push_blob` with a bucket for the shared tier, in
+    the store's blobs directory held open (made if missing, for a pull)."""
+    from .._bucket import hub  # noqa: PLC0415 - only a bucket tier loads its client
+
+    blobs = os.path.dirname(path)
+    try:
+        dir_fd = _shared.open_below(os.path.dirname(blobs), os.path.basename(blobs), create=pull)
+    except OSError as exc:
+        log.info("hub blob %s not shared: %s", os.path.basename(path), exc)
+        return False
+    try:
+        if pull:
+            return hub.pull(path, dir_fd=dir_fd, size=size) and os.path.isfile(path)
+        return hub.push(path, dir_fd=dir_fd, size=size)
+    finally:
+        os.close(dir_fd)
