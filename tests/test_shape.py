@@ -131,6 +131,7 @@ HUB_USES = {
     "cacheroot.fetch._cli",
     "cacheroot.fetch._errors",
     "cacheroot.fetch._httpvalues",
+    "cacheroot.fetch._lock",
     "cacheroot.fetch._proc",
     "cacheroot.fetch._progress",
     "cacheroot.fetch._shared",

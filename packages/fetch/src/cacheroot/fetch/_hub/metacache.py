@@ -22,6 +22,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from .._errors import LockTimeout
+from .._lock import PathLock
 from . import branches, fills, outage, routes, xet
 from .outage import unanswered
 from .responses import ERROR, HIT, MISS, REVALIDATED, STALE
@@ -248,13 +250,13 @@ class MetaCache:
     async def lock(self, key: str, timeout: float | None = None) -> Any:
         """The store's lock of ``key`` (other processes of the store), or ``None`` when it is
         not free within ``timeout`` seconds (``--deadline`` unless said)."""
-        import filelock  # noqa: PLC0415
-
         wait = self.settings.deadline if timeout is None else timeout
+        # An flock on the lock's path as given (/proc/self/fd/N/KEY.lock, bound to the store's
+        # held directory): filelock would resolve it to the directory's current name first.
         try:
-            lock = filelock.FileLock(self.store.lock_path(key), thread_local=False)
-            await asyncio.to_thread(lock.acquire, timeout=wait)
-        except (filelock.Timeout, OSError):
+            lock = PathLock(self.store.lock_path(key), timeout=wait)
+            await asyncio.to_thread(lock.acquire)
+        except (LockTimeout, OSError):
             return None  # a slow peer must not hold every caller: ask anyway
         return lock
 
