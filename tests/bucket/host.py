@@ -25,16 +25,16 @@ def _stall_uploads(marker: str) -> None:
     """Make the first part of an upload announce itself in ``marker``, then hang."""
     from cacheroot.fetch._bucket import transfer
 
-    real = transfer._verified_parts
+    real = transfer.withheld_parts
 
-    def parts(fd: int, size: int, sha256: str) -> Any:
-        for i, part in enumerate(real(fd, size, sha256)):
+    def parts(fd: int, size: int, hasher: Any, digest: str) -> Any:
+        for i, part in enumerate(real(fd, size, hasher, digest)):
             if i == 1:
                 Path(marker).write_text("uploading")
                 time.sleep(3600)
             yield part
 
-    transfer._verified_parts = parts
+    transfer.withheld_parts = parts
 
 
 def _status_kib(field: str) -> int:

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cacheroot.envs import CACHEROOT_SHARED_MODE
+
 from .conftest import ASSETS, sha
 from .fleet import Host, host_env
 from .s3server import closed_port
@@ -40,7 +42,7 @@ def test_doctor_says_what_the_bucket_lets_this_process_do(
         f"shared: s3://{bucket}/doc (bucket: list ok, read ok, write ok, conditional writes "
         "honoured)"
     ), done.stdout
-    ro = cacheroot({**env, "CACHEROOT_SHARED_MODE": "ro"}, "doctor")
+    ro = cacheroot({**env, CACHEROOT_SHARED_MODE: "ro"}, "doctor")
     assert _shared_line(ro.stdout) == (
         f"shared: s3://{bucket}/doc (bucket: list ok, read ok, read only: "
         "CACHEROOT_SHARED_MODE=ro; never written)"

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from _cacheroot_layout import AWS_SESSION_TOKEN
+
 from .conftest import ASSETS, sha
 from .fleet import Host, host_env
 
@@ -57,7 +59,7 @@ def test_records_and_outputs_hold_no_credential_and_no_query_string(
     signed = origin.route("/signed.bin", static(b"signed asset bytes\n"))
     url = signed + "?X-Amz-Credential=AKIAQUERY&X-Amz-Signature=querysig0123456789"
     # moto takes any session token; a real server refuses one it did not issue.
-    token = {"AWS_SESSION_TOKEN": SESSION_TOKEN} if s3.moto else {}
+    token = {AWS_SESSION_TOKEN: SESSION_TOKEN} if s3.moto else {}
     env = host_env(tmp_path / "l1", f"s3://{bucket}/t", s3, **token)
     jobs = tmp_path / "jobs"
     outputs = []

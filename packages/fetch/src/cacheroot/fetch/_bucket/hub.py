@@ -42,8 +42,6 @@ from .names import blob_name, git_blob_name
 from .tier import bucket_of, say_once
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
-
     from obstore.store import ObjectStore
 
 __all__ = ["pull", "push"]
@@ -96,7 +94,7 @@ def _pull(store: ObjectStore, name: str, path: str, dir_fd: int, size: int | Non
     import obstore  # noqa: PLC0415 - the client is there: the bucket opened
     from obstore.exceptions import NotFoundError  # noqa: PLC0415
 
-    from .transfer import BAD, CHUNK, BadBlobError  # noqa: PLC0415
+    from .transfer import BAD, CHUNK, BadBlobError, stream_into  # noqa: PLC0415
 
     if name in BAD:
         return False
@@ -111,7 +109,7 @@ def _pull(store: ObjectStore, name: str, path: str, dir_fd: int, size: int | Non
     digest = os.path.basename(path)
     part = _store.Partial(path, dir_fd=dir_fd)
     try:
-        why = _stream_into(got.stream(min_chunk_size=CHUNK), part, held)
+        why = stream_into(got.stream(min_chunk_size=CHUNK), part, held)
         if not why and len(digest) == 64 and part.sha256 != digest:
             why = f"does not hold the bytes it is named by (sha256 {part.sha256})"
         if not why:
@@ -124,41 +122,6 @@ def _pull(store: ObjectStore, name: str, path: str, dir_fd: int, size: int | Non
         BAD.add(name)
         raise BadBlobError(f"object {name} {why}")
     return True
-
-
-def _stream_into(chunks: Iterable[bytes], part: _store.Partial, size: int) -> str:
-    """Write ``chunks`` into ``part``, never more than ``size`` bytes; why they are not the
-    object's bytes (``""``: they are, as far as their size tells)."""
-    for chunk in chunks:
-        if part.size + len(chunk) > size:
-            return f"holds more than the {size} bytes it announced"
-        part.write(chunk)
-    if part.size != size:
-        return f"ended after {part.size} of the {size} bytes it announced"
-    return ""
-
-
-def _checked_parts(fd: int, size: int, digest: str) -> Iterator[bytes]:
-    """The ``size`` bytes of the file open at ``fd`` in parts of :data:`.transfer.PART`, the
-    last one held back until all of them hashed to ``digest`` (:class:`.transfer.ChangedError`
-    otherwise, which aborts the upload: nothing is published)."""
-    from .transfer import PART, ChangedError  # noqa: PLC0415 - the client is there
-
-    hasher = _hasher(digest, size)
-    done = 0
-    pending: bytes | None = None
-    while chunk := os.read(fd, min(PART, size + 1 - done)):
-        done += len(chunk)
-        if done > size:
-            raise ChangedError(f"the hub file {digest} grew past {size} bytes while uploaded")
-        hasher.update(chunk)
-        if pending is not None:
-            yield pending
-        pending = chunk
-    if done != size or hasher.hexdigest() != digest:
-        raise ChangedError(f"the hub file {digest} does not hold the bytes it is named by")
-    if pending is not None:
-        yield pending
 
 
 def push(path: str, *, dir_fd: int, size: int | None = None) -> bool:
@@ -204,14 +167,15 @@ def _push(store: ObjectStore, name: str, fd: int, size: int, *, conditional: boo
         PreconditionError,
     )
 
-    from .transfer import BAD, CONCURRENCY, PART  # noqa: PLC0415
+    from .transfer import BAD, CONCURRENCY, PART, withheld_parts  # noqa: PLC0415
 
     try:  # there already, and not found bad by this process: nothing to send
         if int(obstore.head(store, name)["size"]) == size and name not in BAD:
             return False
     except (FileNotFoundError, NotFoundError):
         pass
-    parts = _checked_parts(fd, size, name.rsplit("/", 1)[1])
+    digest = name.rsplit("/", 1)[1]
+    parts = withheld_parts(fd, size, _hasher(digest, size), digest)
     if size <= PART and name not in BAD:
         body = b"".join(parts)  # one part at most: one request, created only if absent
         try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from _cacheroot_layout import AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3
+from _cacheroot_layout import AWS_ENDPOINT, AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3
 
 from cacheroot.envs import CACHEROOT_SHARED
 from cacheroot.envs._shared_tier import BUCKET_SCHEMES
@@ -43,7 +43,7 @@ DATA_TIMEOUT = 3600.0
 RETRIES = 2
 RETRY_TIMEOUT = 5.0
 #: Where the AWS tools read an S3 endpoint from, most specific first.
-_ENDPOINTS = (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, "AWS_ENDPOINT")
+_ENDPOINTS = (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS_ENDPOINT)
 
 
 class ClientMissingError(ImportError):

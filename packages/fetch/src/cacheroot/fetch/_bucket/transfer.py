@@ -91,38 +91,41 @@ def pull(store: ObjectStore, record: Record, dest: str, key: str, *, dir_fd: int
 def _stream_into(chunks: Iterable[bytes], part: _store.Partial, record: Record) -> str:
     """Write ``chunks`` into ``part``, never more than ``record.size`` bytes; why they are not
     the recorded bytes (``""``: they are)."""
+    why = stream_into(chunks, part, record.size)
+    if not why and part.sha256 != record.sha256:
+        why = f"does not match its record (sha256 {part.sha256}; recorded {record.sha256})"
+    return why
+
+
+def stream_into(chunks: Iterable[bytes], part: _store.Partial, size: int) -> str:
+    """Write ``chunks`` into ``part``, never more than ``size`` bytes (the rest is never
+    written); why they are not ``size`` bytes (``""``: they are). The caller judges the digest
+    (``part`` hashed every byte)."""
     for chunk in chunks:
-        if part.size + len(chunk) > record.size:
-            return f"holds more than the {record.size} bytes recorded"
+        if part.size + len(chunk) > size:
+            return f"holds more than the {size} bytes expected"
         part.write(chunk)
-    if part.size != record.size or part.sha256 != record.sha256:
-        return (
-            f"does not match its record (sha256 {part.sha256}, {part.size} bytes; recorded "
-            f"{record.sha256}, {record.size} bytes)"
-        )
+    if part.size != size:
+        return f"ended after {part.size} of the {size} bytes expected"
     return ""
 
 
-def _verified_parts(fd: int, size: int, sha256: str) -> Iterator[bytes]:
-    """The bytes of the file open at ``fd`` in parts of :data:`PART`, the last one held back
-    until all of them hashed to ``sha256`` (:class:`ChangedError` otherwise, which aborts the
-    upload)."""
-    hasher = hashlib.sha256()
+def withheld_parts(fd: int, size: int, hasher: hashlib._Hash, digest: str) -> Iterator[bytes]:
+    """The ``size`` bytes of the file open at ``fd`` in parts of :data:`PART`, the last one held
+    back until all of them hashed (``hasher``, fresh) to ``digest``: :class:`ChangedError`
+    otherwise, which aborts the upload, so that nothing is published."""
     done = 0
     pending: bytes | None = None
-    while True:
-        chunk = os.read(fd, min(PART, size + 1 - done))
-        if not chunk:
-            break
+    while chunk := os.read(fd, min(PART, size + 1 - done)):
         done += len(chunk)
         if done > size:
-            raise ChangedError(f"the file grew past the {size} bytes recorded while uploaded")
+            raise ChangedError(f"the file grew past its {size} bytes while uploaded")
         hasher.update(chunk)
         if pending is not None:
             yield pending
         pending = chunk
-    if done != size or hasher.hexdigest() != sha256:
-        raise ChangedError("the file changed while it was uploaded: not published")
+    if done != size or hasher.hexdigest() != digest:
+        raise ChangedError("the file is not the bytes it is published as: not published")
     if pending is not None:
         yield pending
 
@@ -152,7 +155,7 @@ def push(
         if os.fstat(src).st_size != record.size:
             raise ChangedError(f"{dest} no longer holds the {record.size} bytes recorded")
         if not _blob_present(data, name, record.size):
-            parts = _verified_parts(src, record.size, record.sha256)
+            parts = withheld_parts(src, record.size, hashlib.sha256(), record.sha256)
             if record.size <= PART and name not in BAD:
                 body = b"".join(parts)  # one part at most: one request, created only if absent
                 with contextlib.suppress(AlreadyExistsError, PreconditionError):
