@@ -151,3 +151,24 @@ def test_evict_removes_records_then_their_blobs(
     gone = cacheroot(env, "tier", "evict", "--l2-older-than", "0")
     assert gone.returncode == 0, gone.stderr
     assert s3.objects(bucket) == {}
+
+
+def test_up_seeds_nothing_through_a_directory_planted_as_a_link(
+    s3: S3, bucket: str, origin: Server, tmp_path: Path
+) -> None:
+    """Another job of the host replaced ``vllm`` in L1 with a link to a directory outside it:
+    seeding reaches each entry's directory from L1's top without following a link, so nothing
+    is made or written behind the link, and the entries are reported as not seeded."""
+    shared = f"s3://{bucket}/planted"
+    urls = [[origin.url(p), None] for p in ASSETS]
+    first = Host(tmp_path, "first", host_env(tmp_path / "l1-a", shared, s3), urls=urls).wait()
+    assert first.rc == 0, first.stderr
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    l1 = tmp_path / "l1-b"
+    l1.mkdir()
+    (l1 / "vllm").symlink_to(outside)
+    up = cacheroot(host_env(l1, shared, s3), "tier", "up", "--merged", str(tmp_path / "merged"))
+    assert "seeded 0 entries (0 B); 0 already there, 0 skipped, 3 failed" in up.stdout, up.stdout
+    assert list(outside.iterdir()) == []
+    assert (l1 / "vllm").is_symlink()

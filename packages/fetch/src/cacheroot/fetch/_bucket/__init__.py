@@ -21,9 +21,10 @@ What it owns, one concept a module:
 - :mod:`.upkeep` and :mod:`.doctor`: ``cacheroot tier`` and ``cacheroot doctor`` on a bucket.
 
 What it may import: the download core's building blocks (:mod:`.._store`, :mod:`.._redact`)
-and :mod:`cacheroot.envs`; never :mod:`.._shared`, which imports this package only when the
-tier is a bucket. ``obstore`` (the extra ``cacheroot-fetch[s3]``) is imported by
-:mod:`.location` only, when a bucket is opened: the start-up hook and a hit never load it.
+and :mod:`cacheroot.envs`; :mod:`.._shared` only inside a function (for the volume's walk,
+``open_below``), since it imports this package when the tier is a bucket. ``obstore`` (the
+extra ``cacheroot-fetch[s3]``) is imported by :mod:`.location` only, when a bucket is opened:
+the start-up hook and a hit never load it.
 """
 
 from __future__ import annotations

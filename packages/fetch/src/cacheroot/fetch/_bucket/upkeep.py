@@ -110,6 +110,8 @@ def seed(
 ) -> Report:
     """Copy the bucket's entries into ``l1``, most recently written first, each verified,
     until L1 would hold more than ``max_size`` or have less than ``min_free`` free."""
+    from .._shared import open_below  # noqa: PLC0415 - the volume's walk, as the file tier's
+
     report = Report("seeded")
     used = 0
     for _obj, record in _records(bucket):
@@ -117,20 +119,35 @@ def seed(
             report.skipped += 1
             continue
         dest = os.path.join(l1, record.path)
-        if os.path.lexists(dest):
-            report.present += 1
-            continue
-        if not _room(l1, used, record.size, max_size, min_free):
-            report.skipped += 1
+        try:
+            # Its directory reached from L1's top without following a link, made where missing,
+            # and held for the copy: a directory another job swapped for a link leads nowhere.
+            dfd = open_below(l1, os.path.dirname(record.path), create=True)
+        except OSError as exc:
+            report.failed.append(f"{record.path}: {exc.strerror or type(exc).__name__}")
             continue
         try:
-            if pull(bucket.clients.data, record, dest, record.url, dir_fd=None):
+            if _lexists(os.path.basename(dest), dfd):
+                report.present += 1
+            elif not _room(l1, used, record.size, max_size, min_free):
+                report.skipped += 1
+            elif pull(bucket.clients.data, record, dest, record.url, dir_fd=dfd):
                 report.done += 1
                 report.size += record.size
                 used += record.size
         except Exception as exc:  # noqa: BLE001 - one entry that fails is counted, and named
             report.failed.append(f"{record.path}: {type(exc).__name__}")
+        finally:
+            os.close(dfd)
     return report
+
+
+def _lexists(name: str, dir_fd: int) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _entries(l1: str) -> list[tuple[str, str, dict[str, Any]]]:
