@@ -470,17 +470,18 @@ def write_meta(dest: str, meta: dict[str, Any], *, dir_fd: int | None = None) ->
         raise
 
 
-def current_meta(dest: str) -> dict[str, Any] | None:
+def current_meta(dest: str, *, dir_fd: int | None = None) -> dict[str, Any] | None:
     """The sidecar of ``dest`` if the file on disk is still the one it describes, else ``None``.
 
     Size, mtime and inode must match, and the ctime too where the record has one (records of
-    directories and of older volumes have none).
+    directories and of older volumes have none). With ``dir_fd``, ``dest`` lies in that held
+    directory.
     """
-    meta = read_meta(dest)
+    meta = read_meta(dest, dir_fd=dir_fd)
     if meta is None:
         return None
     try:
-        st = os.lstat(dest)
+        st = os.lstat(_at(dest, dir_fd), dir_fd=dir_fd)
     except OSError:
         return None
     if stat.S_ISLNK(st.st_mode):

@@ -234,7 +234,7 @@ def _rel(dest: str, root: str) -> str | None:
     return "/".join(rel.split(os.sep))
 
 
-def _pull(bucket: Bucket, record: Record, dest: str, key: str, dir_fd: int | None) -> bool:
+def _pull(bucket: Bucket, record: Record, dest: str, key: str, dir_fd: int) -> bool:
     from .transfer import BadBlobError, pull  # noqa: PLC0415 - only a bucket tier loads it
 
     try:
@@ -259,11 +259,12 @@ def fill_file(
 ) -> str:
     """Make the missing entry ``dest`` present from the bucket, or by ``download()`` (see the
     module docstring); :data:`SHARED` or :data:`LOCAL`. Called with this host's lock on
-    ``dest`` held; ``dir_fd``: the held directory ``dest`` lies in."""
+    ``dest`` held; ``dir_fd``: the held directory ``dest`` lies in (without one, ``download()``:
+    the bucket writes into held directories only, never by path)."""
     found = bucket_of(environ)
     rel = None if found is None else _rel(dest, found[1])
-    if found is None or rel is None:
-        download()
+    if found is None or rel is None or dir_fd is None:
+        download()  # the bucket writes into a directory its caller holds, never by path
         return LOCAL
     bucket = found[0]
 
@@ -303,9 +304,7 @@ def fill_file(
     return LOCAL
 
 
-def _push(
-    bucket: Bucket, dest: str, key: str, rel: str, dir_fd: int | None, *, conditional: bool
-) -> None:
+def _push(bucket: Bucket, dest: str, key: str, rel: str, dir_fd: int, *, conditional: bool) -> None:
     from .transfer import push  # noqa: PLC0415 - only a bucket tier loads it
 
     meta = _store.read_meta(dest, dir_fd=dir_fd)
@@ -335,11 +334,12 @@ def pull_only(
 ) -> bool:
     """Cache-only runs: copy the bucket's verified copy of ``key`` into ``dest``; whether it
     was published. ``open_dir`` as for :func:`.._shared.pull_only` (called only when the bucket
-    has a record to try)."""
-    found = bucket_of(environ)
+    has a record to try); without it the bucket is not read (it writes into held directories
+    only)."""
+    found = bucket_of(environ) if open_dir is not None else None
     rel = None if found is None else _rel(dest, found[1])
-    if found is None or rel is None:
-        return False
+    if found is None or rel is None or open_dir is None:
+        return False  # the bucket writes into a directory its caller holds, never by path
     bucket = found[0]
     try:
         record = bucket.record(rel)
@@ -348,7 +348,7 @@ def pull_only(
     except Exception as exc:  # noqa: BLE001 - said; the miss is a miss
         bucket.failed(exc, "serve this entry")
         return False
-    dfd = None if open_dir is None else open_dir()
+    dfd = open_dir()  # what it raises (a link planted on the way) is the caller's
     try:
         return _pull(bucket, record, dest, key, dfd)
     except Exception as exc:  # noqa: BLE001 - said; the miss is a miss

@@ -55,7 +55,7 @@ class ChangedError(OSError):
     """The L1 file changed while it was uploaded: the upload is aborted."""
 
 
-def pull(store: ObjectStore, record: Record, dest: str, key: str, *, dir_fd: int | None) -> bool:
+def pull(store: ObjectStore, record: Record, dest: str, key: str, *, dir_fd: int) -> bool:
     """Copy the blob of ``record`` into this host's entry ``dest`` (in the held directory
     ``dir_fd``), verified; whether it was published. :class:`BadBlobError` for a blob that does
     not match ``record``; errors of the bucket and of L1 are raised."""
@@ -68,8 +68,6 @@ def pull(store: ObjectStore, record: Record, dest: str, key: str, *, dir_fd: int
         raise BadBlobError(
             f"blob {name} holds {got.meta['size']} bytes, its record says {record.size}"
         )
-    if dir_fd is None:
-        _store.makedirs(os.path.dirname(dest))
     part = _store.Partial(dest, dir_fd=dir_fd)
     try:
         why = _stream_into(got.stream(min_chunk_size=CHUNK), part, record)
@@ -143,14 +141,14 @@ def push(
     record: Record,
     dest: str,
     *,
-    dir_fd: int | None,
+    dir_fd: int,
     conditional: bool,
 ) -> bool:
     """Write this host's verified entry ``dest`` through: its blob (unless there), then its
     record, created only if absent when the server honours ``conditional`` writes. Returns
     whether this host's record is now the bucket's (``False``: another host's was first)."""
     name = blob_name(record.sha256)
-    src = _store.open_regular(dest if dir_fd is None else os.path.basename(dest), dir_fd=dir_fd)
+    src = _store.open_regular(os.path.basename(dest), dir_fd=dir_fd)
     try:
         if os.fstat(src).st_size != record.size:
             raise ChangedError(f"{dest} no longer holds the {record.size} bytes recorded")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,6 +33,8 @@ from .records import Record
 from .transfer import ChangedError, pull, push
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .tier import Bucket
 
 __all__ = ["GRACE", "Eviction", "Report", "evict", "seed", "sync"]
@@ -150,23 +153,32 @@ def _lexists(name: str, dir_fd: int) -> bool:
     return True
 
 
-def _entries(l1: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """``(path, relative path, record)`` of every complete entry of cacheroot's in ``l1``
-    whose own record still vouches for it (a file, with its digest and size)."""
-    found = []
-    for here, dirs, names in os.walk(l1, followlinks=False):
+def _entries(l1: str) -> Iterator[tuple[str, str, dict[str, Any], int]]:
+    """``(path, relative path, record, directory)`` of every complete entry of cacheroot's in
+    ``l1`` whose own record still vouches for it (a file, with its digest and size).
+
+    The walk holds each directory open (:func:`os.fwalk`, no link followed) and everything
+    about an entry is read, and pushed, relative to it while the caller handles the entry: a
+    directory another job swaps for a link meanwhile leads nowhere."""
+    for here, dirs, names, dfd in os.fwalk(l1, follow_symlinks=False):
         dirs.sort()
         for name in sorted(names):
             match = _META.match(name)
             if match is None:
                 continue
-            dest = os.path.join(here, match.group("name"))
-            meta = _store.current_meta(dest)
-            if meta is None or not isinstance(meta.get("url"), str) or not os.path.isfile(dest):
+            entry = match.group("name")
+            dest = os.path.join(here, entry)
+            meta = _store.current_meta(dest, dir_fd=dfd)
+            if meta is None or not isinstance(meta.get("url"), str):
                 continue
+            try:
+                kind = os.lstat(entry, dir_fd=dfd).st_mode
+            except OSError:
+                continue
+            if not stat.S_ISREG(kind):
+                continue  # a directory's record (build_once): not an entry of the bucket's
             rel = os.path.relpath(dest, l1)
-            found.append((dest, "/".join(rel.split(os.sep)), meta))
-    return found
+            yield dest, "/".join(rel.split(os.sep)), meta, dfd
 
 
 def sync(bucket: Bucket, l1: str) -> Report:
@@ -177,7 +189,7 @@ def sync(bucket: Bucket, l1: str) -> Report:
     if writes is None:
         report.failed.append("the bucket may not be written by this process")
         return report
-    for dest, rel, meta in _entries(l1):
+    for dest, rel, meta, dfd in _entries(l1):
         record = Record.of(meta["url"], rel, meta)
         if record is None:
             report.skipped += 1
@@ -191,7 +203,7 @@ def sync(bucket: Bucket, l1: str) -> Report:
                 bucket.clients.data,
                 record,
                 dest,
-                dir_fd=None,
+                dir_fd=dfd,
                 conditional=writes == "conditional",
             ):
                 report.done += 1
