@@ -20,6 +20,7 @@ from .fleet import Host, host_env
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from cacheroot.fetch._bucket.records import Record
     from tests.origin import Server, static
     from tests.planted import LONG_AGO, outside_dir, state
 
@@ -58,13 +59,13 @@ def test_sync_reads_the_walked_entry_not_one_behind_a_swapped_in_link(
     assert opened is not None, problem
     asked = opened.record
 
-    def swap_then_ask(rel: str) -> object:
+    def swap_then_ask(rel: str) -> Record | None:
         if not namespace.is_symlink():
             namespace.rename(namespace.with_name("walked"))
             namespace.symlink_to(outside / "keep")
         return asked(rel)
 
-    opened.record = swap_then_ask  # type: ignore[method-assign]
+    opened.record = swap_then_ask  # type: ignore[method-assign] # the swap, timed
     report = upkeep.sync(opened, str(l1))
     assert report.done == 1, report
     assert s3.objects(bucket)[f"swap/blobs/sha256/{sha(BODY)}"] == BODY

@@ -27,6 +27,8 @@ import types
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
+from cacheroot.envs._shared_tier import shared_url
+
 from ._archive import tree_digest
 from ._lock import PathLock
 from ._naming import check_filename, check_namespace
@@ -154,7 +156,13 @@ def build_once(
     with PathLock(lock_path(dest), timeout=lock_timeout):
         if not os.path.isdir(dest):
             # With a shared tier (CACHEROOT_SHARED): its copy first, one host building.
-            fill_dir(dest, lambda: _build(key, builder, dest, inputs), timeout=lock_timeout)
+            build = functools.partial(_build, key, builder, dest, inputs)
+            if shared_url(os.environ) is not None:
+                from ._bucket.trees import fill_dir as fill_tree  # noqa: PLC0415 - a bucket's
+
+                fill_tree(dest, build, timeout=lock_timeout)
+            else:
+                fill_dir(dest, build, timeout=lock_timeout)
     touch_used(dest)
     return Path(dest)
 

@@ -434,6 +434,13 @@ def _sha256_fd(fd: int) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+def open_unnamed(dir_fd: int) -> int:
+    """A new file with no name in the held directory ``dir_fd`` (``O_TMPFILE``), for the
+    process's own scratch bytes on the volume's file system: nothing is ever found there by
+    name, and nothing is left when it is closed or the process dies."""
+    return os.open(".", os.O_RDWR | os.O_TMPFILE | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+
+
 def read_meta(dest: str, *, dir_fd: int | None = None) -> dict[str, Any] | None:
     """The sidecar of ``dest`` (``None`` when missing, unreadable or over :data:`MAX_RECORD`:
     the entry is then a miss, never a read of a planted giant). With ``dir_fd``, ``dest`` lies

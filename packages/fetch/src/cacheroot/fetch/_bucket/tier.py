@@ -227,7 +227,7 @@ def _open(url: str, mode: str, env: Mapping[str, str]) -> Bucket | None:
     return bucket
 
 
-def _rel(dest: str, root: str) -> str | None:
+def rel_of(dest: str, root: str) -> str | None:
     rel = os.path.relpath(os.path.abspath(dest), root)
     if rel in (".", "..") or rel.startswith(".." + os.sep):
         return None
@@ -262,7 +262,7 @@ def fill_file(
     ``dest`` held; ``dir_fd``: the held directory ``dest`` lies in (without one, ``download()``:
     the bucket writes into held directories only, never by path)."""
     found = bucket_of(environ)
-    rel = None if found is None else _rel(dest, found[1])
+    rel = None if found is None else rel_of(dest, found[1])
     if found is None or rel is None or dir_fd is None:
         download()  # the bucket writes into a directory its caller holds, never by path
         return LOCAL
@@ -337,7 +337,7 @@ def pull_only(
     has a record to try); without it the bucket is not read (it writes into held directories
     only)."""
     found = bucket_of(environ) if open_dir is not None else None
-    rel = None if found is None else _rel(dest, found[1])
+    rel = None if found is None else rel_of(dest, found[1])
     if found is None or rel is None or open_dir is None:
         return False  # the bucket writes into a directory its caller holds, never by path
     bucket = found[0]

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from .records import Record
 
-__all__ = ["CONCURRENCY", "PART", "BadBlobError", "pull", "push"]
+__all__ = ["CONCURRENCY", "PART", "BadBlobError", "pull", "push", "put_blob"]
 
 #: Bytes per part of a multipart upload (S3's smallest part but the last) and per read.
 PART = 5 << 20
@@ -147,28 +147,11 @@ def push(
     """Write this host's verified entry ``dest`` through: its blob (unless there), then its
     record, created only if absent when the server honours ``conditional`` writes. Returns
     whether this host's record is now the bucket's (``False``: another host's was first)."""
-    name = blob_name(record.sha256)
     src = _store.open_regular(os.path.basename(dest), dir_fd=dir_fd)
     try:
         if os.fstat(src).st_size != record.size:
             raise ChangedError(f"{dest} no longer holds the {record.size} bytes recorded")
-        if not _blob_present(data, name, record.size):
-            parts = withheld_parts(src, record.size, hashlib.sha256(), record.sha256)
-            if record.size <= PART and name not in BAD:
-                body = b"".join(parts)  # one part at most: one request, created only if absent
-                with contextlib.suppress(AlreadyExistsError, PreconditionError):
-                    # Refused: another host wrote these very bytes first.
-                    obstore.put(data, name, body, mode="create" if conditional else "overwrite")
-            else:
-                obstore.put(
-                    data,
-                    name,
-                    parts,
-                    use_multipart=True,
-                    chunk_size=PART,
-                    max_concurrency=CONCURRENCY,
-                )
-            BAD.discard(name)
+        put_blob(data, src, record.size, record.sha256, conditional=conditional)
     finally:
         os.close(src)
     try:
@@ -181,3 +164,24 @@ def push(
     except (AlreadyExistsError, PreconditionError):
         return False
     return True
+
+
+def put_blob(data: ObjectStore, fd: int, size: int, sha256: str, *, conditional: bool) -> None:
+    """Upload the ``size`` bytes of the file open at ``fd`` (from its current offset) as the
+    blob of ``sha256``, unless the bucket has it: in one request created only if absent when
+    small, else as a multipart upload whose last part waits for the digest to match
+    (:func:`withheld_parts`); :class:`ChangedError` when the bytes are not ``sha256``."""
+    name = blob_name(sha256)
+    if _blob_present(data, name, size):
+        return
+    parts = withheld_parts(fd, size, hashlib.sha256(), sha256)
+    if size <= PART and name not in BAD:
+        body = b"".join(parts)  # one part at most: one request, created only if absent
+        with contextlib.suppress(AlreadyExistsError, PreconditionError):
+            # Refused: another host wrote these very bytes first.
+            obstore.put(data, name, body, mode="create" if conditional else "overwrite")
+    else:
+        obstore.put(
+            data, name, parts, use_multipart=True, chunk_size=PART, max_concurrency=CONCURRENCY
+        )
+    BAD.discard(name)

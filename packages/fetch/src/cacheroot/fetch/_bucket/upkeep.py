@@ -31,6 +31,7 @@ from .. import _store
 from .names import BLOBS, GIT_BLOBS, LEASES, PROBES, RECORDS
 from .records import Record
 from .transfer import ChangedError, pull, push
+from .trees import TREES, archive_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -251,6 +252,27 @@ def _over_budget(
     return over
 
 
+def _trees(
+    bucket: Bucket,
+    out: Eviction,
+    wanted: set[str],
+    named: set[str],
+    *,
+    older_than: float | None,
+    now: float,
+) -> None:
+    """Built trees go by age only: their records older than ``older_than`` into ``out``; the
+    archives of the others ``wanted``; every archive a tree record names ``named``."""
+    for obj in _listing(bucket, TREES):
+        archive = archive_of(bucket, obj.name)
+        if older_than is not None and now - obj.modified > older_than:
+            out.records.append(obj.name)
+        elif archive is not None:
+            wanted.add(archive)
+        if archive is not None:
+            named.add(archive)
+
+
 def evict(
     bucket: Bucket,
     *,
@@ -284,6 +306,7 @@ def evict(
         kept = [pair for pair in kept if pair not in over]
     wanted = {record.sha256 for _obj, record in kept if record is not None}
     named_before = {record.sha256 for _obj, record in records if record is not None}
+    _trees(bucket, out, wanted, named_before, older_than=older_than, now=now)
     unnamed_until = None if older_than is None else now - max(older_than, GRACE)
     for digest, obj in sorted(blobs.items()):
         if digest in wanted:
