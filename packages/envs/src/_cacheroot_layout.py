@@ -135,6 +135,13 @@ AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
 AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - a variable's name
 AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"  # noqa: S105 - a variable's name
 AWS_REGION = "AWS_REGION"
+AWS_DEFAULT_REGION = "AWS_DEFAULT_REGION"
+#: The AWS tools' named profile (botocore reads ``AWS_DEFAULT_PROFILE`` first), and the two
+#: files that hold profiles (``~/.aws/credentials``, ``~/.aws/config`` when unset).
+AWS_PROFILE = "AWS_PROFILE"
+AWS_DEFAULT_PROFILE = "AWS_DEFAULT_PROFILE"
+AWS_SHARED_CREDENTIALS_FILE = "AWS_SHARED_CREDENTIALS_FILE"
+AWS_CONFIG_FILE = "AWS_CONFIG_FILE"
 
 #: Rows of the table that library code looks up by name.
 HF_HOME = "HF_HOME"

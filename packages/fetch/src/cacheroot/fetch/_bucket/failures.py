@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from cacheroot.envs import CACHEROOT_SHARED
 
-__all__ = ["Failure", "denied", "describe"]
+__all__ = ["ConfigurationError", "Failure", "denied", "describe"]
 
 _CODE = re.compile(r"<Code>([A-Za-z0-9]{1,64})</Code>")
 _STATUS = re.compile(r"status code: (\d{3})|status: (\d{3})")
@@ -36,6 +36,12 @@ _AUTH_CODES = frozenset(
         "InvalidClientTokenId",
     }
 )
+
+
+class ConfigurationError(ValueError):
+    """A configuration of the bucket's client that cannot be used, raised before any request
+    with a message written to be shown as it is: it names what was found and what to do, and
+    repeats no secret."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,8 @@ def _status(text: str) -> int:
 def describe(exc: BaseException, url: str) -> Failure:  # noqa: PLR0911 - one answer a kind
     """What ``exc``, raised by a request to the bucket at ``url``, says (see the module
     docstring)."""
+    if isinstance(exc, ConfigurationError):
+        return Failure(str(exc), fatal=True)
     kind = type(exc).__name__
     text = str(exc)
     code = _code(text)

@@ -5,7 +5,8 @@ query, a fragment or a user name and password (credentials pasted into a variabl
 print) is refused with a message that repeats none of them. The client's configuration
 (endpoint, region, credentials, session token) is the ecosystem's usual one, read from the
 environment by the client itself (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...), so a job
-configured for the AWS tools is configured for this.
+configured for the AWS tools is configured for this; a named profile, which the client does not
+read, is read by :mod:`.profile`.
 
 Two clients share one configuration: a *control* client for the small objects (records,
 leases, probes), whose every request is over within seconds, and a *data* client for the
@@ -21,10 +22,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from _cacheroot_layout import AWS_ENDPOINT, AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3
-
 from cacheroot.envs import CACHEROOT_SHARED
 from cacheroot.envs._shared_tier import BUCKET_SCHEMES
+
+from .profile import ENDPOINTS, first_set, profile_settings
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -42,8 +43,6 @@ READ_TIMEOUT = 20.0
 DATA_TIMEOUT = 3600.0
 RETRIES = 2
 RETRY_TIMEOUT = 5.0
-#: Where the AWS tools read an S3 endpoint from, most specific first.
-_ENDPOINTS = (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS_ENDPOINT)
 
 
 class ClientMissingError(ImportError):
@@ -114,14 +113,18 @@ class Clients:
     data: ObjectStore
 
 
-def _options(location: Location, environ: Mapping[str, str], timeout: float) -> dict[str, Any]:
+def _options(
+    location: Location, environ: Mapping[str, str], timeout: float, profiled: str = ""
+) -> dict[str, Any]:
+    """The client options; ``profiled``: the endpoint a profile names (the environment's wins)."""
     options: dict[str, Any] = {
         "connect_timeout": timedelta(seconds=CONNECT_TIMEOUT),
         "timeout": timedelta(seconds=timeout),
         "read_timeout": timedelta(seconds=READ_TIMEOUT),
     }
     if location.scheme in ("s3", "s3a"):
-        endpoint = next((environ[k] for k in _ENDPOINTS if environ.get(k, "").strip()), "")
+        named = first_set(environ, ENDPOINTS)
+        endpoint = environ[named] if named else profiled
         if endpoint.strip().lower().startswith("http://"):
             options["allow_http"] = True  # an endpoint the operator named without TLS
     return options
@@ -140,8 +143,9 @@ def _retries() -> dict[str, Any]:
 
 
 def open_clients(location: Location, environ: Mapping[str, str] | None = None) -> Clients:
-    """The clients of ``location``; :class:`ClientMissingError` without ``obstore``, and what
-    the client raises for a configuration it refuses (a :class:`ValueError` or one of its own)."""
+    """The clients of ``location``; :class:`ClientMissingError` without ``obstore``,
+    :class:`.profile.ProfileError` for an AWS profile that cannot be used, and what the client
+    raises for a configuration it refuses (a :class:`ValueError` or one of its own)."""
     env = os.environ if environ is None else environ
     try:
         from obstore.store import from_url  # noqa: PLC0415 - only a bucket tier loads it
@@ -150,13 +154,19 @@ def open_clients(location: Location, environ: Mapping[str, str] | None = None) -
             f"{CACHEROOT_SHARED}={location.url} needs the object-store client obstore, which "
             f"is not installed: {INSTALL}"
         ) from exc
+    config, provider = profile_settings(location, env)
+    extra: dict[str, Any] = {}
+    if config:
+        extra["config"] = config
+    if provider is not None:
+        extra["credential_provider"] = provider  # one for both clients: one refresh
 
     def build(timeout: float) -> ObjectStore:
-        options = _options(location, env, timeout)
+        options = _options(location, env, timeout, config.get("endpoint", ""))
         try:
-            return from_url(location.url, client_options=options, retry_config=_retries())  # type: ignore[call-overload,no-any-return]
+            return from_url(location.url, client_options=options, retry_config=_retries(), **extra)  # type: ignore[call-overload,no-any-return]
         except Exception:  # noqa: BLE001 - an older client without read_timeout: without it
             del options["read_timeout"]
-            return from_url(location.url, client_options=options, retry_config=_retries())  # type: ignore[call-overload,no-any-return]
+            return from_url(location.url, client_options=options, retry_config=_retries(), **extra)  # type: ignore[call-overload,no-any-return]
 
     return Clients(location, build(CONTROL_TIMEOUT), build(DATA_TIMEOUT))
