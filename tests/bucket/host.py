@@ -5,7 +5,8 @@ or not), a ``gate`` file to wait for (so that several hosts start at once), and 
 lease lifetime (``ttl``) and a ``stall`` file: the first upload of a part then writes that file
 and stops for good, so that the test can kill the host mid-upload. It prints one JSON line:
 the sha256 of each file it was served, in order, and how far its peak resident memory rose
-above the resident memory it had before each fetch (KiB).
+above the resident memory it had before each fetch (KiB). A job that names a ``snapshot`` (a
+model entry) warms that model snapshot instead and reports it (:func:`warm_snapshot`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import resource
 import sys
@@ -63,8 +65,56 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+class _Lines(logging.Handler):
+    """cacheroot's log from INFO on, kept for the report (as ``LEVEL: message``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname}: {record.getMessage()}")
+
+
+def warm_snapshot(job: dict[str, Any]) -> int:
+    """A job with ``snapshot`` (a model entry: ``repo_id``, ``revision``, ``hub``): warm it
+    with the hub's own client after the gate; print the snapshot's path, the sha256 of each of
+    its files, the error if the warm failed, and cacheroot's log."""
+    from cacheroot.fetch import Model
+    from cacheroot.fetch._models.snapshot import warm_snapshot as warm
+
+    spec = Model(**job["snapshot"])
+    if spec.hub == "hf":
+        import huggingface_hub  # noqa: F401 - imported before the gate, as a suite does
+    else:
+        import modelscope_hub  # noqa: F401
+    lines = _Lines()
+    logger = logging.getLogger("cacheroot.fetch")
+    logger.addHandler(lines)
+    logger.setLevel(logging.INFO)
+    gate = job.get("gate")
+    while gate and not os.path.exists(gate):
+        time.sleep(0.01)
+    report: dict[str, Any] = {"error": None, "path": None, "files": {}}
+    try:
+        path = warm(spec, attempts=1)
+        report["path"] = str(path)
+        report["files"] = {
+            p.relative_to(path).as_posix(): _sha256(p)
+            for p in sorted(path.rglob("*"))
+            if p.is_file()
+        }
+    except Exception as error:  # reported to the test
+        report["error"] = f"{type(error).__name__}: {error}"
+    report["log"] = lines.lines
+    sys.stdout.write(json.dumps(report) + "\n")
+    return 0
+
+
 def main() -> int:
     job: dict[str, Any] = json.loads(Path(sys.argv[1]).read_text())
+    if "snapshot" in job:
+        return warm_snapshot(job)
     from cacheroot.fetch import Fetcher
 
     if "ttl" in job:

@@ -25,7 +25,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 
 from .. import _store
-from .names import blob_name, record_name
+from .names import blob_name, git_blob_name, record_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -34,7 +34,16 @@ if TYPE_CHECKING:
 
     from .records import Record
 
-__all__ = ["CONCURRENCY", "PART", "BadBlobError", "pull", "push", "put_blob"]
+__all__ = [
+    "CONCURRENCY",
+    "PART",
+    "BadBlobError",
+    "hasher_for",
+    "object_name",
+    "pull",
+    "push",
+    "put_blob",
+]
 
 #: Bytes per part of a multipart upload (S3's smallest part but the last) and per read.
 PART = 5 << 20
@@ -166,21 +175,35 @@ def push(
     return True
 
 
-def put_blob(data: ObjectStore, fd: int, size: int, sha256: str, *, conditional: bool) -> None:
+def object_name(digest: str) -> str:
+    """The object of the bytes named ``digest``: their sha256 (64 hex digits) or their git blob
+    sha1 (40); :class:`ValueError` for anything else."""
+    return blob_name(digest) if len(digest) == 64 else git_blob_name(digest)
+
+
+def hasher_for(digest: str, size: int) -> hashlib._Hash:
+    """What hashes ``size`` bytes into the form of their name ``digest`` (sha256, or git's blob
+    sha1, whose header names the size)."""
+    if len(digest) == 64:
+        return hashlib.sha256()
+    return hashlib.sha1(b"blob %d\x00" % size, usedforsecurity=False)
+
+
+def put_blob(data: ObjectStore, fd: int, size: int, digest: str, *, conditional: bool) -> None:
     """Upload the ``size`` bytes of the file open at ``fd`` (from its current offset) as the
-    blob of ``sha256``, unless the bucket has it: in one request created only if absent when
-    small, else as a multipart upload whose last part waits for the digest to match
-    (:func:`withheld_parts`); :class:`ChangedError` when the bytes are not ``sha256``."""
-    name = blob_name(sha256)
+    object of ``digest`` (:func:`object_name`), unless the bucket has it: in one request created
+    only if absent when small, else as a multipart upload whose last part waits for the bytes to
+    hash to ``digest`` (:func:`withheld_parts`); :class:`ChangedError` when they do not."""
+    name = object_name(digest)
     if _blob_present(data, name, size):
         return
-    parts = withheld_parts(fd, size, hashlib.sha256(), sha256)
+    parts = withheld_parts(fd, size, hasher_for(digest, size), digest)
     if size <= PART and name not in BAD:
         body = b"".join(parts)  # one part at most: one request, created only if absent
         with contextlib.suppress(AlreadyExistsError, PreconditionError):
             # Refused: another host wrote these very bytes first.
             obstore.put(data, name, body, mode="create" if conditional else "overwrite")
-    else:
+    else:  # named by its content, hashed before its last part: what it replaces is the same
         obstore.put(
             data, name, parts, use_multipart=True, chunk_size=PART, max_concurrency=CONCURRENCY
         )

@@ -22,7 +22,8 @@ a test needs that shard. So:
 
 With a shared tier (``CACHEROOT_SHARED``, a fleet's volume) a pinned revision missing here is
 copied, verified, from another host's write-through before the hub is asked, one host per
-revision asks the hub, and a cache-only run looks there too (:mod:`.shared`).
+revision asks the hub, and a cache-only run looks there too (:mod:`.shared`; a bucket as the
+shared tier, ``CACHEROOT_SHARED=s3://BUCKET/PREFIX``: :mod:`.bucket`).
 
 Records and locks live under ``VLLM_CACHE_ROOT`` (the cache root when that is unusable):
 ``snapshots/<key>.json`` and ``locks/snapshots/<key>.lock``. A record stores the snapshot's
@@ -56,6 +57,7 @@ from cacheroot.envs import (
     resolve,
     truthy,
 )
+from cacheroot.envs._shared_tier import shared_url
 
 from .. import _store
 from .._errors import WARM_HINT, CacheMissError, ChecksumError, DownloadError
@@ -67,6 +69,8 @@ from .model import COMMIT_HASH, Model
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from . import bucket
 
 log = logging.getLogger("cacheroot.fetch")
 
@@ -611,7 +615,7 @@ def fill_snapshot(
                 record = download()
             else:
                 # A fleet (CACHEROOT_SHARED): another host's copy first, one host asking the hub.
-                shared.fill(
+                _fill(
                     tier,
                     _identity(spec),
                     download,
@@ -696,15 +700,49 @@ def _identity(spec: Model) -> dict[str, Any]:
     }
 
 
-def _tiers(spec: Model, environ: Mapping[str, str]) -> shared.Tiers | None:
-    """Where ``spec`` lives on this host and on the shared tier; ``None`` without one.
+def _tiers(spec: Model, environ: Mapping[str, str]) -> shared.Tiers | bucket.Revision | None:
+    """Where ``spec`` lives on this host and on the shared tier (a file system, or a bucket:
+    :mod:`.bucket`); ``None`` without one.
 
     Only a pinned revision is shared: a branch moves, and the hub is asked which commit it
     names on every warm anyway.
     """
     if not spec.pinned:
         return None
-    return shared.tiers(str(record_path(spec, environ)), _hub_root(spec, environ), environ)
+    record, hub_root = str(record_path(spec, environ)), _hub_root(spec, environ)
+    if shared_url(environ) is not None:
+        from . import bucket  # noqa: PLC0415 - only a bucket tier loads its client
+
+        return bucket.tiers(record, hub_root, environ)
+    return shared.tiers(record, hub_root, environ)
+
+
+def _fill(
+    tier: shared.Tiers | bucket.Revision,
+    identity: Mapping[str, Any],
+    download: Callable[[], dict[str, Any]],
+    write: Callable[[dict[str, Any]], None],
+    *,
+    timeout: float | None,
+    environ: Mapping[str, str],
+) -> str:
+    """:func:`.shared.fill` or :func:`.bucket.fill`, as the shared tier is."""
+    if isinstance(tier, shared.Tiers):
+        return shared.fill(tier, identity, download, write, timeout=timeout, environ=environ)
+    from . import bucket  # noqa: PLC0415 - only a bucket tier loads its client
+
+    return bucket.fill(tier, identity, download, write, timeout=timeout)
+
+
+def _pull(
+    tier: shared.Tiers | bucket.Revision, identity: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """:func:`.shared.pull` or :func:`.bucket.pull`, as the shared tier is."""
+    if isinstance(tier, shared.Tiers):
+        return shared.pull(tier, identity)
+    from . import bucket  # noqa: PLC0415 - only a bucket tier loads its client
+
+    return bucket.pull(tier, identity)
 
 
 def _from_shared(
@@ -722,7 +760,7 @@ def _from_shared(
             report = check_snapshot(spec, environ=environ)
             if not report.complete:
                 _discard_wrong(spec, report)
-                record = shared.pull(tier, _identity(spec))
+                record = _pull(tier, _identity(spec))
                 if record is None:
                     return None
                 _write_record(record_path(spec, environ), record)
