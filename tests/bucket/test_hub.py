@@ -8,6 +8,8 @@ Expected object names and bytes come from hashlib and from boto3, not from the c
 from __future__ import annotations
 
 import hashlib
+import hmac
+import json
 import time
 from typing import TYPE_CHECKING
 
@@ -20,7 +22,7 @@ from .fleet import host_env
 from .s3server import closed_port
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
 
     from tests.hub.hubserver import HubRepo, HubServer
@@ -134,7 +136,7 @@ def test_two_hub_nodes_fetch_each_file_once_through_the_bucket(
     assert upstream.count_path(_resolve("config.json"), "GET") == 1
     counts = b.stats()["counts"]
     assert counts["file_from_shared_tier"] == 2
-    assert counts["blob_checked"] >= 1  # the git-sha1 file, copied unverified, checked on serve
+    assert counts["blob_checked"] >= 1  # the git-sha1 file, hashed when pulled and on serve
     # Only the two files: the probe is gone, and no record names a hub file.
     assert s3.objects(bucket) == {lfs: WEIGHTS, small: CONFIG}
     # Node b's own copy is the upstream's bytes, kept in its store under the file's name.
@@ -186,13 +188,9 @@ def test_wrong_bytes_under_a_sha256_name_are_not_served_and_are_replaced(
     assert upstream.count_path(_resolve("extra.safetensors"), "GET") == 1
     assert node.stats()["counts"].get("file_from_shared_tier", 0) == 0
 
-    for _ in range(200):
-        if s3.objects(bucket) == {
-            _sha256_object(WEIGHTS): WEIGHTS,
-            _sha256_object(SMALL_WEIGHTS): SMALL_WEIGHTS,
-        }:
-            break
-        time.sleep(0.05)
+    # Read by name until replaced: a listing may name an object the server is replacing.
+    assert _replaced(s3, bucket, _sha256_object(WEIGHTS), WEIGHTS) == WEIGHTS
+    assert _replaced(s3, bucket, _sha256_object(SMALL_WEIGHTS), SMALL_WEIGHTS) == SMALL_WEIGHTS
     assert s3.objects(bucket) == {
         _sha256_object(WEIGHTS): WEIGHTS,
         _sha256_object(SMALL_WEIGHTS): SMALL_WEIGHTS,
@@ -276,3 +274,246 @@ def test_eviction_keeps_hub_files_from_the_size_budget_and_ages_them_out(
         n.removeprefix(f"{PREFIX}/") for n in (lfs, small)
     )
     assert s3.objects(bucket) == {}
+
+
+# -- signed answers through the bucket ------------------------------------------------------
+
+#: The secret every node's hub signs its answers with (``CACHEROOT_HUB_KEY_FILE``).
+ANSWER_KEY = b"0123456789abcdef0123456789abcdef"
+API = f"/api/models/{REPO.repo_id}/revision/main"
+#: Another request: the revision answer at the commit.
+API_AT_COMMIT = f"/api/models/{REPO.repo_id}/revision/{REPO.commit}"
+ANSWERS = f"{PREFIX}/answers/"
+
+
+@pytest.fixture
+def key_file(tmp_path: Path) -> Path:
+    key = tmp_path / "hub.key"
+    key.write_bytes(ANSWER_KEY)
+    key.chmod(0o600)
+    return key
+
+
+def _start_signed(
+    nodes: Nodes, name: str, key: Path, *, mode: str = "rw", options: Sequence[str] = ()
+) -> HubProcess:
+    """A hub node of ``nodes`` that signs its answers with the key in ``key``."""
+    root = nodes.tmp / name
+    env = host_env(root, nodes.shared, nodes.s3, mode=mode, CACHEROOT_HUB_KEY_FILE=str(key))
+    proc = HubProcess.start(
+        upstream=nodes.upstream.url, store=str(root / "hubcache"), env=env, options=options
+    )
+    nodes.procs.append(proc)
+    return proc
+
+
+def _answer_object(node: HubProcess, target: str, cred: str = "public") -> tuple[str, str]:
+    """``(store key, object name)`` of the answer to ``GET target`` through ``node``: the key
+    is the sha256 of upstream, method, target and credential, one a line; the object is named
+    by the sha256 of the answer's path below the cache root (``hubcache/meta/ab/<key>``)."""
+    upstream = str(node.stats()["upstream"])
+    key = hashlib.sha256("\n".join((upstream, "GET", target, cred)).encode()).hexdigest()
+    rel = f"hubcache/meta/{key[:2]}/{key}"
+    return key, f"{ANSWERS}{hashlib.sha256(rel.encode()).hexdigest()}"
+
+
+def _signed_with(data: bytes, secret: bytes, key: str) -> bool:
+    """Whether ``data`` is an answer signed with ``secret`` for the store key ``key``."""
+    head, _, rest = data.partition(b"\n")
+    if not head.startswith(b"hmac-sha256 "):
+        return False
+    mac = hmac.new(secret, key.encode() + b"\n" + rest, hashlib.sha256).hexdigest().encode()
+    return hmac.compare_digest(head.removeprefix(b"hmac-sha256 "), mac)
+
+
+def _answer_names(s3: S3, bucket: str) -> list[str]:
+    return sorted(n for n in s3.objects_names(bucket) if n.startswith(ANSWERS))
+
+
+def test_two_signed_hub_nodes_ask_the_upstream_once_per_answer_through_the_bucket(
+    s3: S3, bucket: str, upstream: HubServer, nodes: Nodes, key_file: Path
+) -> None:
+    """Node b answers what node a asked from the bucket; once both copies are stale, node a
+    asks again and replaces the object, and node b takes that fresh one instead of asking."""
+    a = _start_signed(nodes, "node-a", key_file, options=["--ttl=1"])
+    b = _start_signed(nodes, "node-b", key_file, options=["--ttl=1"])
+    key, name = _answer_object(a, API)
+
+    first = requests.get(a.url + API, timeout=30)
+    assert first.status_code == 200
+    assert first.json()["id"] == "acme/bucket-model"
+    assert _answer_names(s3, bucket) == [name]
+    written = s3.client().get_object(Bucket=bucket, Key=name)["Body"].read()
+    assert _signed_with(written, ANSWER_KEY, key)
+    _signature, _, kept = written.partition(b"\n")
+    assert json.loads(kept.partition(b"\n")[2]) == first.json()
+
+    second = requests.get(b.url + API, timeout=30)
+    assert (second.status_code, second.json()) == (200, first.json())
+    assert upstream.count_path(API, "GET") == 1
+
+    time.sleep(1.2)
+    assert requests.get(a.url + API, timeout=30).status_code == 200
+    assert upstream.count_path(API, "GET") == 2
+    replaced = s3.client().get_object(Bucket=bucket, Key=name)["Body"].read()
+    assert replaced != written
+    assert _signed_with(replaced, ANSWER_KEY, key)
+    assert requests.get(b.url + API, timeout=30).status_code == 200
+    assert upstream.count_path(API, "GET") == 2
+    assert b.stats()["counts"]["answer_from_shared_tier"] == 1
+    assert _answer_names(s3, bucket) == [name]
+
+
+def test_an_ro_signed_hub_node_reads_answers_and_writes_none(
+    s3: S3, bucket: str, upstream: HubServer, nodes: Nodes, key_file: Path
+) -> None:
+    reader = _start_signed(nodes, "node-ro", key_file, mode="ro")
+    other = API_AT_COMMIT
+    assert requests.get(reader.url + other, timeout=30).status_code == 200
+    assert upstream.count_path(other, "GET") == 1
+    assert s3.objects_names(bucket) == []
+
+    writer = _start_signed(nodes, "node-rw", key_file)
+    _key, name = _answer_object(writer, API)
+    assert requests.get(writer.url + API, timeout=30).status_code == 200
+    assert _answer_names(s3, bucket) == [name]
+    late = _start_signed(nodes, "node-ro-2", key_file, mode="ro")
+    got = requests.get(late.url + API, timeout=30)
+    assert (got.status_code, got.json()["id"]) == (200, "acme/bucket-model")
+    assert upstream.count_path(API, "GET") == 1
+    assert _answer_names(s3, bucket) == [name]
+
+
+def test_a_forged_answer_in_the_bucket_is_not_served(
+    s3: S3, bucket: str, upstream: HubServer, nodes: Nodes, key_file: Path
+) -> None:
+    """Signed with another key, or not signed, for a time far ahead: the node asks the
+    upstream, and (``rw``) replaces the object with its own signed answer."""
+    node = _start_signed(nodes, "node-a", key_file)
+    key, name = _answer_object(node, API)
+    body = b'{"status":200,"headers":[],"stored":1e12}\n{"planted": true}'
+    wrong = hmac.new(b"k" * 32, key.encode() + b"\n" + body, hashlib.sha256).hexdigest()
+    client = s3.client()
+    client.put_object(Bucket=bucket, Key=name, Body=b"hmac-sha256 " + wrong.encode() + b"\n" + body)
+    other = API_AT_COMMIT
+    other_key, other_name = _answer_object(node, other)
+    client.put_object(Bucket=bucket, Key=other_name, Body=body)
+
+    got = requests.get(node.url + API, timeout=30)
+    assert got.status_code == 200
+    assert "planted" not in got.text
+    assert upstream.count_path(API, "GET") == 1
+    unsigned = requests.get(node.url + other, timeout=30)
+    assert unsigned.status_code == 200
+    assert "planted" not in unsigned.text
+    assert upstream.count_path(other, "GET") == 1
+    assert node.stats()["counts"].get("answer_from_shared_tier", 0) == 0
+    for object_name, store_key in ((name, key), (other_name, other_key)):
+        mine = client.get_object(Bucket=bucket, Key=object_name)["Body"].read()
+        assert _signed_with(mine, ANSWER_KEY, store_key)
+        assert b"planted" not in mine
+
+
+def test_an_answer_asked_with_a_credential_never_reaches_the_bucket(
+    s3: S3, bucket: str, upstream: HubServer, nodes: Nodes, key_file: Path
+) -> None:
+    node = _start_signed(nodes, "node-a", key_file)
+    token = "Bearer hf_gatedreader"  # noqa: S105 - a made-up credential
+    got = requests.get(node.url + API, headers={"Authorization": token}, timeout=30)
+    assert got.status_code == 200
+    assert upstream.count_path(API, "GET") == 1
+    assert s3.objects_names(bucket) == []
+    # The same request without it is public: written through, under the public key's name.
+    _key, public = _answer_object(node, API)
+    assert requests.get(node.url + API, timeout=30).status_code == 200
+    assert _answer_names(s3, bucket) == [public]
+
+
+def test_eviction_ages_the_hub_answers_out_with_the_hub_files(
+    s3: S3, bucket: str, nodes: Nodes, key_file: Path
+) -> None:
+    """Answers go by age only (``--l2-older-than``, and an hour), as the hub's files."""
+    from cacheroot.fetch._bucket.tier import open_bucket
+    from cacheroot.fetch._bucket.upkeep import evict
+
+    node = _start_signed(nodes, "node-a", key_file)
+    _key, name = _answer_object(node, API)
+    assert requests.get(node.url + API, timeout=30).status_code == 200
+    size = len(s3.objects(bucket)[name])
+    opened, problem = open_bucket(nodes.shared, "rw", s3.env())
+    assert opened is not None, problem
+    later = time.time() + 2 * 86400
+    assert evict(opened, max_size=0, now=later).answers == []
+    assert evict(opened, now=later + 86400).answers == []
+    assert evict(opened, older_than=3 * 86400, now=later, dry_run=True).answers == []
+    assert _answer_names(s3, bucket) == [name]
+    aged = evict(opened, older_than=86400, now=later)
+    assert aged.answers == [(name.removeprefix(f"{PREFIX}/"), size)]
+    assert _answer_names(s3, bucket) == []
+
+
+def test_an_answer_object_is_read_within_the_limit_only_and_never_written_ro(
+    s3: S3, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cacheroot.fetch._bucket.hub import load_answer, save_answer
+
+    root = tmp_path / "node-a"
+    for name, value in host_env(root, f"s3://{bucket}/{PREFIX}", s3, mode="ro").items():
+        monkeypatch.setenv(name, value)
+    key = "ab" + "0" * 62
+    path = str(root / "hubcache" / "meta" / "ab" / key)
+    rel = f"hubcache/meta/ab/{key}"
+    name = f"{ANSWERS}{hashlib.sha256(rel.encode()).hexdigest()}"
+    s3.client().put_object(Bucket=bucket, Key=name, Body=b"x" * 100)
+
+    assert load_answer(path, limit=99) is None
+    assert load_answer(path, limit=100) == b"x" * 100
+    assert load_answer(str(tmp_path / "elsewhere" / key), limit=100) is None  # not below root
+    assert save_answer(path, b"y" * 10) is False  # ro
+    assert s3.objects(bucket) == {name: b"x" * 100}
+
+
+# -- a git-sha1 object found bad is replaced -------------------------------------------------
+
+
+def _replaced(s3: S3, bucket: str, name: str, data: bytes) -> bytes | None:
+    """The bytes of the object ``name`` once they are ``data`` (the hub writes in the
+    background), or as they are after 10 s."""
+    client = s3.client()
+    found: bytes | None = None
+    for _ in range(200):
+        try:
+            found = client.get_object(Bucket=bucket, Key=name)["Body"].read()
+        except client.exceptions.NoSuchKey:
+            found = None  # the server may drop the name while it completes an upload over it
+        if found == data:
+            break
+        time.sleep(0.05)
+    return found
+
+
+def test_wrong_bytes_under_a_git_sha1_name_are_not_served_and_are_replaced(
+    s3: S3, bucket: str, upstream: HubServer, nodes: Nodes
+) -> None:
+    """Of the announced size, the wrong bytes: refused by their hash as they are copied; the
+    node serves the upstream's bytes and writes them over the object in the bucket."""
+    small = _sha1_object(CONFIG)
+    planted = b"{" + b" " * (len(CONFIG) - 2) + b"}"
+    s3.client().put_object(Bucket=bucket, Key=small, Body=planted)
+
+    node = nodes.start("node-a")
+    got = _get(node, "config.json")
+    assert (got.status_code, got.content) == (200, CONFIG)
+    assert got.headers[STATE] != "shared"
+    assert upstream.count_path(_resolve("config.json"), "GET") == 1
+    assert node.stats()["counts"].get("file_from_shared_tier", 0) == 0
+    assert _replaced(s3, bucket, small, CONFIG) == CONFIG
+    assert s3.objects(bucket) == {small: CONFIG}
+
+    # Another node now takes the right bytes from the bucket.
+    other = nodes.start("node-b")
+    again = _get(other, "config.json")
+    assert (again.status_code, again.content, again.headers[STATE]) == (200, CONFIG, "shared")
+    assert upstream.count_path(_resolve("config.json"), "GET") == 1
+    nodes.stop()
+    assert "does not hold the bytes it is named by (git blob sha1" in nodes.stderr[0]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -274,3 +276,28 @@ def test_a_dead_endpoint_costs_one_note_and_the_warm_comes_from_the_hub(
     assert len(notes) == 1, notes
     assert "nothing answers at the endpoint" in notes[0]
     assert fleet.s3.secret not in json.dumps(found)
+
+
+def test_evict_keeps_a_shared_snapshot_by_size_and_removes_it_by_age(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    _complete(fleet.warm("writer"))
+    before = fleet.objects()
+    assert sorted(before) == sorted([*HF_OBJECTS.values(), *_records(before)])
+    env = host_env(tmp_path / "writer", f"s3://{fleet.bucket}/{PREFIX}", fleet.s3)
+    cli = [str(Path(sys.executable).with_name("cacheroot")), "tier", "evict"]
+
+    def evict(*args: str) -> str:
+        done = subprocess.run(
+            [*cli, *args], env=env, capture_output=True, text=True, check=False, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    # The size budget weighs the entries records name: a snapshot's files are not among them,
+    # and the git-sha1 object its record names is not an unnamed hub file either.
+    evict("--l2-max-size", "0")
+    assert fleet.objects() == before
+    aged = evict("--l2-older-than", "0")
+    assert aged.startswith("L2: removed 1 entry"), aged
+    assert fleet.objects() == {}

@@ -8,7 +8,12 @@
 - ``records/<h>.json``: an entry's record (:mod:`.records`), written after its blob, so that a
   reader never takes a blob that is still being written;
 - ``leases/<h>``: who is downloading the entry now (:mod:`.lease`);
-- ``probes/<owner>``: a process's start-up check of conditional writes (:mod:`.probe`).
+- ``probes/<owner>``: a process's start-up check of conditional writes (:mod:`.probe`);
+- ``snapshots/<h>.json``: a model snapshot's record (written by the models' bucket tier), after
+  the files it names (``blobs/...``);
+- ``trees/<h>.json``: a ``build_once`` tree's record (:mod:`.trees`), after its archive;
+- ``answers/<h>``: a hub cache's signed answer to an API request (:mod:`.hub`), ``<h>`` naming
+  its path in the hub's store as for an entry.
 
 ``<h>`` is the sha256 of the entry's path relative to the cache root, the path the file tier
 uses: two hosts with the same layout name an entry alike, and a name in the bucket is always a
@@ -21,11 +26,14 @@ import hashlib
 import re
 
 __all__ = [
+    "ANSWERS",
     "BLOBS",
     "GIT_BLOBS",
     "LEASES",
     "PROBES",
     "RECORDS",
+    "SNAPSHOTS",
+    "answer_name",
     "blob_name",
     "entry_hash",
     "git_blob_name",
@@ -39,6 +47,8 @@ GIT_BLOBS = "blobs/git-sha1"
 RECORDS = "records"
 LEASES = "leases"
 PROBES = "probes"
+ANSWERS = "answers"
+SNAPSHOTS = "snapshots"
 _HEX = re.compile(r"[0-9a-f]{64}")
 _SHA1 = re.compile(r"[0-9a-f]{40}")
 
@@ -46,6 +56,11 @@ _SHA1 = re.compile(r"[0-9a-f]{40}")
 def entry_hash(rel: str) -> str:
     """The hex name of the entry at ``rel`` (its path relative to the cache root)."""
     return hashlib.sha256(rel.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def answer_name(rel: str) -> str:
+    """The hub cache's answer kept at ``rel`` (its path relative to the cache root)."""
+    return f"{ANSWERS}/{entry_hash(rel)}"
 
 
 def blob_name(sha256: str) -> str:

@@ -5,7 +5,9 @@ cacheroot's own entries (blob and record). So ``tier up`` *seeds* L1 with the bu
 entries, most recently written first, within L1's budget; ``tier sync`` writes through every
 complete, verified entry of L1 the bucket has no record of (one a host fetched while the bucket
 was unreachable, or in a job that ran ``ro``); ``tier evict`` removes records by age or total
-size, oldest first, then the blobs no record names any more.
+size, oldest first, then the blobs no record names any more. Built trees (``trees/``) and
+model snapshots (``snapshots/``) go by age only, and what their records name with them; the
+hub caches' files and signed answers, which no record names, go by age only too.
 
 An entry counts as used when its record was written (the object's time on the server, one clock
 for the fleet): hosts read the bucket without writing to it, so a record of use would cost a
@@ -17,6 +19,7 @@ Another host may be pulling a blob that goes: its copy fails, and it fetches fro
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import stat
@@ -28,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 import obstore
 
 from .. import _store
-from .names import BLOBS, GIT_BLOBS, LEASES, PROBES, RECORDS
+from .names import ANSWERS, BLOBS, GIT_BLOBS, LEASES, PROBES, RECORDS, SNAPSHOTS
 from .records import Record
-from .transfer import ChangedError, pull, push
+from .transfer import ChangedError, object_name, pull, push
 from .trees import TREES, archive_of
 
 if TYPE_CHECKING:
@@ -220,11 +223,13 @@ def sync(bucket: Bucket, l1: str) -> Report:
 
 @dataclass
 class Eviction:
-    """What an eviction removed (or would remove): record names and blob names, with sizes."""
+    """What an eviction removed (or would remove): record names and blob names, with sizes,
+    and the hub caches' answers, with sizes."""
 
     records: list[str] = field(default_factory=list)
     blobs: list[tuple[str, int]] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
+    answers: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -273,6 +278,58 @@ def _trees(
             named.add(archive)
 
 
+#: The largest model snapshot record read (one names every file of a revision).
+MAX_SNAPSHOT = 32 << 20
+_DIGEST = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def _snapshot_objects(bucket: Bucket, obj: _Object) -> set[str]:
+    """The objects the snapshot record ``obj`` names: each file's (by its ``blobs`` entry, the
+    git blob sha1 of a small Hugging Face file or a sha256, else by its sha256); none for a
+    record too large or not one this version reads."""
+    if obj.size > MAX_SNAPSHOT:
+        return set()
+    try:
+        record = json.loads(bytes(obstore.get(bucket.clients.control, obj.name).bytes()))
+    except (FileNotFoundError, ValueError):
+        return set()
+    if not isinstance(record, dict) or not isinstance(record.get("files"), list):
+        return set()
+    given_names = record.get("blobs")
+    named: dict[str, Any] = given_names if isinstance(given_names, dict) else {}
+    found: set[str] = set()
+    for entry in record["files"]:
+        if not isinstance(entry, dict):
+            continue
+        given = named.get(str(entry.get("path")))  # its blob's name in the hub's layout
+        if isinstance(given, str) and _DIGEST.fullmatch(given):
+            found.add(object_name(given))
+        elif isinstance(entry.get("sha256"), str) and _DIGEST.fullmatch(entry["sha256"]):
+            found.add(object_name(entry["sha256"]))
+    return found
+
+
+def _snapshots(
+    bucket: Bucket,
+    out: Eviction,
+    wanted: set[str],
+    named: set[str],
+    *,
+    older_than: float | None,
+    now: float,
+) -> None:
+    """Model snapshots go by age only, as built trees: their records older than ``older_than``
+    into ``out``; the objects the others name ``wanted``; every object any of them names
+    ``named`` (object names, not digests)."""
+    for obj in _listing(bucket, SNAPSHOTS):
+        objects = _snapshot_objects(bucket, obj)
+        if older_than is not None and now - obj.modified > older_than:
+            out.records.append(obj.name)
+        else:
+            wanted |= objects
+        named |= objects
+
+
 def evict(
     bucket: Bucket,
     *,
@@ -288,7 +345,9 @@ def evict(
     A blob no record ever named is the hub cache's (a file named by its sha256 or git blob
     sha1, which it keeps without a record) or a writer's that died before its record: it goes
     when it is older than ``older_than`` (and :data:`GRACE`), never by the size budget, which
-    weighs the entries that records name."""
+    weighs the entries that records name. So do the hub caches' signed answers (``answers/``,
+    :mod:`.hub`): by age only, as the files they describe (a commit's answer never changes, and
+    a stale one is still served while the upstream cannot be asked)."""
     now = time.time() if now is None else now
     records = _records(bucket)  # newest first
     blobs = {obj.name.rsplit("/", 1)[-1]: obj for obj in _listing(bucket, BLOBS)}
@@ -307,20 +366,33 @@ def evict(
     wanted = {record.sha256 for _obj, record in kept if record is not None}
     named_before = {record.sha256 for _obj, record in records if record is not None}
     _trees(bucket, out, wanted, named_before, older_than=older_than, now=now)
+    kept_objects: set[str] = set()
+    named_objects: set[str] = set()
+    _snapshots(bucket, out, kept_objects, named_objects, older_than=older_than, now=now)
     unnamed_until = None if older_than is None else now - max(older_than, GRACE)
     for digest, obj in sorted(blobs.items()):
-        if digest in wanted:
+        if digest in wanted or obj.name in kept_objects:
             continue
         # A blob no record ever named: a hub file, or one whose record is about to be written.
-        if digest in named_before or (unnamed_until is not None and obj.modified < unnamed_until):
+        named = digest in named_before or obj.name in named_objects
+        if named or (unnamed_until is not None and obj.modified < unnamed_until):
             out.blobs.append((obj.name, obj.size))
+    out.blobs += sorted(
+        (o.name, o.size)
+        for o in git_blobs
+        if o.name not in kept_objects
+        and (o.name in named_objects or (unnamed_until is not None and o.modified < unnamed_until))
+    )
     if unnamed_until is not None:
-        out.blobs += sorted((o.name, o.size) for o in git_blobs if o.modified < unnamed_until)
+        out.answers = sorted(
+            (o.name, o.size) for o in _listing(bucket, ANSWERS) if o.modified < unnamed_until
+        )
     for prefix in (LEASES, PROBES):
         out.leftovers += [o.name for o in _listing(bucket, prefix) if now - o.modified > GRACE]
     if not dry_run:
         # Records first: a reader never finds a record whose blob went before it.
-        for name in out.records + [name for name, _size in out.blobs] + out.leftovers:
+        gone = out.blobs + out.answers
+        for name in out.records + [name for name, _size in gone] + out.leftovers:
             with contextlib.suppress(FileNotFoundError):
                 obstore.delete(bucket.clients.control, name)
     return out

@@ -19,9 +19,10 @@ its hash fails.
 With a bucket for the shared tier (``CACHEROOT_SHARED=s3://BUCKET/PREFIX``) the files travel
 through it instead (:mod:`.._bucket.hub`, imported only then: a hub without a bucket never loads
 its client): a file named by its sha256 is the very object a fetch entry with the same bytes
-has, checked both ways; a file named by its git blob sha1 is checked on the way up and by the
-hub's first serve; a file that came with a credential stays on the node. This node's store
-is still reached through held descriptors.
+has; either name is checked both ways (a git blob sha1 by git's own hash), and an object found
+wrong is replaced by this node's verified copy in ``rw``; a file that came with a credential
+stays on the node. Signed answers travel as objects too. This node's store is still reached
+through held descriptors.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 from cacheroot.envs import CACHEROOT_HUB_KEY_FILE
+from cacheroot.envs._shared_tier import shared_url
 
 from .. import _proc, _shared, _store
 from . import partials
@@ -331,7 +332,12 @@ class Store:
 
     # -- answers on a fleet's shared tier (signed ones only) ----------------------------------
     def _from_shared(self, path: str) -> bytes | None:
-        """The bytes of ``path``'s counterpart on the shared tier, or ``None``."""
+        """The bytes of ``path``'s counterpart on the shared tier, or ``None``: a file of the
+        file tier, or an object of a bucket (:func:`.._bucket.hub.load_answer`)."""
+        if shared_url(os.environ) is not None:
+            from .._bucket import hub  # noqa: PLC0415 - only a bucket tier loads its client
+
+            return hub.load_answer(path, limit=_MAX_KEPT)
         l2 = _shared.counterpart(path)
         if l2 is None:
             return None
@@ -349,8 +355,14 @@ class Store:
 
     def _to_shared(self, path: str, data: bytes) -> None:
         """Write ``data`` through to ``path``'s counterpart on the shared tier (a fresh name,
-        then a rename, in the directory reached without following a link), where this job may
-        write; what came with a credential never goes there."""
+        then a rename, in the directory reached without following a link; or the object of a
+        bucket, :func:`.._bucket.hub.save_answer`), where this job may write; what came with a
+        credential never goes there."""
+        if shared_url(os.environ) is not None:
+            from .._bucket import hub  # noqa: PLC0415 - only a bucket tier loads its client
+
+            hub.save_answer(path, data)
+            return
         l2 = _shared.counterpart(path)
         if l2 is None or not _shared.may_write():
             return

@@ -50,7 +50,7 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _store
-from .._bucket.names import blob_name, entry_hash, git_blob_name, lease_name
+from .._bucket.names import SNAPSHOTS, blob_name, entry_hash, git_blob_name, lease_name
 from .._bucket.tier import LOCAL, SHARED, Bucket, bucket_of
 from .shared import (
     _LOCAL,
@@ -75,8 +75,6 @@ __all__ = ["SNAPSHOTS", "Revision", "fill", "pull", "record_object", "tiers"]
 
 log = logging.getLogger("cacheroot.fetch")
 
-#: Where the revisions' records lie in the bucket.
-SNAPSHOTS = "snapshots"
 #: Fields of the bucket's record that only the bucket's copy needs (never in a host's record).
 _CARRIED = ("blobs", "tree")
 

@@ -137,12 +137,13 @@ def run_evict_l2(args: argparse.Namespace, url: str) -> int:
         bucket, max_size=args.l2_max_size, older_than=args.l2_older_than, dry_run=args.dry_run
     )
     verb = "would remove" if args.dry_run else "removed"
+    answers = f", {counted(len(done.answers), 'hub answer', 'hub answers')}" if done.answers else ""
     sys.stdout.write(
         f"L2: {verb} {counted(len(done.records), 'entry', 'entries')} "
-        f"({format_size(done.size)} in {counted(len(done.blobs), 'blob', 'blobs')}) and "
-        f"{len(done.leftovers)} abandoned leases or probes from {url}\n"
+        f"({format_size(done.size)} in {counted(len(done.blobs), 'blob', 'blobs')}){answers} "
+        f"and {len(done.leftovers)} abandoned leases or probes from {url}\n"
     )
     if args.dry_run:
-        for name in done.records:
+        for name in [*done.records, *(name for name, _size in done.answers)]:
             sys.stdout.write(f"  {printable(name)}\n")
     return 0
