@@ -524,7 +524,8 @@ def test_cacheroots_own_code_has_no_findings() -> None:
     """What the four distributions install, read as source trees: no place decides a cache.
 
     What the run-time audit itself writes is listed, not gated: its session directory (made per
-    session by ``mkdtemp``, handed to children through ``CACHEROOT_AUDIT_DIR``) and its report.
+    session by ``mkdtemp``, handed to children through ``CACHEROOT_AUDIT_DIR``) and its report;
+    so are the AWS tools' profile files the bucket tier reads (configuration, only read).
     """
     report = audit([str(REPO / "packages"), str(REPO / "sitecustomize")])
     found = sorted(
@@ -535,6 +536,8 @@ def test_cacheroots_own_code_has_no_findings() -> None:
         ("_cacheroot_audit.py", "$CACHEROOT_AUDIT_DIR", "throwaway", False),
         ("_cacheroot_audit.py", "$TMPDIR/{mkdtemp()}", "throwaway", False),
         ("cacheroot/envs/_audit_report.py", "$CACHEROOT_AUDIT_REPORT", "output", False),
+        ("cacheroot/fetch/_bucket/profile.py", "~/.aws/config", "config", False),
+        ("cacheroot/fetch/_bucket/profile.py", "~/.aws/credentials", "config", False),
         ("cacheroot/fetch/_plugin/audit.py", "$CACHEROOT_AUDIT_DIR", "throwaway", False),
     ]
     assert report.status == 0
@@ -599,7 +602,7 @@ def test_an_environment_of_only_cacheroot_passes(tmp_path: Path, uv_cache: str) 
     first = run.stdout.splitlines()[0]
     assert re.fullmatch(
         r"cacheroot audit: 4 sources, [0-9]+ Python files \([0-9]+ parsed\), "
-        r"4 locations, 0 not covered \([0-9.]+ s\)",
+        r"6 locations, 0 not covered \([0-9.]+ s\)",
         first,
     ), run.stdout
 

@@ -105,7 +105,7 @@ def _home(path: str, environ: Mapping[str, str]) -> str:
     return os.path.expanduser(path)
 
 
-def _sections(path: str, url: str) -> dict[str, dict[str, str]] | None:
+def _sections(path: str, location: Location) -> dict[str, dict[str, str]] | None:
     """The sections of the INI file ``path``; ``None`` where it cannot be opened (absent or
     unreadable: skipped, as botocore does). :class:`ProfileError` for a file that cannot be
     parsed, naming its error's kind, never its lines (a key may sit there)."""
@@ -115,8 +115,8 @@ def _sections(path: str, url: str) -> dict[str, dict[str, str]] | None:
             return None
     except (UnicodeError, configparser.Error) as exc:
         raise ProfileError(
-            f"the bucket at {url} cannot use the AWS profile files: {path} cannot be read as an "
-            f"INI file ({type(exc).__name__})"
+            f"the bucket at {location.url} cannot use the AWS profile files: {path} cannot be "
+            f"read as an INI file ({type(exc).__name__})"
         ) from None
     return {name: dict(parser.items(name)) for name in parser.sections()}
 
@@ -153,7 +153,7 @@ def find_profile(location: Location, environ: Mapping[str, str]) -> Profile | No
     read: list[str] = []
     # The config file first: the credentials file's values win (botocore merges them so).
     for path, config_file in ((config, True), (credentials, False)):
-        sections = _sections(path, location.url)
+        sections = _sections(path, location)
         missing = "unreadable" if os.path.exists(path) else "absent"
         read.append(path if sections is not None else f"{path} ({missing})")
         for section, values in (sections or {}).items():
