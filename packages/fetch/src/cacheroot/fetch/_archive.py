@@ -5,30 +5,48 @@ done member by member by this module, never by ``extractall``:
 
 - names are relative, without ``..``, NUL or drive letters, and short enough for the file
   system (``NAME_MAX`` per component, ``PATH_MAX`` in all); directories are created by us;
+- every member is made relative to a descriptor of its directory, reached from the target one
+  component at a time with ``O_NOFOLLOW``: nothing is ever written, linked or made through a
+  link, whether an earlier member made it or someone planted it;
 - regular files are written with ``O_EXCL | O_NOFOLLOW``, counting the bytes actually written
   (a declared size is a claim, not a bound), so the unpacked total and the member count are
   capped (zip bombs, tar bombs);
-- hard links must name a regular file extracted before them; symbolic links are created last,
-  after every file is written (nothing is ever written through one), each in a parent directory
-  reached from the target one component at a time with ``O_NOFOLLOW`` (a link made by an earlier
-  member is never walked through, so a chain such as ``a -> .`` then ``a/a/b -> ..`` cannot make
-  anything outside the target), and each must resolve inside the target, not to the target
-  itself, once all of them exist;
+- hard links must name a regular file this unpacking wrote before them; symbolic links are
+  created last, after every file is written (so a chain such as ``a -> .`` then ``a/a/b -> ..``
+  cannot make anything outside the target), and each must resolve inside the target, not to
+  the target itself, once all of them exist;
 - device files, fifos and anything else are refused;
 - where the interpreter has it (3.10.12+, 3.11.4+), ``tarfile.data_filter`` checks every tar
   member as well, as a second opinion.
 
-Everything is unpacked into a private staging directory that is published by one rename, so a
-refused or broken archive publishes nothing. The published tree's record names the sha256 of
-the archive it came from: when the archive changes (its pin changed, it was fetched again) the
-next use unpacks it again, and ``CACHEROOT_VERIFY=first-use`` re-hashes the tree once per
-process (a tree that does not match its record is unpacked again). A refusal raises
+Everything is unpacked into a private partial directory (``0700`` until it is published) that
+is published by one rename, so a refused or broken archive publishes nothing; before that rename
+the partial is walked again, and anything in it that this unpacking did not make (planted, or
+swapped for something else meanwhile) refuses the archive. The published tree's record names the
+sha256 of the archive it came from: when the archive changes (its pin changed, it was fetched
+again) the next use unpacks it again, and ``CACHEROOT_VERIFY=first-use`` re-hashes the tree once
+per process (a tree that does not match its record is unpacked again). A refusal raises
 :class:`ArchiveError`; a full disk (or another failure to write) raises
 :class:`~._errors.DownloadError` naming where and what to do, with the errno.
+
+The cache volume is written by other jobs, so every name on it is treated as planted (see
+``docs/explanation/threat-model.md``). The directory an archive entry lies in is reached from
+the cache root one component at a time without following a link (as
+:func:`cacheroot.fetch._shared.open_below` does) and held; the archive is opened there with
+``O_NOFOLLOW | O_NONBLOCK`` and read only if ``fstat`` says a regular file with one name whose
+size is the one its record gives; its tree's partial directory, record, lock and ``.used``
+stamp are made, renamed and removed by their names in that held directory; and the tree itself
+is walked from a descriptor, never through a link, when it is hashed or removed. A file of an
+unpacked tree with a name outside it (a hard link planted there) is never read, and a first-use
+check reads no more bytes than the tree's record says it holds. A link, FIFO, socket or device
+where the tree belongs is removed (the ``.extracted`` name is cacheroot's own); a regular file
+there is an error. Paths outside the cache root and the cache directory are the caller's own:
+their directories are followed, as given.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import hashlib
@@ -44,13 +62,28 @@ import zlib
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ._errors import DownloadError, FetchError
+from ._errors import DownloadError, FetchError, LockTimeout
 from ._naming import EXTRACTED_SUFFIX
-from ._store import read_meta, sha256_file, signature, staged_dir, write_meta
-from ._used import touch_used
+from ._store import (
+    SHARED_DIR,
+    NotRegularFileError,
+    kind,
+    lock_path,
+    makedirs,
+    open_regular_stat,
+    partial_path,
+    read_meta,
+    remove_planted,
+    shared,
+    signature,
+    write_meta,
+)
+from ._used import forget, touch_used
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from ._lock import PathLock
 
 log = logging.getLogger("cacheroot.fetch")
 
@@ -62,13 +95,14 @@ MAX_MEMBERS = 100_000
 _MAX_LINK = 4096
 _CHUNK = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
-#: Opening a directory on the way to a link's parent: never through a link.
-_DIR_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_DIRECTORY", 0)
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: Opening a directory below a held one: never through a link.
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+#: How many directories of the target an unpacking keeps open (most archives list their
+#: members directory by directory).
+_OPEN_DIRS = 32
+#: How many symbolic links one name may go through before it counts as a loop (as Linux).
+_MAX_HOPS = 40
 #: What to do about the size bound, for an archive that is only large.
 RAISE_SIZE = (
     "if the archive is trusted and only large, raise the bound: fetch(..., extract=True, "
@@ -108,15 +142,323 @@ class ArchiveError(FetchError, ValueError):
         return self._reason
 
 
-def archive_kind(path: str | os.PathLike[str]) -> str | None:
-    """``"zip"``, ``"tar"`` (any supported compression) or ``None`` for anything else."""
-    p = os.fspath(path)
-    if zipfile.is_zipfile(p):
-        return "zip"
+# -- held directories -----------------------------------------------------------------------
+
+
+def _within(path: str, top: str) -> bool:
+    """Whether the normalised absolute ``path`` is ``top`` or lies below it."""
+    return path == top or path.startswith(top if top.endswith(os.sep) else top + os.sep)
+
+
+def _top(path: str) -> tuple[str, bool]:
+    """Where the walk down to the absolute ``path`` starts, and whether ``path`` is on the
+    volume: the cache root, or the cache directory where it is set outside the root, when
+    ``path`` lies in one; else ``path``'s own directory (a caller's own path, taken as given)."""
+    here = os.path.dirname(path)
+    for top in _tops():
+        if _within(here, top):
+            return top, True
+    return here, False
+
+
+def _tops() -> tuple[str, ...]:
+    """The cache root and the cache directory as the layout has them now (absolute), memoised
+    on the variables they depend on: a hit pays a few look-ups, not a whole layout."""
+    if not _DEPENDS:
+        _DEPENDS.extend(_depends())
+    key = tuple(os.environ.get(name) for name in _DEPENDS)
+    found = _TOPS.get(key)
+    if found is None:
+        from cacheroot.envs import INVALID, VLLM_TEST_CACHE, resolve  # noqa: PLC0415 - on need
+
+        layout = resolve(os.environ)
+        tops = [layout.root] if layout.root else []
+        setting = layout.settings.get(VLLM_TEST_CACHE)  # the cache directory, as fetch has it
+        if setting is not None and setting.value and setting.source != INVALID:
+            tops.append(os.path.expanduser(setting.value.strip()))
+        found = _TOPS[key] = tuple(os.path.abspath(top) for top in tops)
+    return found
+
+
+def _depends() -> list[str]:
+    """Every variable the root and the cache directory depend on."""
+    from cacheroot.envs import (  # noqa: PLC0415 - on need
+        CACHEROOT,
+        CACHEROOT_APPLIED,
+        CACHEROOT_PIN_FILE,
+        TABLE,
+        VLLM_TEST_CACHE,
+        XDG_CACHE_HOME,
+    )
+
+    names = [CACHEROOT, CACHEROOT_APPLIED, CACHEROOT_PIN_FILE, XDG_CACHE_HOME, "HOME"]
+    by_name = {v.name: v for v in TABLE}
+    name = VLLM_TEST_CACHE
+    while name:  # the cache directory, its parents up the table, and their legacy names
+        names.append(name)
+        var = by_name.get(name)
+        names.extend(var.legacy if var is not None else ())
+        name = var.parent if var is not None else ""
+    return names
+
+
+_DEPENDS: list[str] = []
+_TOPS: dict[tuple[str | None, ...], tuple[str, ...]] = {}
+
+
+def _reach(path: str, *, create: bool = False, follow: bool = False) -> tuple[int, str, bool]:
+    """``(descriptor, name, on the volume)``: the directory ``path`` lies in, reached from the
+    top (:func:`_top`) without following a link (made where missing with ``create``), and
+    ``path``'s name in it. ``follow`` resolves a caller's own path off the volume first (an
+    archive they named through a link)."""
+    full = os.path.abspath(path)
+    top, on_volume = _top(full)
+    if follow and not on_volume:
+        full = os.path.realpath(full)
+        top, on_volume = _top(full)
+    if create and not os.path.isdir(top):
+        makedirs(top)  # the operator's (or the caller's) own setting
+    rel = os.path.dirname(full)[len(top) :] if on_volume else ""
+    return _below(top, rel, create=create), os.path.basename(full), on_volume
+
+
+def _below(top: str, rel: str, *, create: bool = False) -> int:
+    """A descriptor of the directory ``top/rel``, each component below ``top`` opened without
+    following a link (:class:`OSError` ``ELOOP`` names the first that is a link or no
+    directory), made where missing with ``create`` (``0o2775`` in a group-shared parent, as
+    :func:`cacheroot.fetch._shared.open_below` makes them). ``top`` itself is followed: it is
+    the operator's (or the caller's) own setting."""
+    fd = _subdir(None, top, follow=True)
+    here = top
     try:
-        return "tar" if tarfile.is_tarfile(p) else None
+        for part in (p for p in rel.split(os.sep) if p not in ("", ".")):
+            here = os.path.join(here, part)
+            try:
+                child = _subdir(fd, part, create=create, share=True)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise OSError(
+                        errno.ELOOP,
+                        "is a symbolic link or not a directory: not followed (refused)",
+                        here,
+                    ) from None
+                raise OSError(exc.errno, exc.strerror, here) from None
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+#: How often a directory made on the way is made again when it is removed before it could be
+#: opened (a prune of empty directories).
+_MAX_TRIES = 16
+
+
+def _subdir(
+    parent: int | None,
+    name: str,
+    *,
+    create: bool = False,
+    share: bool = False,
+    follow: bool = False,
+) -> int:
+    """The directory ``name`` in the one held at ``parent``, opened without following a link
+    (``follow``: a path of the caller's, ``parent`` ``None``); made first (``0o777`` less the
+    umask, ``0o2775`` in a group-shared parent with ``share``) when missing and ``create``."""
+    flags = _DIR_FLAGS & ~_NOFOLLOW if follow else _DIR_FLAGS
+    made = False
+    for _ in range(_MAX_TRIES):
+        try:
+            fd = os.open(name, flags, dir_fd=parent)
+        except FileNotFoundError:
+            if not create or parent is None:
+                raise
+            try:
+                os.mkdir(name, 0o777, dir_fd=parent)
+            except FileExistsError:
+                continue
+            made = True
+            continue
+        if made and share and parent is not None and shared("", dir_fd=parent):
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, SHARED_DIR)  # the umask would take the group's write
+        return fd
+    raise FileNotFoundError(errno.ENOENT, "removed as soon as it was made, again and again", name)
+
+
+def _held(fd: int, path: str) -> str:
+    """A path of ``path``'s name in the directory held at ``fd`` that no rename or link above
+    that directory can redirect (``/proc/self/fd``), for the calls that take a path only;
+    ``path`` itself where the system names no descriptors by path."""
+    if not _FD_PATHS:
+        _FD_PATHS.append(os.path.isdir(_FD_DIR))
+    return os.path.join(_FD_DIR, str(fd), os.path.basename(path)) if _FD_PATHS[0] else path
+
+
+_FD_DIR = "/proc/self/fd"
+_FD_PATHS: list[bool] = []
+
+
+def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
+    try:
+        return os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+
+
+def _remove(parent: int, name: str, *, directory: bool) -> None:
+    """Remove the name ``name`` from the directory held at ``parent`` (best effort)."""
+    with contextlib.suppress(OSError):
+        if directory:
+            os.rmdir(name, dir_fd=parent)
+        else:
+            os.unlink(name, dir_fd=parent)
+
+
+def _empty(top: int) -> None:
+    """Remove everything in the directory held at ``top``, by name in each held directory,
+    never following a link (best effort: what cannot be removed stays)."""
+    try:
+        stack: list[tuple[int, str, list[str]]] = [(top, "", os.listdir(top))]
+    except OSError:
+        return
+    try:
+        while stack:
+            fd, _name, names = stack[-1]
+            if not names:
+                stack.pop()
+                if stack:
+                    os.close(fd)
+                    _remove(stack[-1][0], _name, directory=True)
+                continue
+            name = names.pop()
+            st = _lstat_quiet(name, fd)
+            if st is None:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                _remove(fd, name, directory=False)
+                continue
+            try:
+                child = _subdir(fd, name)
+            except OSError:
+                continue
+            try:
+                listing = os.listdir(child)
+            except OSError:
+                os.close(child)
+                continue
+            stack.append((child, name, listing))
+    finally:
+        for fd, _name, _names in stack[1:]:
+            os.close(fd)
+
+
+def _lstat_quiet(name: str, dir_fd: int) -> os.stat_result | None:
+    try:
+        return os.lstat(name, dir_fd=dir_fd)
+    except OSError:
+        return None
+
+
+def _remove_tree(parent: int, name: str) -> None:
+    """Remove the tree ``name`` of the directory held at ``parent``; a link or anything else
+    there is removed as a name, never followed (best effort)."""
+    try:
+        fd = _subdir(parent, name)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            _remove(parent, name, directory=False)
+        return
+    try:
+        _empty(fd)
+    finally:
+        os.close(fd)
+    _remove(parent, name, directory=True)
+
+
+# -- the archive ----------------------------------------------------------------------------
+
+
+def _open_archive(
+    archive: str, dir_fd: int, name: str, *, on_volume: bool, meta: dict[str, Any] | None = None
+) -> tuple[int, os.stat_result]:
+    """The archive ``name`` in the directory held at ``dir_fd``, opened without following a
+    link or blocking: ``(descriptor, fstat)``. On the volume it must have one name (another
+    could be any file of the host); with ``meta`` (its record), the size the record gives."""
+    try:
+        fd, st = open_regular_stat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise ArchiveError(archive, "", "is not there (removed since it was fetched?)") from None
+    except NotRegularFileError as exc:
+        raise ArchiveError(archive, "", str(exc.strerror)) from None
+    why = ""
+    if on_volume and st.st_nlink != 1:
+        why = (
+            f"has {st.st_nlink} names (a hard link to another file): refused, not read "
+            "(another job may have planted it; remove it if it is not yours)"
+        )
+    size = (meta or {}).get("size")
+    if not why and isinstance(size, int) and size != st.st_size:
+        why = (
+            f"holds {st.st_size} bytes where its record says {size}: it changed since it was "
+            "fetched (fetch it again)"
+        )
+    if why:
+        os.close(fd)
+        raise ArchiveError(archive, "", why)
+    return fd, st
+
+
+def _hash_fd(fd: int) -> str:
+    """The sha256 of the file open at ``fd``, from its start."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    h = hashlib.sha256()
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    while n := os.readv(fd, [buf]):
+        h.update(view[:n])
+    return h.hexdigest()
+
+
+def _recorded_sha(meta: dict[str, Any] | None) -> str | None:
+    sha = (meta or {}).get("sha256")
+    return sha if isinstance(sha, str) and sha else None
+
+
+def _kind_of(f: IO[bytes]) -> str | None:
+    f.seek(0)
+    try:
+        if zipfile.is_zipfile(f):
+            return "zip"
+        f.seek(0)
+        return "tar" if tarfile.is_tarfile(f) else None
     except (OSError, EOFError, tarfile.TarError, ValueError):
         return None
+    finally:
+        f.seek(0)
+
+
+def archive_kind(path: str | os.PathLike[str]) -> str | None:
+    """``"zip"``, ``"tar"`` (any supported compression) or ``None`` for anything else (a file
+    that cannot be read as a regular file with one name, on the volume, included)."""
+    p = os.fspath(path)
+    try:
+        dfd, name, on_volume = _reach(p, follow=True)
+    except OSError:
+        return None
+    try:
+        fd, _st = _open_archive(p, dfd, name, on_volume=on_volume)
+    except ArchiveError:
+        return None
+    finally:
+        os.close(dfd)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return _kind_of(f)
+    finally:
+        os.close(fd)
 
 
 def _clean_name(archive: str, name: str) -> str:
@@ -131,16 +473,32 @@ def _clean_name(archive: str, name: str) -> str:
     return "/".join(parts)
 
 
-def _inside(root: str, path: str) -> bool:
-    return path == root or path.startswith(root + os.sep)
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells one object of a tree from another put in its place: its kind and inode, and
+    for all but a directory (whose times move as it is filled) its modification time and size,
+    which making a hard link to it leaves alone (an inode number is soon used again)."""
+    kind_bits = stat.S_IFMT(st.st_mode)
+    if kind_bits == stat.S_IFDIR:
+        return kind_bits, st.st_ino, 0, 0
+    return kind_bits, st.st_ino, st.st_mtime_ns, st.st_size
+
+
+class _InTheWayError(Exception):
+    """A directory on the way to a member is something else (``what``, in words)."""
+
+    def __init__(self, rel: str, what: str) -> None:
+        super().__init__(rel, what)
+        self.rel, self.what = rel, what
 
 
 class _Unpacker:
-    """The state of one extraction: counts, pending links, and the bounds."""
+    """The state of one extraction into the directory held at ``fd`` (``target``: its path,
+    for messages): counts, pending links, what it made, the directories it holds, the bounds."""
 
-    def __init__(self, archive: str, target: str, max_size: int, max_members: int) -> None:
+    def __init__(self, archive: str, fd: int, target: str, max_size: int, max_members: int) -> None:
         self.archive = archive
-        self.target = os.path.realpath(target)
+        self.fd = fd
+        self.target = target
         self.max_size = max_size
         self.max_members = max_members
         self.members = 0
@@ -148,8 +506,17 @@ class _Unpacker:
         self.links: list[tuple[str, str]] = []
         #: The member being written (named when writing it fails).
         self.current = ""
-        self.name_max = _limit(self.target, "PC_NAME_MAX", 255)
-        self.path_max = _limit(self.target, "PC_PATH_MAX", 4096)
+        self.name_max = _limit(fd, "PC_NAME_MAX", 255)
+        self.path_max = _limit(fd, "PC_PATH_MAX", 4096)
+        #: What this unpacking made: relative name -> :func:`_identity`. Anything else found
+        #: in the target afterwards was put there by someone else.
+        self.made: dict[str, tuple[int, int, int, int]] = {}
+        self._dirs: collections.OrderedDict[str, int] = collections.OrderedDict()
+
+    def close(self) -> None:
+        """Let go of the directories held (the target's own descriptor is the caller's)."""
+        while self._dirs:
+            os.close(self._dirs.popitem()[1])
 
     def count(self, name: str) -> None:
         self.members += 1
@@ -184,23 +551,79 @@ class _Unpacker:
             )
         return full
 
-    def _parent(self, rel: str) -> None:
+    def _made(self, rel: str, st: os.stat_result) -> None:
+        """Record that ``rel`` (whose ``stat`` is ``st``) is ours; a directory found to be
+        another one than before was swapped meanwhile."""
+        before = self.made.setdefault(rel, _identity(st))
+        if before != _identity(st):
+            raise ArchiveError(
+                self.archive, rel, "was replaced by someone else while the archive was unpacked"
+            )
+
+    def _dir(self, rel: str, *, create: bool) -> int:
+        """A descriptor of the target's directory ``rel`` (held by this unpacker: not to be
+        closed), reached from the nearest one held without following a link, made on the way
+        with ``create``. :class:`_InTheWayError` names a component that is no directory;
+        :class:`FileNotFoundError` one that is missing."""
+        if not rel:
+            return self.fd
+        held = self._dirs.get(rel)
+        if held is not None:
+            self._dirs.move_to_end(rel)
+            return held
+        fd, start, cut = self.fd, 0, len(rel)
+        while (cut := rel.rfind("/", 0, cut)) > 0:
+            held = self._dirs.get(rel[:cut])
+            if held is not None:
+                fd, start = held, cut + 1
+                break
+        while start <= len(rel):
+            end = rel.find("/", start)
+            end = len(rel) if end < 0 else end
+            here = rel[:end]
+            try:
+                child = _subdir(fd, rel[start:end], create=create)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST):
+                    raise
+                st = _lstat_quiet(rel[start:end], fd)
+                what = "a link" if st is not None and stat.S_ISLNK(st.st_mode) else "no directory"
+                raise _InTheWayError(here, what) from None
+            try:
+                self._made(here, os.fstat(child))
+            except BaseException:
+                os.close(child)
+                raise
+            self._dirs[here] = child
+            if len(self._dirs) > _OPEN_DIRS:
+                os.close(self._dirs.popitem(last=False)[1])
+            fd, start = child, end + 1
+        return fd
+
+    def _parent(self, rel: str) -> int:
+        """The directory ``rel`` goes in, made where missing (:meth:`_dir`)."""
         self.path(rel)  # a name too long is refused as the member's, not its directory's
         head = posixpath.dirname(rel)
-        if head:
-            full = self.path(head)
-            if os.path.lexists(full) and not stat.S_ISDIR(os.lstat(full).st_mode):
-                raise ArchiveError(self.archive, rel, f"needs {head!r} to be a directory")
-            os.makedirs(full, exist_ok=True)
+        try:
+            return self._dir(head, create=True)
+        except _InTheWayError as exc:
+            if exc.what == "a link":
+                reason = f"lies behind {exc.rel!r}, which is not a directory but a link"
+            else:
+                reason = f"needs {exc.rel!r} to be a directory"
+            raise ArchiveError(self.archive, rel, reason) from None
 
     def directory(self, rel: str) -> None:
         if not rel:
             return
-        full = self.path(rel)
-        if os.path.lexists(full) and not stat.S_ISDIR(os.lstat(full).st_mode):
+        parent = self._parent(rel)
+        st = _lstat(posixpath.basename(rel), parent)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
             raise ArchiveError(self.archive, rel, "is a directory over an existing file")
-        self._parent(rel)
-        os.makedirs(full, exist_ok=True)
+        try:
+            self._dir(rel, create=True)
+        except _InTheWayError:
+            raise ArchiveError(self.archive, rel, "is a directory over an existing file") from None
 
     def file(self, rel: str, source: IO[bytes], declared: int, mode: int) -> None:
         if not rel:
@@ -211,16 +634,24 @@ class _Unpacker:
                 rel,
                 f"declares {declared} bytes, past the bound of {self.max_size} bytes; {RAISE_SIZE}",
             )
-        self._parent(rel)
-        full = self.path(rel)
-        if os.path.lexists(full):
-            if not stat.S_ISREG(os.lstat(full).st_mode):
-                raise ArchiveError(self.archive, rel, "would replace a directory or a link")
-            os.unlink(full)  # a later copy of a member wins, as tar itself does
+        parent = self._parent(rel)
+        name = posixpath.basename(rel)
+        st = _lstat(name, parent)
+        if st is not None:
+            if not stat.S_ISREG(st.st_mode) or self.made.get(rel) != _identity(st):
+                raise ArchiveError(
+                    self.archive, rel, "would replace a directory, a link or a file not its own"
+                )
+            _remove(parent, name, directory=False)  # a later copy of a member wins, as in tar
+            del self.made[rel]
         perm = 0o755 if mode & 0o111 else 0o644
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(full, flags | getattr(os, "O_CLOEXEC", 0), perm)
-        with open(fd, "wb") as out:
+        try:
+            fd, st = open_regular_stat(
+                name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, perm, dir_fd=parent
+            )
+        except FileExistsError:
+            raise ArchiveError(self.archive, rel, "is a file over an existing member") from None
+        try:
             while chunk := source.read(_CHUNK):
                 self.written += len(chunk)
                 if self.written > self.max_size:
@@ -229,28 +660,46 @@ class _Unpacker:
                         rel,
                         f"unpacks past the bound of {self.max_size} bytes; {RAISE_SIZE}",
                     )
-                out.write(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        self._made(rel, st)
 
     def hardlink(self, rel: str, target: str) -> None:
-        src = self.path(target)
+        not_before = f"is a hard link to {target!r}, not a file extracted before it"
+        if not target:
+            raise ArchiveError(self.archive, rel, not_before)
+        self.path(target)
         try:
-            st = os.lstat(src)
-        except OSError:
-            st = None
-        if not target or st is None or not stat.S_ISREG(st.st_mode):
-            raise ArchiveError(
-                self.archive, rel, f"is a hard link to {target!r}, not a file extracted before it"
-            )
-        self.written += st.st_size
-        if self.written > self.max_size:
-            raise ArchiveError(
-                self.archive, rel, f"unpacks past the bound of {self.max_size} bytes; {RAISE_SIZE}"
-            )
-        self._parent(rel)
-        full = self.path(rel)
-        if os.path.lexists(full):
-            raise ArchiveError(self.archive, rel, "is a hard link over an existing member")
-        os.link(src, full)
+            src_dir = os.dup(self._dir(posixpath.dirname(target), create=False))
+        except (OSError, _InTheWayError):
+            raise ArchiveError(self.archive, rel, not_before) from None
+        try:
+            src = posixpath.basename(target)
+            st = _lstat_quiet(src, src_dir)
+            if st is None or self.made.get(target) != _identity(st):
+                raise ArchiveError(self.archive, rel, not_before)
+            self.written += st.st_size
+            if self.written > self.max_size:
+                raise ArchiveError(
+                    self.archive,
+                    rel,
+                    f"unpacks past the bound of {self.max_size} bytes; {RAISE_SIZE}",
+                )
+            parent = self._parent(rel)
+            name = posixpath.basename(rel)
+            if _lstat(name, parent) is not None:
+                raise ArchiveError(self.archive, rel, "is a hard link over an existing member")
+            os.link(src, name, src_dir_fd=src_dir, dst_dir_fd=parent, follow_symlinks=False)
+            made = _lstat_quiet(name, parent)
+            if made is None or _identity(made) != _identity(st):
+                raise ArchiveError(self.archive, rel, not_before)
+            self._made(rel, made)
+        finally:
+            os.close(src_dir)
 
     def symlink(self, rel: str, link: str) -> None:
         if not rel:
@@ -268,72 +717,88 @@ class _Unpacker:
             )
         self.links.append((rel, link))
 
-    def _open_parent(self, rel: str) -> int:
-        """A descriptor of the directory ``rel`` goes in, reached from the target one component
-        at a time without following a link (missing directories are created on the way)."""
-        fd = os.open(self.target, _DIR_FLAGS)
-        for part in posixpath.dirname(rel).split("/") if "/" in rel else ():
-            try:
-                try:
-                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                raise ArchiveError(
-                    self.archive, rel, f"lies behind {part!r}, which is not a directory but a link"
-                ) from None
-            finally:
-                os.close(fd)
-            fd = child
-        return fd
-
     def finish_links(self) -> None:
         """Create the symbolic links, then check each resolves inside the target.
 
-        Each is made relative to a descriptor of its real parent (:meth:`_open_parent`), so no
-        link is walked through to create it, and nothing is created outside the target even by a
+        Each is made relative to a descriptor of its real parent (:meth:`_parent`), so no link
+        is walked through to create it, and nothing is created outside the target even by a
         chain of links that each pass the lexical check.
         """
-        for rel, link in self.links:
-            self.path(rel)  # the length checks
-            parent = self._open_parent(rel)
+        for rel, _link in self.links:
+            parent = self._parent(rel)
+            name = posixpath.basename(rel)
             try:
-                os.symlink(link, posixpath.basename(rel), dir_fd=parent)
+                os.symlink(_link, name, dir_fd=parent)
             except FileExistsError:
                 raise ArchiveError(self.archive, rel, "is a link over an existing member") from None
-            finally:
-                os.close(parent)
+            st = _lstat_quiet(name, parent)
+            if st is None:
+                raise ArchiveError(self.archive, rel, "was removed as soon as it was made")
+            self._made(rel, st)
         for rel, link in self.links:
-            real = os.path.realpath(self.path(rel))
-            if real == self.target:
+            where = self._resolve(rel)
+            if where == "":
                 raise ArchiveError(
                     self.archive, rel, f"is a symbolic link {link!r} that resolves to the target"
                 )
-            if not _inside(self.target, real):
+            if where is None:
                 raise ArchiveError(
                     self.archive,
                     rel,
                     f"is a symbolic link {link!r} that resolves out of the target",
                 )
 
+    def _resolve(self, rel: str) -> str | None:
+        """Where ``rel`` leads once its links are followed, relative to the target (``""``: the
+        target itself), or ``None`` when that is outside it. As ``realpath`` without ``strict``,
+        but each link is read in its directory reached from the target without following one:
+        a missing name, or one below a file, is taken as it is written."""
+        done: list[str] = []
+        todo = rel.split("/")[::-1]
+        hops = 0
+        while todo:
+            part = todo.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not done:
+                    return None
+                done.pop()
+                continue
+            try:
+                st: os.stat_result | None = os.lstat(
+                    part, dir_fd=self._dir("/".join(done), create=False)
+                )
+            except (OSError, _InTheWayError):
+                st = None
+            if st is None or not stat.S_ISLNK(st.st_mode):
+                done.append(part)
+                continue
+            hops += 1
+            if hops > _MAX_HOPS:
+                return "/".join([*done, *todo[::-1]]) or "."  # a loop leads nowhere at all
+            link = os.readlink(part, dir_fd=self._dir("/".join(done), create=False))
+            if link.startswith("/"):
+                return None
+            todo.extend(link.split("/")[::-1])
+        return "/".join(done)
 
-def _limit(directory: str, name: str, default: int) -> int:
-    """The file system's ``pathconf`` limit ``name`` where ``directory`` lives (or ``default``)."""
+
+def _limit(fd: int, name: str, default: int) -> int:
+    """The file system's ``pathconf`` limit ``name`` where the directory held at ``fd`` lives
+    (or ``default``)."""
     try:
-        value = os.pathconf(directory, name)
+        value = os.fpathconf(fd, name)
     except (OSError, ValueError, AttributeError):
         return default
     return value if value > 0 else default
 
 
-def _untar(unpacker: _Unpacker, archive: str) -> None:
+def _untar(unpacker: _Unpacker, archive: str, f: IO[bytes]) -> None:
     data_filter: Callable[[tarfile.TarInfo, str], tarfile.TarInfo] | None = getattr(
         tarfile, "data_filter", None
     )
-    with tarfile.open(archive, mode="r:*") as tf:
+    with tarfile.open(fileobj=f, mode="r:*") as tf:
         for member in tf:
             unpacker.count(member.name)
             rel = _clean_name(archive, member.name)
@@ -359,8 +824,8 @@ def _untar(unpacker: _Unpacker, archive: str) -> None:
                 raise ArchiveError(archive, member.name, f"is {kind} (type {member.type!r})")
 
 
-def _unzip(unpacker: _Unpacker, archive: str) -> None:
-    with zipfile.ZipFile(archive) as zf:
+def _unzip(unpacker: _Unpacker, archive: str, f: IO[bytes]) -> None:
+    with zipfile.ZipFile(f) as zf:
         for info in zf.infolist():
             unpacker.count(info.filename)
             rel = _clean_name(archive, info.filename)
@@ -382,6 +847,40 @@ def _unzip(unpacker: _Unpacker, archive: str) -> None:
                 raise ArchiveError(archive, info.filename, f"is a special file (mode {mode:o})")
 
 
+def _unpack_fd(unpacker: _Unpacker, archive: str, fd: int) -> None:
+    """Unpack the archive open at ``fd`` with ``unpacker`` (see :func:`unpack`)."""
+    with os.fdopen(fd, "rb", closefd=False) as f:
+        kind = _kind_of(f)
+        if kind is None:
+            raise ArchiveError(archive, "", "is not a zip or tar archive (plain, gz, bz2 or xz)")
+        try:
+            if kind == "zip":
+                _unzip(unpacker, archive, f)
+            else:
+                _untar(unpacker, archive, f)
+        except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError) as exc:
+            raise ArchiveError(archive, "", f"is damaged or truncated ({exc})") from None
+        except (NotImplementedError, RuntimeError) as exc:
+            # zipfile raises these for unsupported compression methods and encryption.
+            raise ArchiveError(archive, "", f"cannot be read ({exc})") from None
+        except OSError as exc:
+            # gzip and bz2 report a corrupt stream as an OSError without an errno; a real I/O
+            # failure (a full disk: ENOSPC) keeps its errno and propagates as it is.
+            if exc.errno is None:
+                raise ArchiveError(archive, "", f"is damaged or truncated ({exc})") from None
+            if exc.errno == errno.ENAMETOOLONG:
+                raise ArchiveError(
+                    archive, "", f"has a member name this file system cannot hold ({exc})"
+                ) from None
+            if unpacker.current:
+                # A full disk reports no file name: say which member it stopped at.
+                raise OSError(
+                    exc.errno, f"{exc.strerror or exc}, writing member {unpacker.current!r}"
+                ) from exc
+            raise
+    unpacker.finish_links()
+
+
 def unpack(
     archive: str | os.PathLike[str],
     target: str | os.PathLike[str],
@@ -395,36 +894,40 @@ def unpack(
     ``target`` (it may hold part of the archive). Use :func:`extract` to get publishing too.
     """
     src, dst = os.fspath(archive), os.fspath(target)
-    kind = archive_kind(src)
-    if kind is None:
-        raise ArchiveError(src, "", "is not a zip or tar archive (plain, gz, bz2 or xz)")
-    unpacker = _Unpacker(src, dst, max_size, max_members)
+    dfd, name, on_volume = _reach(src, follow=True)
     try:
-        if kind == "zip":
-            _unzip(unpacker, src)
-        else:
-            _untar(unpacker, src)
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError) as exc:
-        raise ArchiveError(src, "", f"is damaged or truncated ({exc})") from None
-    except (NotImplementedError, RuntimeError) as exc:
-        # zipfile raises these for unsupported compression methods and encryption.
-        raise ArchiveError(src, "", f"cannot be read ({exc})") from None
-    except OSError as exc:
-        # gzip and bz2 report a corrupt stream as an OSError without an errno; a real I/O
-        # failure (a full disk: ENOSPC) keeps its errno and propagates as it is.
-        if exc.errno is None:
-            raise ArchiveError(src, "", f"is damaged or truncated ({exc})") from None
-        if exc.errno == errno.ENAMETOOLONG:
-            raise ArchiveError(
-                src, "", f"has a member name this file system cannot hold ({exc})"
-            ) from None
-        if unpacker.current:
-            # A full disk reports no file name: say which member it stopped at.
-            raise OSError(
-                exc.errno, f"{exc.strerror or exc}, writing member {unpacker.current!r}"
-            ) from exc
-        raise
-    unpacker.finish_links()
+        fd, _st = _open_archive(src, dfd, name, on_volume=on_volume)
+    finally:
+        os.close(dfd)
+    try:
+        pfd, tname, _on_volume = _reach(dst, follow=True)
+        try:
+            tfd = _subdir(pfd, tname) if tname else os.dup(pfd)
+        finally:
+            os.close(pfd)
+        unpacker = _Unpacker(src, tfd, os.path.abspath(dst), max_size, max_members)
+        try:
+            _unpack_fd(unpacker, src, fd)
+        finally:
+            unpacker.close()
+            os.close(tfd)
+    finally:
+        os.close(fd)
+
+
+# -- trees ----------------------------------------------------------------------------------
+
+
+class _OverLimitError(Exception):
+    """A tree holds more bytes than it may (it is not the tree its record describes)."""
+
+
+class _StrangerError(Exception):
+    """A tree holds ``rel``, which its maker did not make (or not there, or not that one)."""
+
+    def __init__(self, rel: str) -> None:
+        super().__init__(rel)
+        self.rel = rel
 
 
 def tree_digest(root: str | os.PathLike[str]) -> tuple[str, int, int]:
@@ -432,48 +935,422 @@ def tree_digest(root: str | os.PathLike[str]) -> tuple[str, int, int]:
 
     Recorded when a directory entry is published and recomputed by ``cacheroot cache verify``.
     Links are not followed; file modes are not covered (only the contents matter to readers).
+    ``root`` itself is taken as given; below it the tree is walked from descriptors, without
+    following a link, and a file is read only if it is a regular one (never a FIFO or device).
     """
     top = os.fspath(root)
+    try:
+        fd = _subdir(None, top, follow=True)
+    except OSError:
+        return hashlib.sha256().hexdigest(), 0, 0  # nothing there: an empty walk
+    try:
+        return _digest(fd, top)
+    finally:
+        os.close(fd)
+
+
+def _digest(  # noqa: PLR0915 - one walk, kept in one place so that its order is plain
+    top: int,
+    label: str,
+    *,
+    sync: bool = False,
+    own_names: bool = False,
+    limit: int | None = None,
+    expect: dict[str, tuple[int, int, int, int]] | None = None,
+) -> tuple[str, int, int]:
+    """:func:`tree_digest` of the tree held at ``top`` (``label``: its path, for messages).
+
+    ``sync`` fsyncs every file and directory as it goes (before a tree is published).
+    ``own_names`` reads a file with several names only if all of them are in the tree (a hard
+    link planted in an unpacked tree could name any file of the host): one with a name
+    elsewhere raises :class:`NotRegularFileError`, unread. ``limit`` raises
+    :class:`_OverLimitError` before a byte past that many is read. ``expect`` is what the tree
+    must hold (:attr:`_Unpacker.made`): anything else raises :class:`_StrangerError`.
+    """
     h = hashlib.sha256()
-    total = files = 0
-    for here, dirs, names in os.walk(top):
-        dirs.sort()
-        rel_here = os.path.relpath(here, top)
-        for name in sorted(names + [d for d in dirs if os.path.islink(os.path.join(here, d))]):
-            full = os.path.join(here, name)
-            rel = os.path.normpath(os.path.join(rel_here, name))
-            if os.path.islink(full):
-                h.update(f"L {rel}\x00{os.readlink(full)}\x00".encode("utf-8", "surrogateescape"))
+    later: list[bytes | int] | None = None  # once a file waits, what follows waits in order
+    waiting: list[tuple[str, str, tuple[int, int]]] = []
+    names: collections.Counter[tuple[int, int]] = collections.Counter()
+    total = files = planned = 0
+    found: set[str] = set()
+
+    def put(data: bytes) -> None:
+        if later is None:
+            h.update(data)
+        else:
+            later.append(data)
+
+    def expected(rel: str, st: os.stat_result) -> None:
+        if expect is not None:
+            if expect.get(rel) != _identity(st):
+                raise _StrangerError(rel)
+            found.add(rel)
+
+    def hashed(fd: int, st: os.stat_result) -> str:
+        nonlocal total, files
+        digest = _hash_fd(fd)
+        if sync:
+            os.fsync(fd)
+        total += st.st_size
+        files += 1
+        return digest
+
+    def visit(fd: int, here: str) -> list[str]:
+        """Hash the directory held at ``fd`` (``here``: its relative name); its directories."""
+        nonlocal later, planned
+        listing = sorted((name, os.lstat(name, dir_fd=fd)) for name in os.listdir(fd))
+        dirs = [(name, st) for name, st in listing if stat.S_ISDIR(st.st_mode)]
+        for name, st in listing:
+            if stat.S_ISDIR(st.st_mode):
                 continue
-            digest, size = sha256_file(full)
-            h.update(f"F {rel}\x00{digest}\x00".encode("utf-8", "surrogateescape"))
+            rel = os.path.normpath(os.path.join(here, name))
+            expected(rel, st)
+            if stat.S_ISLNK(st.st_mode):
+                put(
+                    f"L {rel}\x00{os.readlink(name, dir_fd=fd)}\x00".encode(
+                        "utf-8", "surrogateescape"
+                    )
+                )
+                continue
+            ffd, fst = open_regular_stat(name, dir_fd=fd)
+            try:
+                if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+                    raise OSError(
+                        errno.ESTALE, "replaced while the tree was read", f"{label}/{rel}"
+                    )
+                planned += fst.st_size
+                if limit is not None and planned > limit:
+                    raise _OverLimitError(rel)
+                if own_names and fst.st_nlink > 1:
+                    key = (fst.st_dev, fst.st_ino)
+                    names[key] += 1
+                    if later is None:
+                        later = []
+                    later.append(len(waiting))
+                    waiting.append((here, name, key))
+                    continue
+                digest = hashed(ffd, fst)
+            finally:
+                os.close(ffd)
+            put(f"F {rel}\x00{digest}\x00".encode("utf-8", "surrogateescape"))
+        for name, st in dirs:
+            rel = os.path.normpath(os.path.join(here, name))
+            expected(rel, st)
+            put(f"D {rel}\x00".encode("utf-8", "surrogateescape"))
+        if sync:
+            os.fsync(fd)
+        return [name for name, _st in dirs]
+
+    stack: list[tuple[int, str, list[str]]] = [(top, ".", visit(top, ".")[::-1])]
+    try:
+        while stack:
+            fd, here, pending = stack[-1]
+            if not pending:
+                stack.pop()
+                if fd != top:
+                    os.close(fd)
+                continue
+            name = pending.pop()
+            child = _subdir(fd, name)  # swapped for a link since it was listed: refused
+            rel = os.path.normpath(os.path.join(here, name))
+            try:
+                stack.append((child, rel, visit(child, rel)[::-1]))
+            except BaseException:
+                os.close(child)
+                raise
+    finally:
+        for fd, _here, _pending in stack:
+            if fd != top:
+                os.close(fd)
+    if expect is not None and len(found) != len(expect):
+        raise _StrangerError(min(set(expect) - found))  # made, and gone since
+    if later is not None:
+        digests: dict[tuple[int, int], tuple[str, int]] = {}
+        texts: list[bytes] = []
+        for here, name, key in waiting:
+            if key not in digests:
+                digests[key] = _hash_waiting(
+                    top, label, here, name, key=key, seen=names[key], sync=sync
+                )
+            digest, size = digests[key]
             total += size
             files += 1
-        for d in dirs:
-            if not os.path.islink(os.path.join(here, d)):
-                rel = os.path.normpath(os.path.join(rel_here, d))
-                h.update(f"D {rel}\x00".encode("utf-8", "surrogateescape"))
+            rel = os.path.normpath(os.path.join(here, name))
+            texts.append(f"F {rel}\x00{digest}\x00".encode("utf-8", "surrogateescape"))
+        for part in later:
+            h.update(texts[part] if isinstance(part, int) else part)
     return h.hexdigest(), total, files
 
 
-def _not_stored(src: str, out: str, meta: dict[str, Any], exc: OSError) -> FetchError:
-    """The error for an unpacking that could not be written (a full disk, most often)."""
-    if isinstance(exc, NotADirectoryError) and os.path.lexists(out) and not os.path.isdir(out):
-        return ArchiveError(src, "", f"cannot be unpacked where it belongs: {out} is a file")
+def _hash_waiting(
+    top: int, label: str, here: str, name: str, *, key: tuple[int, int], seen: int, sync: bool
+) -> tuple[str, int]:
+    """``(sha256, size)`` of the file ``here/name`` of the tree held at ``top``, which has
+    several names: read only if it is still the file ``key`` and the tree holds all of its
+    names (``seen``)."""
+    rel = os.path.normpath(os.path.join(here, name))
+    fd = top
+    try:
+        for part in () if here == "." else here.split("/"):
+            child = _subdir(fd, part)
+            if fd != top:
+                os.close(fd)
+            fd = child
+        ffd, st = open_regular_stat(name, dir_fd=fd)
+    finally:
+        if fd != top:
+            os.close(fd)
+    try:
+        if (st.st_dev, st.st_ino) != key:
+            raise OSError(errno.ESTALE, "replaced while the tree was read", f"{label}/{rel}")
+        if st.st_nlink > seen:
+            raise NotRegularFileError(
+                errno.EMLINK,
+                f"has {st.st_nlink} names, {st.st_nlink - seen} of them outside the tree (a hard "
+                "link to another file): not read",
+                f"{label}/{rel}",
+            )
+        digest = _hash_fd(ffd)
+        if sync:
+            os.fsync(ffd)
+        return digest, st.st_size
+    finally:
+        os.close(ffd)
+
+
+def _digest_at(dir_fd: int, name: str, label: str, **how: Any) -> tuple[str, int, int]:
+    """:func:`_digest` of the tree ``name`` in the directory held at ``dir_fd``, opened
+    without following a link."""
+    fd = _subdir(dir_fd, name)
+    try:
+        return _digest(fd, label, **how)
+    finally:
+        os.close(fd)
+
+
+# -- publishing -----------------------------------------------------------------------------
+
+
+def _not_stored(src: str, out: str, meta: dict[str, Any], exc: OSError, dir_fd: int) -> FetchError:
+    """The error for an unpacking that could not be written (a full disk, most often); the
+    tree's place is looked at in the directory held at ``dir_fd``."""
+    if isinstance(exc, NotADirectoryError):
+        st = _lstat_quiet(os.path.basename(out), dir_fd)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            what = "a file" if stat.S_ISREG(st.st_mode) else kind(st.st_mode)
+            return ArchiveError(src, "", f"cannot be unpacked where it belongs: {out} is {what}")
     url = meta.get("url")
     where = f" ({exc.filename})" if exc.filename else ""
+    advice = (
+        f" Free space on the volume that holds {os.path.dirname(out) or '.'}, or point "
+        "_VLLM_TEST_CACHE at a larger one, then fetch again"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, None)
+        else f" Check that {os.path.dirname(out) or '.'} is writable by this user and holds "
+        "nothing in the way, then fetch again"
+    )
     return DownloadError(
         url if isinstance(url, str) else src,
         f"could not unpack {src} into {out}: {exc.strerror or exc}{where}; nothing was "
-        f"published. Free space on the volume that holds {os.path.dirname(out) or '.'}, or "
-        "point _VLLM_TEST_CACHE at a larger one, then fetch again",
+        f"published.{advice}",
         err=exc.errno,
     )
+
+
+def _publish(dir_fd: int, stage: str, name: str, sfd: int, *, replace: bool, out: str) -> bool:
+    """Rename the finished partial directory ``stage`` (held at ``sfd``) to ``name``, both in
+    the directory held at ``dir_fd``; say whether ours was published.
+
+    Without ``replace``, the first publisher wins: a tree already there stays, and ours is
+    removed. With ``replace``, the tree there is renamed aside and removed once ours is in
+    place (readers see the old tree or the new one, and for an instant nothing).
+    """
+    here = _lstat_quiet(stage, dir_fd)
+    if here is None or not os.path.samestat(here, os.fstat(sfd)):
+        raise OSError(
+            errno.ESTALE,
+            "the partial directory was renamed or replaced by another process before it could "
+            "be published",
+            os.path.join(os.path.dirname(out), stage),
+        )
+    try:
+        _rename(dir_fd, stage, name)
+    except OSError:
+        st = _lstat_quiet(name, dir_fd)
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            raise
+        if not replace:
+            _empty(sfd)
+            _remove(dir_fd, stage, directory=True)
+            return False
+        aside = os.path.basename(partial_path(out)) + ".old"
+        _rename(dir_fd, name, aside)
+        try:
+            _rename(dir_fd, stage, name)
+        except OSError:
+            with contextlib.suppress(OSError):
+                _rename(dir_fd, aside, name)  # the old tree back where it was
+            raise
+        _remove_tree(dir_fd, aside)
+    with contextlib.suppress(OSError):
+        os.fsync(dir_fd)
+    return True
+
+
+def _rename(dir_fd: int, old: str, new: str) -> None:
+    os.rename(old, new, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _extract_at(
+    src: str,
+    out: str,
+    src_fd: int,
+    out_fd: int,
+    *,
+    name: str,
+    on_volume: tuple[bool, bool],
+    max_size: int,
+    max_members: int,
+    replace: bool,
+) -> None:
+    """:func:`extract` with the archive (``name``) in the directory held at ``src_fd`` and the
+    tree in the one held at ``out_fd`` (the same descriptor for an archive entry);
+    ``on_volume``: whether each of the two lies on the volume."""
+    archive_name = name
+    name = os.path.basename(out)
+    st = _lstat(name, out_fd)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        # A link, FIFO, socket or device where the tree belongs, on the volume: the name is
+        # cacheroot's own (no entry may end with .extracted), so it goes, unfollowed.
+        if on_volume[1] and not stat.S_ISREG(st.st_mode) and remove_planted(out, dir_fd=out_fd):
+            st = None
+        else:
+            what = "a file" if stat.S_ISREG(st.st_mode) else kind(st.st_mode)
+            raise ArchiveError(
+                src,
+                "",
+                f"cannot be unpacked where it belongs: {out} is {what}, not a directory (an "
+                "entry fetched with that name?); move it away or remove it, then unpack again",
+            )
+    if st is not None and not replace:
+        return
+    meta = read_meta(archive_name, dir_fd=src_fd) or {}
+    fd, _st = _open_archive(src, src_fd, archive_name, on_volume=on_volume[0], meta=meta)
+    try:
+        try:
+            _unpack_and_publish(
+                src,
+                out,
+                fd,
+                out_fd,
+                meta=meta,
+                max_size=max_size,
+                max_members=max_members,
+                replace=replace,
+            )
+        except OSError as exc:
+            raise _not_stored(src, out, meta, exc, out_fd) from exc
+    finally:
+        os.close(fd)
+
+
+def _make_partial(out_fd: int, stage: str, label: str) -> tuple[int, int]:
+    """``(descriptor, mode)`` of a new partial directory ``stage`` in the directory held at
+    ``out_fd`` (``label``: its path), made private (``0700``) until it is published; ``mode``
+    is the one it was made with."""
+    sfd = _subdir(out_fd, stage, create=True)
+    made = os.fstat(sfd)
+    if made.st_uid != os.geteuid():  # removed and made again by another user meanwhile
+        os.close(sfd)
+        raise OSError(errno.EPERM, "the partial directory was replaced by another user's", label)
+    mode = stat.S_IMODE(made.st_mode)
+    try:
+        os.fchmod(sfd, 0o700 | (mode & stat.S_ISGID))
+    except OSError:
+        os.close(sfd)
+        raise
+    return sfd, mode
+
+
+def _unpack_and_publish(
+    src: str,
+    out: str,
+    fd: int,
+    out_fd: int,
+    *,
+    meta: dict[str, Any],
+    max_size: int,
+    max_members: int,
+    replace: bool,
+) -> None:
+    """Unpack the archive open at ``fd`` into a partial directory next to ``out`` (in the
+    directory held at ``out_fd``), check it, record it and publish it."""
+    name = os.path.basename(out)
+    stage = os.path.basename(partial_path(out))
+    label = os.path.join(os.path.dirname(out), stage)
+    sfd, mode = _make_partial(out_fd, stage, label)
+    try:
+        unpacker = _Unpacker(src, sfd, label, max_size, max_members)
+        try:
+            _unpack_fd(unpacker, src, fd)
+        finally:
+            unpacker.close()
+        try:
+            tree, size, files = _digest(sfd, label, sync=True, own_names=True, expect=unpacker.made)
+        except _StrangerError as exc:
+            raise ArchiveError(
+                src,
+                exc.rel,
+                "was planted or replaced in the partial directory while the archive was unpacked",
+            ) from None
+        record = {
+            "kind": "extracted",
+            "archive": os.path.basename(src),
+            "archive_sha256": _recorded_sha(meta) or _hash_fd(fd),
+            "url": meta.get("url"),
+            "tree_sha256": tree,
+            "size": size,
+            "files": files,
+        }
+        # The sidecar goes first (as for files): a crash before the rename leaves a record
+        # that describes nothing, never a tree without one.
+        write_meta(name, record, dir_fd=out_fd)
+        os.fchmod(sfd, SHARED_DIR if shared("", dir_fd=out_fd) else mode)
+        published = _publish(out_fd, stage, name, sfd, replace=replace, out=out)
+    except BaseException:
+        here = _lstat_quiet(stage, out_fd)
+        _empty(sfd)  # ours, wherever it is now
+        if here is not None and os.path.samestat(here, os.fstat(sfd)):
+            _remove(out_fd, stage, directory=True)
+        raise
+    finally:
+        os.close(sfd)
+    if not published:
+        with contextlib.suppress(OSError, _OverLimitError):
+            # Someone else published first: make the record describe the tree that is there.
+            tree, size, files = _digest_at(out_fd, name, out, own_names=True)
+            write_meta(
+                name, {**record, "tree_sha256": tree, "size": size, "files": files}, dir_fd=out_fd
+            )
 
 
 def extracted_path(entry: str | os.PathLike[str]) -> str:
     """Where the archive entry ``entry`` is (or will be) unpacked: ``<entry>.extracted``."""
     return os.fspath(entry) + EXTRACTED_SUFFIX
+
+
+def _unreachable(src: str, exc: OSError) -> FetchError:
+    """The error for the directory of ``src`` that could not be reached (``exc``)."""
+    where = exc.filename if isinstance(exc.filename, str) else os.path.dirname(src)
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return ArchiveError(
+            src,
+            "",
+            f"cannot be reached: {where} is a symbolic link or not a directory, not followed "
+            "(another job may have planted it; remove it if it is not yours)",
+        )
+    if exc.errno == errno.ENOENT:
+        return ArchiveError(src, "", f"is not there ({where} is missing)")
+    return DownloadError(src, f"cannot unpack {src}: {where}: {exc.strerror or exc}", err=exc.errno)
 
 
 def extract_entry(
@@ -494,57 +1371,133 @@ def extract_entry(
     A tree unpacked from another version of the archive (its record names another sha256) is
     unpacked again; with ``verify`` (``CACHEROOT_VERIFY=first-use``, as the fetcher passes it)
     the tree is also hashed once per process and unpacked again if it does not match its record.
+    Everything is done in the archive's directory, reached from the cache root without following
+    a link and held (see the module docstring).
     """
-    from ._lock import PathLock  # noqa: PLC0415
-    from ._store import lock_path  # noqa: PLC0415 - loaded on need
-
     src = os.fspath(archive)
     out = extracted_path(src)
-    if _stale(src, out, verify=verify) is not None:
-        with PathLock(lock_path(out), timeout=lock_timeout):
-            why = _stale(src, out, verify=verify)  # another process may have unpacked it
-            if why is not None:
-                if why:
-                    log.warning("%s: %s; unpacking %s again", out, why, src)
-                extract(src, out, max_size=max_size, max_members=max_members, replace=bool(why))
-                _seen.pop(out, None)
-    touch_used(out)
+    if _still_seen(src, out, verify=verify):
+        touch_used(out)
+        return Path(out)
+    from ._lock import PathLock  # noqa: PLC0415 - loaded on need
+
+    try:
+        dfd, name, on_volume = _reach(src)
+    except OSError as exc:
+        raise _unreachable(src, exc) from None
+    try:
+        if _stale(src, out, dfd, verify=verify, on_volume=on_volume) is not None:
+            lock = PathLock(_held(dfd, lock_path(out)), timeout=lock_timeout)
+            _take(lock, src, out)
+            try:
+                # Another process may have unpacked it meanwhile.
+                why = _stale(src, out, dfd, verify=verify, on_volume=on_volume)
+                if why is not None:
+                    if why:
+                        log.warning("%s: %s; unpacking %s again", out, why, src)
+                    _extract_at(
+                        src,
+                        out,
+                        dfd,
+                        dfd,
+                        name=name,
+                        on_volume=(on_volume, on_volume),
+                        max_size=max_size,
+                        max_members=max_members,
+                        replace=bool(why),
+                    )
+                    _seen.pop(out, None)
+            finally:
+                lock.release()
+        held = _held(dfd, out)
+        touch_used(held)
+        if held != out:
+            forget(held)
+    finally:
+        os.close(dfd)
     return Path(out)
 
 
+def _still_seen(src: str, out: str, *, verify: bool) -> bool:
+    """Whether this process judged the tree ``out`` servable for the archive ``src`` (through
+    held directories, :func:`_stale`) and both are still the very objects it judged: the hit's
+    fast path. Looked at by name: a directory swapped on the way shows other inodes (a link in
+    the tree's place is a link), and the walk from the root decides again."""
+    seen = _seen.get(out)
+    if seen is None or (verify and not seen[2]):
+        return False
+    try:
+        return (signature(os.lstat(src)), signature(os.lstat(out))) == seen[:2]
+    except OSError:
+        return False
+
+
+def _take(lock: PathLock, src: str, out: str) -> None:
+    """Take ``lock`` (a :class:`~._lock.PathLock` on the tree's lock file, named through the
+    held directory); errors name the lock by its path on the volume."""
+    shown = lock_path(out)
+    try:
+        lock.acquire()
+    except LockTimeout as exc:
+        _path, waited, holder = exc.__reduce__()[1]
+        raise LockTimeout(shown, waited, holder) from None
+    except FetchError:
+        raise
+    except OSError as exc:
+        raise DownloadError(
+            src,
+            f"cannot unpack {src}: its lock {shown} cannot be taken: {exc.strerror or exc}",
+            err=exc.errno,
+        ) from None
+
+
 #: Unpacked trees this process found current: ``out`` -> (the archive's and the tree's
-#: ``lstat`` signatures when it was checked, whether the tree was hashed). A hit costs two
-#: ``lstat`` calls then.
+#: ``lstat`` signatures when it was checked, whether the tree was hashed). A hit costs the walk
+#: to their directory and two ``lstat`` calls then.
 _seen: dict[str, tuple[tuple[int, int, int, int], tuple[int, int, int, int], bool]] = {}
 
 
-def _stale(src: str, out: str, *, verify: bool) -> str | None:
+def _stale(src: str, out: str, dir_fd: int, *, verify: bool, on_volume: bool) -> str | None:
     """Why the tree ``out`` cannot be served for the archive ``src`` now, or ``None`` when it
-    can: ``""`` when there is no tree, else what is wrong with it (it is unpacked again).
+    can: ``""`` when there is no tree, else what is wrong with it (it is unpacked again). Both
+    lie in the directory held at ``dir_fd``.
 
     The tree's record must name the archive's sha256 as the archive's record has it now (a new
     pin, or a refetch, makes a new archive); with ``verify`` the tree is also hashed once per
     process and must match its record.
     """
-    try:
-        tree_st = os.lstat(out)
-        archive_st = os.lstat(src)
-    except FileNotFoundError:
-        return ""
-    if not stat.S_ISDIR(tree_st.st_mode):
-        return ""  # extract() says what is in the way
+    name, tree_name = os.path.basename(src), os.path.basename(out)
+    tree_st, archive_st = _lstat(tree_name, dir_fd), _lstat(name, dir_fd)
+    if tree_st is None or archive_st is None or not stat.S_ISDIR(tree_st.st_mode):
+        return ""  # nothing to serve (extract() says what is in the way)
     now = (signature(archive_st), signature(tree_st))
     seen = _seen.get(out)
     if seen is not None and seen[:2] == now and (seen[2] or not verify):
         return None
-    record = read_meta(out) or {}
-    archive_sha = (read_meta(src) or {}).get("sha256") or sha256_file(src)[0]
+    record = read_meta(tree_name, dir_fd=dir_fd) or {}
+    archive_sha = _recorded_sha(read_meta(name, dir_fd=dir_fd))
+    if archive_sha is None:
+        try:
+            fd, _st = _open_archive(src, dir_fd, name, on_volume=on_volume)
+        except ArchiveError as exc:
+            return exc.reason
+        try:
+            archive_sha = _hash_fd(fd)
+        finally:
+            os.close(fd)
     if record.get("archive_sha256") != archive_sha:
         return "the tree was unpacked from another version of the archive"
     if verify:
+        size = record.get("size")
         try:
-            tree = tree_digest(out)[0]
-        except OSError:
+            tree = _digest_at(
+                dir_fd,
+                tree_name,
+                out,
+                own_names=True,
+                limit=size if isinstance(size, int) else None,
+            )[0]
+        except (OSError, _OverLimitError):
             tree = ""
         if tree != record.get("tree_sha256"):
             return "the tree does not match its record (changed since it was unpacked)"
@@ -573,38 +1526,29 @@ def extract(
     """
     src = os.fspath(archive)
     out = extracted_path(src) if dest is None else os.fspath(dest)
-    if os.path.isdir(out) and not replace:
-        return Path(out)
-    if os.path.lexists(out) and not os.path.isdir(out):
-        raise ArchiveError(
-            src,
-            "",
-            f"cannot be unpacked where it belongs: {out} is a file, not a directory (an entry "
-            "fetched with that name?); move it away or remove it, then unpack again",
-        )
-    meta = read_meta(src) or {}
     try:
-        with staged_dir(out, replace=replace) as staging:
-            unpack(src, staging.path, max_size=max_size, max_members=max_members)
-            tree, size, files = tree_digest(staging.path)
-            archive_sha = meta.get("sha256") or sha256_file(src)[0]
-            record = {
-                "kind": "extracted",
-                "archive": os.path.basename(src),
-                "archive_sha256": archive_sha,
-                "url": meta.get("url"),
-                "tree_sha256": tree,
-                "size": size,
-                "files": files,
-            }
-            # The sidecar goes first (as for files): a crash before the rename leaves a record
-            # that describes nothing, never a tree without one.
-            write_meta(out, record)
+        src_fd, name, on_volume = _reach(src, follow=True)
     except OSError as exc:
-        raise _not_stored(src, out, meta, exc) from exc
-    if not staging.published:
-        with contextlib.suppress(OSError):
-            # Someone else published first: make the record describe the tree that is there.
-            tree, size, files = tree_digest(out)
-            write_meta(out, {**record, "tree_sha256": tree, "size": size, "files": files})
+        raise _unreachable(src, exc) from None
+    try:
+        try:
+            out_fd, _out_name, out_on_volume = _reach(out, create=True)
+        except OSError as exc:
+            raise _unreachable(out, exc) from None
+        try:
+            _extract_at(
+                src,
+                out,
+                src_fd,
+                out_fd,
+                name=name,
+                on_volume=(on_volume, out_on_volume),
+                max_size=max_size,
+                max_members=max_members,
+                replace=replace,
+            )
+        finally:
+            os.close(out_fd)
+    finally:
+        os.close(src_fd)
     return Path(out)
