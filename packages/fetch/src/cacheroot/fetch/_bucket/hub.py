@@ -56,8 +56,6 @@ from .names import answer_name, blob_name, git_blob_name
 from .tier import bucket_of, rel_of, say_once
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
-
     from obstore.store import ObjectStore
 
 __all__ = ["load_answer", "pull", "push", "save_answer"]
@@ -110,7 +108,7 @@ def _pull(store: ObjectStore, name: str, path: str, dir_fd: int, size: int | Non
     import obstore  # noqa: PLC0415 - the client is there: the bucket opened
     from obstore.exceptions import NotFoundError  # noqa: PLC0415
 
-    from .transfer import BAD, CHUNK, BadBlobError, stream_into  # noqa: PLC0415
+    from .transfer import BAD, BadBlobError, publish_checked  # noqa: PLC0415
 
     if name in BAD:
         return False
@@ -125,31 +123,19 @@ def _pull(store: ObjectStore, name: str, path: str, dir_fd: int, size: int | Non
     digest = os.path.basename(path)
     # A git blob sha1 is hashed here as it arrives (the partial hashes sha256 only).
     sha1 = None if len(digest) == 64 else _hasher(digest, held)
-    chunks = got.stream(min_chunk_size=CHUNK)
     part = _store.Partial(path, dir_fd=dir_fd)
-    try:
-        why = stream_into(chunks if sha1 is None else _hashed(chunks, sha1), part, held)
+
+    def judge() -> str:
         found = part.sha256 if sha1 is None else sha1.hexdigest()
-        if not why and found != digest:
-            kind = "sha256" if sha1 is None else "git blob sha1"
-            why = f"does not hold the bytes it is named by ({kind} {found})"
-        if not why:
-            part.commit(sidecar=False)  # the hub's store keeps only the file, named by its digest
-    except BaseException:
-        part.discard()
-        raise
+        kind = "sha256" if sha1 is None else "git blob sha1"
+        return "" if found == digest else f"does not hold the bytes it is named by ({kind} {found})"
+
+    # The hub's store keeps only the file, named by its digest.
+    why = publish_checked(got, part, held, judge, lambda: part.commit(sidecar=False), also=sha1)
     if why:
-        part.discard()
         BAD.add(name)
         raise BadBlobError(f"object {name} {why}")
     return True
-
-
-def _hashed(chunks: Iterable[bytes], hasher: hashlib._Hash) -> Iterator[bytes]:
-    """``chunks``, each fed to ``hasher`` as it passes."""
-    for chunk in chunks:
-        hasher.update(chunk)
-        yield chunk
 
 
 def push(path: str, *, dir_fd: int, size: int | None = None) -> bool:

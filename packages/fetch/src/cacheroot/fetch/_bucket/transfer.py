@@ -28,8 +28,9 @@ from .. import _store
 from .names import blob_name, git_blob_name, record_name
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
+    from obstore import GetResult
     from obstore.store import ObjectStore
 
     from .records import Record
@@ -40,6 +41,7 @@ __all__ = [
     "BadBlobError",
     "hasher_for",
     "object_name",
+    "publish_checked",
     "pull",
     "push",
     "put_blob",
@@ -77,31 +79,60 @@ def pull(store: ObjectStore, record: Record, dest: str, key: str, *, dir_fd: int
         raise BadBlobError(
             f"blob {name} holds {got.meta['size']} bytes, its record says {record.size}"
         )
+    meta: dict[str, object] = {"url": key}
+    if record.etag is not None:
+        meta["etag"] = record.etag
     part = _store.Partial(dest, dir_fd=dir_fd)
-    try:
-        why = _stream_into(got.stream(min_chunk_size=CHUNK), part, record)
-        if not why:
-            meta: dict[str, object] = {"url": key}
-            if record.etag is not None:
-                meta["etag"] = record.etag
-            part.commit(meta)
-    except BaseException:
-        part.discard()
-        raise
+    why = publish_checked(
+        got,
+        part,
+        record.size,
+        lambda: (
+            ""
+            if part.sha256 == record.sha256
+            else f"does not match its record (sha256 {part.sha256}; recorded {record.sha256})"
+        ),
+        lambda: part.commit(meta),
+    )
     if why:
-        part.discard()
         BAD.add(name)
         raise BadBlobError(f"blob {name} {why}")
     return True
 
 
-def _stream_into(chunks: Iterable[bytes], part: _store.Partial, record: Record) -> str:
-    """Write ``chunks`` into ``part``, never more than ``record.size`` bytes; why they are not
-    the recorded bytes (``""``: they are)."""
-    why = stream_into(chunks, part, record.size)
-    if not why and part.sha256 != record.sha256:
-        why = f"does not match its record (sha256 {part.sha256}; recorded {record.sha256})"
+def publish_checked(
+    got: GetResult,
+    part: _store.Partial,
+    size: int,
+    judge: Callable[[], str],
+    publish: Callable[[], object],
+    *,
+    also: hashlib._Hash | None = None,
+) -> str:
+    """Stream the object ``got`` into ``part`` (never more than ``size`` bytes; ``also`` hashes
+    every chunk too, for a digest the partial does not compute), then ``publish()`` it if
+    ``judge()`` finds nothing wrong; else discard it. Why it was not published (``""``: it
+    was). The partial is discarded on any error, which is raised."""
+    chunks: Iterable[bytes] = got.stream(min_chunk_size=CHUNK)
+    if also is not None:
+        chunks = _fed(chunks, also)
+    try:
+        why = stream_into(chunks, part, size) or judge()
+        if not why:
+            publish()
+    except BaseException:
+        part.discard()
+        raise
+    if why:
+        part.discard()
     return why
+
+
+def _fed(chunks: Iterable[bytes], hasher: hashlib._Hash) -> Iterator[bytes]:
+    """``chunks``, each fed to ``hasher`` as it passes."""
+    for chunk in chunks:
+        hasher.update(chunk)
+        yield chunk
 
 
 def stream_into(chunks: Iterable[bytes], part: _store.Partial, size: int) -> str:

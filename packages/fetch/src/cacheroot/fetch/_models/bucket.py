@@ -67,7 +67,7 @@ from .shared import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Mapping
 
     from obstore.store import ObjectStore
 
@@ -123,13 +123,6 @@ def _object_of(name: object) -> str:
         raise _UnusableError(f"blob name {shown}") from None
 
 
-def _hashed(chunks: Iterable[bytes], blob: Any) -> Iterator[bytes]:
-    for chunk in chunks:
-        if blob is not None:
-            blob.update(chunk)
-        yield chunk
-
-
 def _fetch(store: ObjectStore, name: str, final: str, want: _File, git_sha1: str | None) -> None:
     """Publish the object ``name`` at ``final`` (replacing what is there), streamed into a
     private partial and checked first: its size and sha256 ``want``'s, its git blob sha1
@@ -137,7 +130,7 @@ def _fetch(store: ObjectStore, name: str, final: str, want: _File, git_sha1: str
     import obstore  # noqa: PLC0415 - the client is there: the bucket opened
     from obstore.exceptions import NotFoundError  # noqa: PLC0415
 
-    from .._bucket.transfer import BAD, CHUNK, hasher_for, stream_into  # noqa: PLC0415
+    from .._bucket.transfer import BAD, hasher_for, publish_checked  # noqa: PLC0415
 
     if name in BAD:
         raise _UnusableError(f"object {name} was found damaged")
@@ -152,19 +145,19 @@ def _fetch(store: ObjectStore, name: str, final: str, want: _File, git_sha1: str
     _store.makedirs(os.path.dirname(final))
     blob = None if git_sha1 is None else hasher_for(git_sha1, want.size)
     part = _store.Partial(final)
-    try:
-        why = stream_into(_hashed(got.stream(min_chunk_size=CHUNK), blob), part, want.size)
-        if not why and part.sha256 != want.sha256:
-            why = f"does not hold {want.path} (sha256 {part.sha256})"
-        if not why and blob is not None and blob.hexdigest() != git_sha1:
-            why = f"does not hold the bytes it is named by (git blob sha1 {blob.hexdigest()})"
-        if not why:
-            part.commit(sidecar=False)  # the hub's layout keeps only the file
-    except BaseException:
-        part.discard()
-        raise
+
+    def judge() -> str:
+        if part.sha256 != want.sha256:
+            return f"does not hold {want.path} (sha256 {part.sha256})"
+        if blob is not None and blob.hexdigest() != git_sha1:
+            return f"does not hold the bytes it is named by (git blob sha1 {blob.hexdigest()})"
+        return ""
+
+    # The hub's layout keeps only the file.
+    why = publish_checked(
+        got, part, want.size, judge, lambda: part.commit(sidecar=False), also=blob
+    )
     if why:
-        part.discard()
         BAD.add(name)
         raise _UnusableError(f"object {name} {why}")
 
