@@ -266,3 +266,27 @@ def test_the_unpack_bound_is_raised_per_asset(origin: Origin, tmp_path: Path) ->
         ManifestError, match=r"field .max_unpacked.: applies only with extract = true"
     ):
         parse_manifest(asset(other, b"x", max_unpacked=3000))
+
+
+def test_a_link_planted_where_the_tree_belongs_is_no_tree(origin: Origin, tmp_path: Path) -> None:
+    """Another job replaced the unpacked tree with a link to a directory of its choosing: warm
+    reports no tree there under --check, and unpacks the archive again (the link removed, not
+    followed) instead of reporting the link's target as the tree."""
+    payload = b'{"vocab": 3}'
+    body = _tar({"tok/vocab.json": payload})
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(asset(origin.serve("tok.tar.gz", body), body, extract=True))
+    out = Path(warm_manifest(manifest)["entries"][0]["path"])
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "tok").mkdir(parents=True)
+    (elsewhere / "tok" / "vocab.json").write_bytes(b"planted")
+    os.rename(out, tmp_path / "moved")
+    out.symlink_to(elsewhere)
+    checked = warm_manifest(manifest, check=True)["entries"][0]
+    assert (checked["status"], checked["reason"]) == ("missing", f"not unpacked at {out}")
+    again = warm_manifest(manifest)["entries"][0]
+    assert again["status"] == "miss"
+    assert not out.is_symlink()
+    assert (out / "tok" / "vocab.json").read_bytes() == payload
+    assert (elsewhere / "tok" / "vocab.json").read_bytes() == b"planted"
+    assert origin.total == 1

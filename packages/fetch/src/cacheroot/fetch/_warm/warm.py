@@ -27,6 +27,7 @@ import contextlib
 import importlib
 import json
 import os
+import stat
 import sys
 import time
 import warnings
@@ -148,16 +149,27 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
     )
     if asset.extract:
         out = extracted_path(path)
-        if os.path.isdir(out):
-            touch_used(out)
-        elif check:
+        # Its own name a directory (a link planted there is no tree: extract_entry removes it).
+        unpacked = stat.S_ISDIR(_lmode(out))
+        if check and not unpacked:
             return {**row, "status": MISSING, "reason": f"not unpacked at {out}"}
-        else:
+        if not check:
+            # A tree there is judged as a fetch judges it (reached without following a link,
+            # its record checked), and unpacked again where it does not hold.
             bound = MAX_SIZE if asset.max_unpacked is None else asset.max_unpacked
             out = str(extract_entry(path, max_size=bound))
-            row["status"] = MISS
+            if not unpacked:
+                row["status"] = MISS
         row["path"] = out
     return row
+
+
+def _lmode(path: str) -> int:
+    """The mode of ``path`` itself (0 where there is nothing)."""
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
 
 
 def check_model(model: Model, *, deep: bool = False) -> dict[str, Any]:
