@@ -11,6 +11,7 @@ import socket
 import stat
 import time
 import tracemalloc
+import warnings
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -126,3 +127,111 @@ def bounded(*, memory: bool) -> Iterator[list[int]]:
         if memory:
             peak.append(tracemalloc.get_traced_memory()[1])
             tracemalloc.stop()
+
+
+# -- a second uid: a member of the volume's group plants ----------------------------------------
+
+
+def _protected_hardlinks() -> bool:
+    """Whether the kernel refuses a hard link to a file the linker may not read and write
+    (``fs.protected_hardlinks``, on by default on most distributions)."""
+    try:
+        with open("/proc/sys/fs/protected_hardlinks", encoding="ascii") as f:
+            return f.read().strip() != "0"
+    except OSError:
+        return False
+
+
+#: The kinds a member of the volume's group cannot plant, and why: the kernel refuses them to a
+#: uid other than root (the matrices check that it does, rather than assume it).
+MEMBER_REFUSED: dict[str, str] = {
+    "device": "a member has no CAP_MKNOD: mknod of a character device is refused (EPERM)",
+}
+if _protected_hardlinks():
+    MEMBER_REFUSED["hardlink"] = (
+        "fs.protected_hardlinks is on: a member may not hard-link a root-only file (EPERM)"
+    )
+
+
+#: Who plants in the matrices: root (the test process), or a member of the volume's group.
+PLANTERS = ("root", "member")
+#: What the member plants in the matrices (fewer kinds than root, to keep the suite's time): the
+#: links, a FIFO, the wrong kind of object and a sparse giant, each owned by the member. A socket
+#: is opened and refused as a FIFO is; a device or a hard link are in :data:`MEMBER_REFUSED`.
+MEMBER_KINDS = ("link-dir", "link-file", "fifo", "file", "dir", "sparse")
+
+
+def group_volume(volume: Path, gid: int) -> None:
+    """Set ``volume`` up as the documentation says a group shares one: ``chgrp`` to ``gid``
+    (where this process may give it away) and ``chmod 2775``."""
+    if os.geteuid() == 0:
+        os.chown(volume, 0, gid)
+    os.chmod(volume, 0o2775)  # noqa: S103 - a volume shared by a group, as documented
+
+
+def plant_as(uid: int, gid: int, path: Path, kind: str, outside: Path, *, volume: Path) -> None:
+    """:func:`plant`, but by a member of the volume's group: a forked child that drops to
+    ``uid`` with ``gid`` as its only group, then plants ``kind`` at ``path``.
+
+    The child enters ``volume`` (which ``path`` lies under) while still root, so the member
+    needs no way through the directories above it (pytest keeps its base directory ``0700``);
+    from there on the kernel checks every component against the member, and whatever it
+    creates is the member's. A hard link is made to the root-only file the parent opened
+    (``O_PATH``), as if the member had reached it: the kernel's own link rules decide.
+
+    :class:`OSError` with the child's ``errno`` when the member could not plant it.
+    """
+    rel = path.relative_to(volume)
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        # The test process runs the origin's threads; the child only makes system calls.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child exits without returning to pytest
+        code = 1
+        try:
+            os.close(read_end)
+            os.chdir(volume)
+            target = os.open(outside / "secret", os.O_PATH) if kind == "hardlink" else -1
+            os.setgroups([gid])
+            os.setgid(gid)
+            os.setuid(uid)
+            os.umask(0o022)
+            if kind == "hardlink":
+                _link_open(target, rel)
+            else:
+                plant(rel, kind, outside)
+            code = 0
+        except BaseException as exc:  # everything goes back to the parent
+            failed = exc.errno if isinstance(exc, OSError) and exc.errno else 0
+            with contextlib.suppress(BaseException):
+                os.write(write_end, f"{failed} {type(exc).__name__}: {exc}".encode())
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        said = f.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        number, _, text = said.partition(" ")
+        raise OSError(
+            int(number) if number.isdigit() and number != "0" else None,
+            f"uid {uid} could not plant {kind} at {path}: {text or 'the child died'}",
+        )
+
+
+def _link_open(fd: int, path: Path) -> None:
+    """Replace whatever is at ``path`` with a hard link to the file open at ``fd`` (its times
+    are the file's owner's to set, not the linker's)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        path.rename(path.with_name(path.name + ".aside"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # linkat with AT_SYMLINK_FOLLOW (os.link calls plain link, which does not follow, unless a
+    # directory descriptor is given): the magic link leads to the open file itself.
+    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=here, follow_symlinks=True)
+    finally:
+        os.close(here)

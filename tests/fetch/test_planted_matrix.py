@@ -13,10 +13,22 @@ one operation (a fetch that misses, a fetch that hits, ``cache ls``, ``cache ver
 - a fetch either returned a regular file holding the origin's bytes, or raised cacheroot's own
   :class:`~cacheroot.fetch.FetchError`; the upkeep commands raised nothing;
 - with a sparse giant, at most a few MiB were allocated while the operation ran.
+
+The volume is shared as the documentation says (``chgrp GROUP && chmod 2775``) and every case
+runs twice over, by who plants: root (this process), and a member of the group, a second uid
+(:data:`~tests.fetch.test_multiuser.UID_A`, from a forked child: see
+:func:`tests.planted.plant_as`), whose objects are owned by that uid, as a co-tenant's are; the
+operations always run as root. The member plants the links, a FIFO, the wrong kind of object
+and a sparse giant (``MEMBER_KINDS``) at every component, not every kind root plants, to keep
+the suite's time: a socket is refused as a FIFO is, and a device node or a hard link to a
+root-only file the kernel refuses a member (``MEMBER_REFUSED``: no ``CAP_MKNOD``;
+``fs.protected_hardlinks``), which :func:`test_what_a_member_cannot_plant` checks. The member
+variant needs root (to change uid) and skips elsewhere.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -27,22 +39,41 @@ import pytest
 from cacheroot.fetch import Fetcher, FetchError
 from cacheroot.fetch._upkeep.cache import disk_usage as du
 from cacheroot.fetch._upkeep.cache import entries, prune, verify
-from cacheroot.fetch.store import lock_path
+from cacheroot.fetch.store import SHARED_DIR, lock_path
 
 from .origin import body
+from .test_multiuser import GROUP, UID_A, need_root
 
 if TYPE_CHECKING:
     from tests.planted import (
         DIR_KINDS,
         FILE_KINDS,
+        MEMBER_KINDS,
+        MEMBER_REFUSED,
         MEMORY_BOUND,
+        PLANTERS,
         bounded,
+        group_volume,
         outside_dir,
         plant,
+        plant_as,
         state,
     )
 else:
-    from planted import DIR_KINDS, FILE_KINDS, MEMORY_BOUND, bounded, outside_dir, plant, state
+    from planted import (
+        DIR_KINDS,
+        FILE_KINDS,
+        MEMBER_KINDS,
+        MEMBER_REFUSED,
+        MEMORY_BOUND,
+        PLANTERS,
+        bounded,
+        group_volume,
+        outside_dir,
+        plant,
+        plant_as,
+        state,
+    )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -65,10 +96,24 @@ OPERATIONS = ("fetch-miss", "fetch-hit", "ls", "verify", "prune")
 
 
 def _cases() -> Iterator[Any]:
-    for op in OPERATIONS:
-        for component, is_dir in COMPONENTS.items():
-            for kind in DIR_KINDS if is_dir else FILE_KINDS:
-                yield pytest.param(op, component, kind, id=f"{op}-{component}-{kind}")
+    for planter in PLANTERS:
+        for op in OPERATIONS:
+            for component, is_dir in COMPONENTS.items():
+                for kind in DIR_KINDS if is_dir else FILE_KINDS:
+                    if planter == "member" and (kind not in MEMBER_KINDS or kind in MEMBER_REFUSED):
+                        continue  # the root planter covers the rest (see the module docstring)
+                    id_ = f"{op}-{component}-{kind}-{planter}"
+                    yield pytest.param(op, component, kind, planter, id=id_)
+
+
+def made(directory: Path, volume: Path) -> None:
+    """Make the directories from ``volume`` down to ``directory`` as cacheroot makes its own in
+    a setgid volume (``2775``: the group may write them)."""
+    missing = [p for p in (directory, *directory.parents) if volume in p.parents]
+    for path in reversed(missing):
+        if not path.exists():
+            path.mkdir()
+            os.chmod(path, SHARED_DIR)
 
 
 def _position(cache: Path, dest: Path, component: str) -> Path:
@@ -93,18 +138,21 @@ def _run(op: str, fetcher: Fetcher, url: str, cache: Path) -> Callable[[], objec
     return lambda: prune(str(cache), max_size=0, grace=0.0)
 
 
-@pytest.mark.parametrize(("op", "component", "kind"), list(_cases()))
+@pytest.mark.parametrize(("op", "component", "kind", "planter"), list(_cases()))
 def test_planted_object(
     *,
     op: str,
     component: str,
     kind: str,
+    planter: str,
     origin: Origin,
     name: str,
     isolated_cache: Path,
     tmp_path: Path,
 ) -> None:
-    os.chmod(isolated_cache, 0o2775)  # noqa: S103 - a volume shared by a group, as documented
+    if planter == "member":
+        need_root()
+    group_volume(isolated_cache, GROUP)
     cache = isolated_cache / "vllm" / "test_cache"
     assert os.environ["_VLLM_TEST_CACHE"] == str(cache)
     outside = outside_dir(tmp_path / "outside")
@@ -114,8 +162,13 @@ def test_planted_object(
     if op != "fetch-miss":
         fetcher.fetch(url, namespace=NAMESPACE)  # a real entry, record, lock and stamp
     else:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-    plant(_position(cache, dest, component), kind, outside)
+        made(dest.parent, isolated_cache)
+    where = _position(cache, dest, component)
+    if planter == "member":
+        plant_as(UID_A, GROUP, where, kind, outside, volume=isolated_cache)
+        assert os.lstat(where).st_uid == UID_A
+    else:
+        plant(where, kind, outside)
     counted = kind != "hardlink"
     before = state(outside, names_counted=counted)
     run = _run(op, fetcher, url, cache)
@@ -138,3 +191,22 @@ def test_planted_object(
         assert os.lstat(got).st_nlink == 1
         with open(got, "rb") as f:
             assert f.read() == body(name)
+
+
+@pytest.mark.parametrize("kind", ["device", "hardlink"])
+def test_what_a_member_cannot_plant(kind: str, isolated_cache: Path, tmp_path: Path) -> None:
+    """The kinds the member planter leaves out are the ones the kernel refuses it, for the
+    reason given in ``MEMBER_REFUSED`` (a hard link is tried on a file the member has reached,
+    so the refusal is the kernel's link rule, not a directory it could not search)."""
+    need_root()
+    group_volume(isolated_cache, GROUP)
+    outside = outside_dir(tmp_path / "outside")
+    where = isolated_cache / "planted"
+    if kind not in MEMBER_REFUSED:  # fs.protected_hardlinks off: a member can link anything
+        plant_as(UID_A, GROUP, where, kind, outside, volume=isolated_cache)
+        assert os.path.samestat(os.lstat(where), os.lstat(outside / "secret"))
+        return
+    with pytest.raises(PermissionError) as refused:
+        plant_as(UID_A, GROUP, where, kind, outside, volume=isolated_cache)
+    assert refused.value.errno == errno.EPERM, refused.value
+    assert not os.path.lexists(where)

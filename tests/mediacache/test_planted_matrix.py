@@ -1,14 +1,22 @@
 """The planted-object matrix of the media cache, as the vLLM process runs it.
 
 The cache comes from the environment (``CACHEROOT_MEDIA_CACHE``, as the vLLM plugin takes it) in
-this process, running as root, on a root shared by a group (``2775``: what a member plants there
-is not root's). One object is planted at one component (the cache directory, an
-entry's body, its record, the directory lock, the ledger, the striped locks' directory, an
-entry's striped lock), then a get runs: a miss (nothing cached for the URL), a hit, or a miss
-that must evict another entry to stay under the bound. Each case checks that nothing outside
-the volume was read, listed, written, chmod-ed or removed, that the get ended in time, with a
-sparse giant that little memory was allocated, and that the get returned the origin's bytes or
-raised a clear error (the cache's own, or the ``OSError`` saying the directory is unusable).
+this process, running as root, on a root shared by a group (``chgrp GROUP && chmod 2775``).
+One object is planted at one component (the cache directory, an entry's body, its record, the
+directory lock, the ledger, the striped locks' directory, an entry's striped lock), then a get
+runs: a miss (nothing cached for the URL), a hit, or a miss that must evict another entry to
+stay under the bound. Each case checks that nothing outside the volume was read, listed,
+written, chmod-ed or removed, that the get ended in time, with a sparse giant that little
+memory was allocated, and that the get returned the origin's bytes or raised a clear error (the
+cache's own, or the ``OSError`` saying the directory is unusable).
+
+Every case runs twice over, by who plants: root (this process), and a member of the group, a
+second uid (:func:`tests.planted.plant_as`), whose objects are that uid's, as a co-tenant's
+are; the get always runs as root. What the cache decides by owner (a link followed only where
+only root could have made it, a file of a user the volume trusts) sees both. The member plants
+the kinds in ``MEMBER_KINDS``, not a device node or a hard link to a root-only file, which the
+kernel refuses it (see ``tests/fetch/test_planted_matrix.py``); it needs root to change uid and
+skips elsewhere.
 """
 
 from __future__ import annotations
@@ -25,19 +33,39 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from tests.fetch.test_multiuser import GROUP, UID_A, need_root
     from tests.planted import (
         DIR_KINDS,
         FILE_KINDS,
+        MEMBER_KINDS,
+        MEMBER_REFUSED,
         MEMORY_BOUND,
+        PLANTERS,
         bounded,
+        group_volume,
         outside_dir,
         plant,
+        plant_as,
         state,
     )
 
     from .origin import Origin
 else:
-    from planted import DIR_KINDS, FILE_KINDS, MEMORY_BOUND, bounded, outside_dir, plant, state
+    from fetch.test_multiuser import GROUP, UID_A, need_root
+    from planted import (
+        DIR_KINDS,
+        FILE_KINDS,
+        MEMBER_KINDS,
+        MEMBER_REFUSED,
+        MEMORY_BOUND,
+        PLANTERS,
+        bounded,
+        group_volume,
+        outside_dir,
+        plant,
+        plant_as,
+        state,
+    )
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
 OTHER = b"\x89PNG\r\n\x1a\n" + bytes(range(255, -1, -1)) * 8
@@ -56,10 +84,14 @@ OPERATIONS = ("get-miss", "get-hit", "get-evict")
 
 
 def _cases() -> Iterator[Any]:
-    for op in OPERATIONS:
-        for component, is_dir in COMPONENTS.items():
-            for kind in DIR_KINDS if is_dir else FILE_KINDS:
-                yield pytest.param(op, component, kind, id=f"{op}-{component}-{kind}")
+    for planter in PLANTERS:
+        for op in OPERATIONS:
+            for component, is_dir in COMPONENTS.items():
+                for kind in DIR_KINDS if is_dir else FILE_KINDS:
+                    if planter == "member" and (kind not in MEMBER_KINDS or kind in MEMBER_REFUSED):
+                        continue  # the root planter covers the rest (see the module docstring)
+                    id_ = f"{op}-{component}-{kind}-{planter}"
+                    yield pytest.param(op, component, kind, planter, id=id_)
 
 
 def _position(directory: Path, url: str, component: str) -> Path:
@@ -77,18 +109,21 @@ def _position(directory: Path, url: str, component: str) -> Path:
     }[component]
 
 
-@pytest.mark.parametrize(("op", "component", "kind"), list(_cases()))
+@pytest.mark.parametrize(("op", "component", "kind", "planter"), list(_cases()))
 def test_planted_object(
     *,
     op: str,
     component: str,
     kind: str,
+    planter: str,
     origin: Origin,
     isolated_cache: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    os.chmod(isolated_cache, 0o2775)  # noqa: S103 - a volume shared by a group, as documented
+    if planter == "member":
+        need_root()
+    group_volume(isolated_cache, GROUP)
     directory = isolated_cache / "mediacache"
     monkeypatch.setenv(CACHEROOT_MEDIA_CACHE, str(directory))
     outside = outside_dir(tmp_path / "outside")
@@ -101,7 +136,12 @@ def test_planted_object(
     if op == "get-miss":
         for name in (entry_name(url), f".{entry_name(url)}.meta.json"):
             os.unlink(directory / name)
-    plant(_position(directory, url, component), kind, outside)
+    where = _position(directory, url, component)
+    if planter == "member":
+        plant_as(UID_A, GROUP, where, kind, outside, volume=isolated_cache)
+        assert os.lstat(where).st_uid == UID_A
+    else:
+        plant(where, kind, outside)
     counted = kind != "hardlink"
     before = state(outside, names_counted=counted)
     wanted = OTHER if op == "get-evict" else PNG
