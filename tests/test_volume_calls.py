@@ -113,7 +113,6 @@ ELSEWHERE = {
 #: Modules that still act on the volume by themselves, and how many such calls each makes.
 DEBT: dict[str, int] = {
     "packages/fetch/src/cacheroot/fetch/_archive.py": 7,
-    "packages/fetch/src/cacheroot/fetch/_build.py": 1,
     "packages/fetch/src/cacheroot/fetch/_hub/cli.py": 1,
     "packages/fetch/src/cacheroot/fetch/_hub/files.py": 1,
     "packages/fetch/src/cacheroot/fetch/_hub/fills.py": 1,

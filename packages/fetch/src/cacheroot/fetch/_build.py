@@ -17,10 +17,13 @@ Bytecode differs between Python versions, so each version builds its own copy.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 import types
@@ -29,12 +32,34 @@ from typing import TYPE_CHECKING, Any
 
 from cacheroot.envs._shared_tier import shared_url
 
-from ._archive import tree_digest
+from ._archive import (
+    _digest,
+    _digest_at,
+    _empty,
+    _held,
+    _lstat,
+    _lstat_quiet,
+    _make_partial,
+    _OverLimitError,
+    _publish,
+    _reach,
+    _remove,
+)
+from ._errors import DownloadError, FetchError, LockTimeout
 from ._lock import PathLock
 from ._naming import check_filename, check_namespace
 from ._shared import fill_dir
-from ._store import lock_path, staged_dir, write_meta
-from ._used import touch_used
+from ._store import (
+    SHARED_DIR,
+    kind,
+    lock_path,
+    partial_path,
+    remove_planted,
+    shared,
+    signature,
+    write_meta,
+)
+from ._used import forget, touch_used
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -145,48 +170,182 @@ def build_once(
     ``key`` names the artifact (a file name: letters, digits, ``.``, ``_``, ``-``); the entry is
     ``$_VLLM_TEST_CACHE/<namespace>/<key>-<fingerprint>``. ``builder`` receives an empty private
     directory (a :class:`~pathlib.Path`) and fills it; its return value is ignored. Raises what
-    the builder raises (nothing is published), or :class:`LockTimeout` after ``lock_timeout``
-    seconds of waiting for another process's build.
+    the builder raises (nothing is published), :class:`LockTimeout` after ``lock_timeout``
+    seconds of waiting for another process's build, or :class:`DownloadError` (a
+    :class:`FetchError` and an :class:`OSError`) when the entry's directory cannot be reached
+    without following a link, its name holds a regular file, or the built tree cannot be
+    recorded or published (nothing is published then either).
+
+    The namespace directory is reached from the cache root one component at a time without
+    following a link and held: the lock, the private build directory, the record and the
+    rename that publishes the tree all go through it.
     """
     dest = str(built_path(key, builder, namespace=namespace, inputs=inputs))
-    if os.path.isdir(dest):
+    if _still_seen(dest):
         touch_used(dest)
         return Path(dest)
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    with PathLock(lock_path(dest), timeout=lock_timeout):
-        if not os.path.isdir(dest):
-            # With a shared tier (CACHEROOT_SHARED): its copy first, one host building.
-            build = functools.partial(_build, key, builder, dest, inputs)
-            if shared_url(os.environ) is not None:
-                from ._bucket.trees import fill_dir as fill_tree  # noqa: PLC0415 - a bucket's
+    try:
+        dfd, name, _on_volume = _reach(dest, create=True)
+    except OSError as exc:
+        raise _unreachable(dest, exc) from None
+    try:
+        if not _present(dest, name, dfd):
+            lock = PathLock(_held(dfd, lock_path(dest)), timeout=lock_timeout)
+            _take(lock, dest)
+            try:
+                if not _present(dest, name, dfd):
+                    # With a shared tier (CACHEROOT_SHARED): its copy first, one host building.
+                    build = functools.partial(_build, key, builder, dest, inputs, dfd)
+                    if shared_url(os.environ) is not None:
+                        from ._bucket.trees import fill_dir as fill_tree  # noqa: PLC0415
 
-                fill_tree(dest, build, timeout=lock_timeout)
-            else:
-                fill_dir(dest, build, timeout=lock_timeout)
-    touch_used(dest)
+                        fill_tree(dest, build, timeout=lock_timeout)
+                    else:
+                        fill_dir(dest, build, timeout=lock_timeout)
+                    _seen.pop(dest, None)
+                    _present(dest, name, dfd)
+            finally:
+                lock.release()
+        held = _held(dfd, dest)
+        touch_used(held)
+        if held != dest:
+            forget(held)
+    finally:
+        os.close(dfd)
     return Path(dest)
 
 
-def _build(key: str, builder: Callable[[Path], object], dest: str, inputs: object) -> None:
+def _unreachable(dest: str, exc: OSError) -> DownloadError:
+    """The error for the tree ``dest`` whose directory could not be reached (``exc``)."""
+    where = exc.filename if isinstance(exc.filename, str) else os.path.dirname(dest)
+    why = (
+        "is a symbolic link or not a directory, not followed (another job may have planted "
+        "it; remove it if it is not yours)"
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR)
+        else str(exc.strerror or exc)
+    )
+    return DownloadError(dest, f"cannot build {dest}: {where} {why}", err=exc.errno)
+
+
+def _take(lock: PathLock, dest: str) -> None:
+    """Take ``lock`` (the tree's lock file, named through the held directory); errors name the
+    lock by its path on the volume."""
+    shown = lock_path(dest)
+    try:
+        lock.acquire()
+    except LockTimeout as exc:
+        _path, waited, holder = exc.__reduce__()[1]
+        raise LockTimeout(shown, waited, holder) from None
+    except FetchError:
+        raise
+    except OSError as exc:
+        raise DownloadError(
+            dest,
+            f"cannot build {dest}: its lock {shown} cannot be taken: {exc.strerror or exc}",
+            err=exc.errno,
+        ) from None
+
+
+#: Trees this process found in place: ``dest`` -> their ``lstat`` signature then. A hit costs
+#: one ``lstat`` by name (a directory swapped on the way shows another inode, a link is a link).
+_seen: dict[str, tuple[int, int, int, int]] = {}
+
+
+def _still_seen(dest: str) -> bool:
+    """Whether the tree ``dest`` is the very directory this process found in place before."""
+    seen = _seen.get(dest)
+    if seen is None:
+        return False
+    try:
+        return signature(os.lstat(dest)) == seen
+    except OSError:
+        return False
+
+
+def _present(dest: str, name: str, dir_fd: int) -> bool:
+    """Whether the tree ``name`` is in the directory held at ``dir_fd`` (remembered then).
+    Anything else there (a link, FIFO, socket, device) is removed, unfollowed: the name is
+    cacheroot's own; a regular file there is refused."""
+    st = _lstat(name, dir_fd)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        if stat.S_ISREG(st.st_mode) or not remove_planted(dest, dir_fd=dir_fd):
+            what = "a file" if stat.S_ISREG(st.st_mode) else kind(st.st_mode)
+            raise DownloadError(
+                dest,
+                f"cannot build {dest}: it is {what}, not a directory (another job may have "
+                "planted it; remove it if it is not yours), then build again",
+                err=errno.EEXIST,
+            )
+        st = None
+    if st is None:
+        return False
+    _seen[dest] = signature(st)
+    return True
+
+
+def _build(
+    key: str, builder: Callable[[Path], object], dest: str, inputs: object, dir_fd: int
+) -> None:
+    """Build into a private (``0700``) directory made in the directory held at ``dir_fd``,
+    record the tree and publish it there by one rename, unless a tree got there first."""
     started = time.time()
-    with staged_dir(dest) as staging:
-        builder(Path(staging.path))
-        tree, size, files = tree_digest(staging.path)
-        record: dict[str, Any] = {
-            "kind": "built",
-            "key": key,
-            "builder": _callable_text(builder)[:200],
-            "inputs": json.loads(_inputs_text(inputs)),
-            "tree_sha256": tree,
-            "size": size,
-            "files": files,
-            "built": time.time(),
-            "build_seconds": round(time.time() - started, 3),
-        }
-        # The record goes first, as for files: a crash before the rename leaves a record that
-        # describes nothing, never a tree without one.
-        write_meta(dest, record)
-    if not staging.published:
+    name = os.path.basename(dest)
+    stage = os.path.basename(partial_path(dest))
+    label = os.path.join(os.path.dirname(dest), stage)
+    sfd, mode = _make_partial(dir_fd, stage, label)
+    try:
+        builder(Path(_held_dir(sfd, label)))
+        try:
+            tree, size, files = _digest(sfd, label, sync=True, own_names=True)
+            record: dict[str, Any] = {
+                "kind": "built",
+                "key": key,
+                "builder": _callable_text(builder)[:200],
+                "inputs": json.loads(_inputs_text(inputs)),
+                "tree_sha256": tree,
+                "size": size,
+                "files": files,
+                "built": time.time(),
+                "build_seconds": round(time.time() - started, 3),
+            }
+            # The record goes first, as for files: a crash before the rename leaves a record
+            # that describes nothing, never a tree without one.
+            write_meta(name, record, dir_fd=dir_fd)
+            os.fchmod(sfd, SHARED_DIR if shared("", dir_fd=dir_fd) else mode)
+            published = _publish(dir_fd, stage, name, sfd, replace=False, out=dest)
+        except OSError as exc:
+            raise _not_published(dest, exc) from exc
+    except BaseException:
+        here = _lstat_quiet(stage, dir_fd)
+        _empty(sfd)  # ours, wherever it is now
+        if here is not None and os.path.samestat(here, os.fstat(sfd)):
+            _remove(dir_fd, stage, directory=True)
+        raise
+    finally:
+        os.close(sfd)
+    if not published:
         # The lock did not hold (some network file systems): describe the tree that won.
-        tree, size, files = tree_digest(dest)
-        write_meta(dest, {**record, "tree_sha256": tree, "size": size, "files": files})
+        with contextlib.suppress(OSError, _OverLimitError):
+            tree, size, files = _digest_at(dir_fd, name, dest)
+            write_meta(
+                name, {**record, "tree_sha256": tree, "size": size, "files": files}, dir_fd=dir_fd
+            )
+
+
+def _not_published(dest: str, exc: OSError) -> DownloadError:
+    """The error for a built tree that could not be recorded or published (``exc``)."""
+    where = f" ({exc.filename})" if isinstance(exc.filename, str) else ""
+    return DownloadError(
+        dest,
+        f"could not publish the tree built for {dest}: {exc.strerror or exc}{where}; nothing "
+        "was published (a link, FIFO, device or hard link in its place or in the tree?)",
+        err=exc.errno,
+    )
+
+
+def _held_dir(fd: int, path: str) -> str:
+    """A path of the directory held at ``fd`` that no rename or link can redirect:
+    ``/proc/<pid>/fd/<fd>``, which a builder's own subprocesses can use as well (``self`` would
+    name theirs); ``path`` where the system names no descriptors by path."""
+    held = _held(fd, path)
+    return f"/proc/{os.getpid()}/fd/{fd}" if held != path else path
