@@ -1388,7 +1388,7 @@ def extract_entry(
     try:
         if _stale(src, out, dfd, verify=verify, on_volume=on_volume) is not None:
             lock = PathLock(_held(dfd, lock_path(out)), timeout=lock_timeout)
-            _take(lock, src, out)
+            _take(lock, src, out, f"cannot unpack {src}")
             try:
                 # Another process may have unpacked it meanwhile.
                 why = _stale(src, out, dfd, verify=verify, on_volume=on_volume)
@@ -1432,9 +1432,10 @@ def _still_seen(src: str, out: str, *, verify: bool) -> bool:
         return False
 
 
-def _take(lock: PathLock, src: str, out: str) -> None:
-    """Take ``lock`` (a :class:`~._lock.PathLock` on the tree's lock file, named through the
-    held directory); errors name the lock by its path on the volume."""
+def _take(lock: PathLock, subject: str, out: str, doing: str) -> None:
+    """Take ``lock`` (a :class:`~._lock.PathLock` on the tree ``out``'s lock file, named
+    through the held directory); errors name the lock by its path on the volume, and what could
+    not be done (``doing``, e.g. ``cannot unpack ...``) for ``subject``."""
     shown = lock_path(out)
     try:
         lock.acquire()
@@ -1445,8 +1446,8 @@ def _take(lock: PathLock, src: str, out: str) -> None:
         raise
     except OSError as exc:
         raise DownloadError(
-            src,
-            f"cannot unpack {src}: its lock {shown} cannot be taken: {exc.strerror or exc}",
+            subject,
+            f"{doing}: its lock {shown} cannot be taken: {exc.strerror or exc}",
             err=exc.errno,
         ) from None
 

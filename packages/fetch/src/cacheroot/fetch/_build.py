@@ -44,8 +44,9 @@ from ._archive import (
     _publish,
     _reach,
     _remove,
+    _take,
 )
-from ._errors import DownloadError, FetchError, LockTimeout
+from ._errors import DownloadError
 from ._lock import PathLock
 from ._naming import check_filename, check_namespace
 from ._shared import fill_dir
@@ -191,7 +192,7 @@ def build_once(
     try:
         if not _present(dest, name, dfd):
             lock = PathLock(_held(dfd, lock_path(dest)), timeout=lock_timeout)
-            _take(lock, dest)
+            _take(lock, dest, dest, f"cannot build {dest}")
             try:
                 if not _present(dest, name, dfd):
                     # With a shared tier (CACHEROOT_SHARED): its copy first, one host building.
@@ -225,25 +226,6 @@ def _unreachable(dest: str, exc: OSError) -> DownloadError:
         else str(exc.strerror or exc)
     )
     return DownloadError(dest, f"cannot build {dest}: {where} {why}", err=exc.errno)
-
-
-def _take(lock: PathLock, dest: str) -> None:
-    """Take ``lock`` (the tree's lock file, named through the held directory); errors name the
-    lock by its path on the volume."""
-    shown = lock_path(dest)
-    try:
-        lock.acquire()
-    except LockTimeout as exc:
-        _path, waited, holder = exc.__reduce__()[1]
-        raise LockTimeout(shown, waited, holder) from None
-    except FetchError:
-        raise
-    except OSError as exc:
-        raise DownloadError(
-            dest,
-            f"cannot build {dest}: its lock {shown} cannot be taken: {exc.strerror or exc}",
-            err=exc.errno,
-        ) from None
 
 
 #: Trees this process found in place: ``dest`` -> their ``lstat`` signature then. A hit costs
