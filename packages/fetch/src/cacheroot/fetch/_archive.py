@@ -1253,6 +1253,27 @@ def _extract_at(
         os.close(fd)
 
 
+def _drop_stage(dir_fd: int, stage: str, sfd: int) -> None:
+    """Empty the staging directory open at ``sfd`` (ours, wherever it is now) and remove its
+    name ``stage`` in the held ``dir_fd`` if that name is still it."""
+    here = _lstat_quiet(stage, dir_fd)
+    _empty(sfd)
+    if here is not None and os.path.samestat(here, os.fstat(sfd)):
+        _remove(dir_fd, stage, directory=True)
+
+
+def _describe_winner(
+    dir_fd: int, name: str, out: str, record: dict[str, Any], *, own_names: bool
+) -> None:
+    """Another tree was published at ``name`` first: rewrite ``record`` to describe it (best
+    effort: a tree that cannot be hashed keeps the record it has)."""
+    with contextlib.suppress(OSError, _OverLimitError):
+        tree, size, files = _digest_at(dir_fd, name, out, own_names=own_names)
+        write_meta(
+            name, {**record, "tree_sha256": tree, "size": size, "files": files}, dir_fd=dir_fd
+        )
+
+
 def _make_partial(out_fd: int, stage: str, label: str) -> tuple[int, int]:
     """``(descriptor, mode)`` of a new partial directory ``stage`` in the directory held at
     ``out_fd`` (``label``: its path), made private (``0700``) until it is published; ``mode``
@@ -1317,20 +1338,13 @@ def _unpack_and_publish(
         os.fchmod(sfd, SHARED_DIR if shared("", dir_fd=out_fd) else mode)
         published = _publish(out_fd, stage, name, sfd, replace=replace, out=out)
     except BaseException:
-        here = _lstat_quiet(stage, out_fd)
-        _empty(sfd)  # ours, wherever it is now
-        if here is not None and os.path.samestat(here, os.fstat(sfd)):
-            _remove(out_fd, stage, directory=True)
+        _drop_stage(out_fd, stage, sfd)
         raise
     finally:
         os.close(sfd)
     if not published:
-        with contextlib.suppress(OSError, _OverLimitError):
-            # Someone else published first: make the record describe the tree that is there.
-            tree, size, files = _digest_at(out_fd, name, out, own_names=True)
-            write_meta(
-                name, {**record, "tree_sha256": tree, "size": size, "files": files}, dir_fd=out_fd
-            )
+        # Someone else published first: make the record describe the tree that is there.
+        _describe_winner(out_fd, name, out, record, own_names=True)
 
 
 def extracted_path(entry: str | os.PathLike[str]) -> str:

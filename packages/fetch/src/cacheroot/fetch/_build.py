@@ -17,7 +17,6 @@ Bytecode differs between Python versions, so each version builds its own copy.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import hashlib
@@ -33,17 +32,14 @@ from typing import TYPE_CHECKING, Any
 from cacheroot.envs._shared_tier import shared_url
 
 from ._archive import (
+    _describe_winner,
     _digest,
-    _digest_at,
-    _empty,
+    _drop_stage,
     _held,
     _lstat,
-    _lstat_quiet,
     _make_partial,
-    _OverLimitError,
     _publish,
     _reach,
-    _remove,
     _take,
 )
 from ._errors import DownloadError
@@ -298,20 +294,13 @@ def _build(
         except OSError as exc:
             raise _not_published(dest, exc) from exc
     except BaseException:
-        here = _lstat_quiet(stage, dir_fd)
-        _empty(sfd)  # ours, wherever it is now
-        if here is not None and os.path.samestat(here, os.fstat(sfd)):
-            _remove(dir_fd, stage, directory=True)
+        _drop_stage(dir_fd, stage, sfd)
         raise
     finally:
         os.close(sfd)
     if not published:
         # The lock did not hold (some network file systems): describe the tree that won.
-        with contextlib.suppress(OSError, _OverLimitError):
-            tree, size, files = _digest_at(dir_fd, name, dest)
-            write_meta(
-                name, {**record, "tree_sha256": tree, "size": size, "files": files}, dir_fd=dir_fd
-            )
+        _describe_winner(dir_fd, name, dest, record, own_names=False)
 
 
 def _not_published(dest: str, exc: OSError) -> DownloadError:
