@@ -14,6 +14,7 @@ Two attacks, each done for real against the local origin:
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -103,6 +104,50 @@ def test_a_cache_only_run_raises_checksum_error_for_a_changed_entry(
     assert "the origin or a proxy" not in str(info.value)
     assert path.exists()  # left where it is, for `cacheroot cache verify` to quarantine
     assert origin.gets[f"/ok/{name}"] == 1
+
+
+#: A sparse file this large costs no disk, and hashing it whole would take minutes.
+GIANT = 1 << 40
+
+
+@pytest.fixture
+def alarm() -> Iterator[None]:
+    """Fail the test, rather than hang it, when it runs past 30 seconds."""
+
+    def ring(signum: int, frame: object) -> None:
+        raise TimeoutError("still running after 30 s: the giant was read")
+
+    before = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(30)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
+@pytest.mark.usefixtures("alarm")
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "unpinned"])
+def test_a_sparse_giant_in_an_entrys_place_is_judged_by_its_size_unread(
+    origin: Origin, fetcher: Fetcher, name: str, monkeypatch: pytest.MonkeyPatch, pinned: bool
+) -> None:
+    url = origin.url(f"/ok/{name}")
+    digest = sha256(body(name))
+    path = fetcher.fetch(url, sha256=digest)
+    os.truncate(path, GIANT)  # another writer of the volume grows the entry, sparse
+    monkeypatch.setenv(CACHEROOT_OFFLINE, "1")
+    with pytest.raises(ChecksumError) as info:
+        Fetcher().fetch(url, sha256=digest if pinned else None)
+    assert str(info.value) == (
+        f"the cached entry {path} for {url} is corrupt: expected sha256 {digest}, found "
+        f"{GIANT} bytes, not the size its record gives (not hashed); it changed after it was "
+        "published. This run is cache-only and downloads nothing: run `cacheroot cache verify` "
+        "to quarantine it, then warm it again"
+    )
+    monkeypatch.delenv(CACHEROOT_OFFLINE)
+    assert Fetcher().fetch(url, sha256=digest if pinned else None) == path
+    assert path.read_bytes() == body(name)
+    assert origin.gets[f"/ok/{name}"] == 2  # downloaded again, once
 
 
 def test_a_hit_hashes_nothing_and_a_moved_ctime_costs_one_hash(

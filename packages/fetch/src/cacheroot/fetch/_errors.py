@@ -36,12 +36,15 @@ class ChecksumError(FetchError, ValueError):
 
     def __init__(self, url: str, expected: str, actual: str, size: int, cached: str = "") -> None:
         url = redact_url(url)
-        got = (
-            f"got {actual} over {size} bytes"
-            if actual
-            else f"got other bytes ({size} bytes; their digest is not shown: the source is a "
-            "local file that not everyone may read)"
-        )
+        if actual:
+            got = f"got {actual} over {size} bytes"
+        elif cached:
+            got = f"found {size} bytes, not the size its record gives (not hashed)"
+        else:
+            got = (
+                f"got other bytes ({size} bytes; their digest is not shown: the source is a "
+                "local file that not everyone may read)"
+            )
         if cached:
             # The bytes are on the volume, and wrong: "the origin served bad bytes" would mislead.
             message = (

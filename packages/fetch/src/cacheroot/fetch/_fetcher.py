@@ -231,6 +231,28 @@ def _log_corrupt(dest: str, actual: str, recorded: str) -> None:
     )
 
 
+def _resized(meta: dict[str, Any] | None, size: int) -> bool:
+    """Whether ``meta`` records a size (its ``size``, else the size in its ``stat``) other
+    than ``size``: the file is then not the one its record's digest was taken of."""
+    if meta is None:
+        return False
+    recorded = meta.get("size")
+    if not isinstance(recorded, int):
+        st = meta.get("stat")
+        recorded = st[0] if isinstance(st, list) and st and isinstance(st[0], int) else None
+    return recorded is not None and recorded != size
+
+
+def _log_resized(dest: str, size: int, recorded: str) -> None:
+    log.warning(
+        "%s changed since it was published: %d bytes, not the size its record gives (sha256 "
+        "%s); not hashed, not served (downloaded again, or ChecksumError when cache-only)",
+        printable(dest),
+        size,
+        printable(recorded),
+    )
+
+
 _S_ISREG = stat.S_ISREG
 
 
@@ -975,6 +997,11 @@ class Fetcher:
         if meta is not None and _store.vouches(meta, sig):
             return sig, recorded, url, _RECORDED
         expected = digest or recorded
+        if expected is not None and expected == recorded and _resized(meta, sig[0]):
+            # Not the bytes its record describes, whatever they hash to: judged by the size
+            # alone, so that a sparse giant planted in the entry's place is never read whole.
+            _log_resized(dest, sig[0], recorded)
+            return sig, "", url, _CORRUPT
         # Nothing to check it against (download), or no verdict (look again later).
         hashed = None if expected is None else _hash_version(dest, sig)
         if hashed is None:
