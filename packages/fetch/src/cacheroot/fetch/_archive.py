@@ -62,6 +62,7 @@ import zlib
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ._cachedir import DEPENDS
 from ._errors import DownloadError, FetchError, LockTimeout
 from ._naming import EXTRACTED_SUFFIX
 from ._store import (
@@ -164,9 +165,7 @@ def _top(path: str) -> tuple[str, bool]:
 def _tops() -> tuple[str, ...]:
     """The cache root and the cache directory as the layout has them now (absolute), memoised
     on the variables they depend on: a hit pays a few look-ups, not a whole layout."""
-    if not _DEPENDS:
-        _DEPENDS.extend(_depends())
-    key = tuple(os.environ.get(name) for name in _DEPENDS)
+    key = tuple(os.environ.get(name) for name in DEPENDS)
     found = _TOPS.get(key)
     if found is None:
         from cacheroot.envs import INVALID, VLLM_TEST_CACHE, resolve  # noqa: PLC0415 - on need
@@ -180,29 +179,6 @@ def _tops() -> tuple[str, ...]:
     return found
 
 
-def _depends() -> list[str]:
-    """Every variable the root and the cache directory depend on."""
-    from cacheroot.envs import (  # noqa: PLC0415 - on need
-        CACHEROOT,
-        CACHEROOT_APPLIED,
-        CACHEROOT_PIN_FILE,
-        TABLE,
-        VLLM_TEST_CACHE,
-        XDG_CACHE_HOME,
-    )
-
-    names = [CACHEROOT, CACHEROOT_APPLIED, CACHEROOT_PIN_FILE, XDG_CACHE_HOME, "HOME"]
-    by_name = {v.name: v for v in TABLE}
-    name = VLLM_TEST_CACHE
-    while name:  # the cache directory, its parents up the table, and their legacy names
-        names.append(name)
-        var = by_name.get(name)
-        names.extend(var.legacy if var is not None else ())
-        name = var.parent if var is not None else ""
-    return names
-
-
-_DEPENDS: list[str] = []
 _TOPS: dict[tuple[str | None, ...], tuple[str, ...]] = {}
 
 

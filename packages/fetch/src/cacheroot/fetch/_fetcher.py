@@ -29,20 +29,17 @@ from urllib.parse import urlsplit
 
 from cacheroot.envs import CACHEROOT as _CACHEROOT
 from cacheroot.envs import (
-    CACHEROOT_APPLIED,
     CACHEROOT_MIRRORS,
     CACHEROOT_OFFLINE,
     CACHEROOT_VERIFY,
-    INVALID,
-    TABLE,
     VLLM_TEST_CACHE,
     VLLM_TEST_CACHE_ONLY,
-    XDG_CACHE_HOME,
     resolve,
     truthy,
 )
 
 from . import _shared, _stats, _store
+from ._cachedir import CACHE_VARIABLE, cache_dir
 from ._errors import (
     CacheMissError,
     ChecksumError,
@@ -62,8 +59,6 @@ if TYPE_CHECKING:
 
     import requests
 
-    from cacheroot.envs import Layout
-
     from ._progress import Reporter
 
     #: What a Fetcher knows of one version of an entry: its signature (size, mtime_ns, inode,
@@ -72,26 +67,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cacheroot.fetch")
 
-#: The layout variable that holds the cache directory.
-CACHE_VARIABLE = VLLM_TEST_CACHE
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def _ancestry(name: str) -> tuple[str, ...]:
-    """``name``, its parents up the table, and the legacy names of each (all read by resolve)."""
-    by_name = {v.name: v for v in TABLE}
-    names: list[str] = []
-    while name:
-        names.append(name)
-        var = by_name.get(name)
-        names.extend(var.legacy if var is not None else ())
-        name = var.parent if var is not None else ""
-    return tuple(names)
-
-
-#: Every variable that the cache directory's value depends on (memo key of :func:`cache_dir`).
-_DEPENDS = (_CACHEROOT, CACHEROOT_APPLIED, XDG_CACHE_HOME, "HOME", *_ancestry(CACHE_VARIABLE))
-_dir_memo: dict[tuple[str | None, ...], str] = {}
 
 
 def cache_only(environ: Mapping[str, str] | None = None) -> bool:
@@ -103,27 +79,6 @@ def cache_only(environ: Mapping[str, str] | None = None) -> bool:
     """
     env = os.environ if environ is None else environ
     return truthy(env.get(CACHEROOT_OFFLINE)) or truthy(env.get(VLLM_TEST_CACHE_ONLY))
-
-
-def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
-    """``_VLLM_TEST_CACHE`` as :func:`cacheroot.envs.resolve` derives it now.
-
-    Resolved at every call (the environment may change between calls), but memoised on the
-    values of the variables it depends on, which is a tuple of look-ups instead of resolving the
-    whole layout. Raises :class:`FetchError` when the layout makes it unusable.
-    """
-    env = os.environ if environ is None else environ
-    key = tuple(env.get(n) for n in _DEPENDS)
-    found = _dir_memo.get(key)
-    if found is not None:
-        return found
-    layout = resolve(env)
-    setting = layout.settings.get(CACHE_VARIABLE)
-    if setting is None or not setting.value or setting.source == INVALID:
-        raise FetchError(_unusable(layout))
-    value = os.path.expanduser(setting.value.strip())
-    _dir_memo[key] = value
-    return value
 
 
 def not_a_directory(directory: str) -> str:
@@ -141,36 +96,6 @@ def not_a_directory(directory: str) -> str:
         f"cannot create {directory}: {current} is not a directory (expected a directory of the "
         f"cache, found a file); remove it, or point {_CACHEROOT} (or {CACHE_VARIABLE}) at a "
         "directory"
-    )
-
-
-def _unusable(layout: Layout) -> str:
-    """Why the layout leaves no cache directory, by its first cause up the chain of parents.
-
-    An unusable root is named as the layout names it (``CACHEROOT='rel' is not an absolute
-    path``), once, rather than as the last link of the chain ("its parent VLLM_CACHE_ROOT is
-    unusable"), which hides what to fix.
-    """
-    by_name = {v.name: v for v in TABLE}
-    cause, name = None, CACHE_VARIABLE
-    while name:  # up from the cache directory, while each is unusable for want of its parent
-        setting = layout.settings.get(name)
-        if setting is None or setting.source != INVALID:
-            break
-        cause = setting
-        if setting.value is not None:
-            break  # the user's own unusable value: that one is to fix
-        name = by_name[name].parent if name in by_name else ""
-    doctor = "`cacheroot doctor` explains the layout"
-    if cause is not None and cause.value is None and not name and layout.root is None:
-        return (
-            f"{CACHE_VARIABLE} cannot be derived: {layout.root_reason} (or set "
-            f"{CACHE_VARIABLE} itself); {doctor}"
-        )
-    reason = cause.reason if cause is not None else "it is not in the layout"
-    return (
-        f"{CACHE_VARIABLE} is unusable ({reason}); set {_CACHEROOT} or {CACHE_VARIABLE} to an "
-        f"absolute path ({doctor})"
     )
 
 
