@@ -69,11 +69,37 @@ TREE = {
 }
 
 
+#: Before a host unpacks the tree it pulled, the namespace it reached is swapped for a link to
+#: the directory ``OUTSIDE`` names (as a writer of the volume could, between the walk and the
+#: unpacking).
+SWAP = r"""
+import os
+from cacheroot.fetch._bucket import trees
+
+_unpack = trees._unpack
+
+def swapped(store, found, dest, pfd):
+    namespace = os.path.dirname(dest)
+    os.rename(namespace, namespace + ".real")
+    os.symlink(os.environ["OUTSIDE"], namespace)
+    return _unpack(store, found, dest, pfd)
+
+trees._unpack = swapped
+"""
+
+
 def _hosts(
-    tmp_path: Path, s3: S3 | None, shared: str, names: list[str], *, mode: str = "rw", **extra: str
+    tmp_path: Path,
+    s3: S3 | None,
+    shared: str,
+    names: list[str],
+    *,
+    mode: str = "rw",
+    before: str = "",
+    **extra: str,
 ) -> list[subprocess.CompletedProcess[str]]:
     script = tmp_path / "host.py"
-    script.write_text(HOST)
+    script.write_text(before + HOST)
     gate = tmp_path / f"gate-{'-'.join(names)}"
     procs = [
         subprocess.Popen(
@@ -210,3 +236,21 @@ def test_evict_keeps_a_built_tree_by_size_and_removes_it_by_age(
     aged = evict("--l2-older-than", "0")
     assert aged.returncode == 0, aged.stderr
     assert s3.objects(bucket) == {}
+
+
+def test_a_namespace_swapped_for_a_link_before_the_unpacking_is_never_written_through(
+    s3: S3, bucket: str, tmp_path: Path
+) -> None:
+    shared = f"s3://{bucket}/swap"
+    (first,) = _hosts(tmp_path, s3, shared, ["a"])
+    assert first.returncode == 0, first.stderr
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (second,) = _hosts(tmp_path, s3, shared, ["b"], before=SWAP, OUTSIDE=str(outside))
+    assert list(outside.iterdir()) == []  # no partial, record or tree made through the link
+    # The tree was unpacked where the namespace was reached: in the directory now renamed.
+    (real,) = (tmp_path / "b").rglob("built.real")
+    (tree,) = (p for p in real.iterdir() if not p.name.startswith("."))
+    assert tree.name.startswith("tiny-model-")
+    assert (tree / "config.json").read_bytes() == CONFIG
+    assert second.returncode == 0, second.stderr

@@ -62,15 +62,24 @@ import zlib
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ._cachedir import DEPENDS
 from ._errors import DownloadError, FetchError, LockTimeout
+from ._held import (
+    drop_stage,
+    held_path,
+    lstat,
+    lstat_quiet,
+    make_partial,
+    publish,
+    reach,
+    remove,
+    subdir,
+)
 from ._naming import EXTRACTED_SUFFIX
 from ._store import (
     SHARED_DIR,
     NotRegularFileError,
     kind,
     lock_path,
-    makedirs,
     open_regular_stat,
     partial_path,
     read_meta,
@@ -143,217 +152,6 @@ class ArchiveError(FetchError, ValueError):
         return self._reason
 
 
-# -- held directories -----------------------------------------------------------------------
-
-
-def _within(path: str, top: str) -> bool:
-    """Whether the normalised absolute ``path`` is ``top`` or lies below it."""
-    return path == top or path.startswith(top if top.endswith(os.sep) else top + os.sep)
-
-
-def _top(path: str) -> tuple[str, bool]:
-    """Where the walk down to the absolute ``path`` starts, and whether ``path`` is on the
-    volume: the cache root, or the cache directory where it is set outside the root, when
-    ``path`` lies in one; else ``path``'s own directory (a caller's own path, taken as given)."""
-    here = os.path.dirname(path)
-    for top in _tops():
-        if _within(here, top):
-            return top, True
-    return here, False
-
-
-def _tops() -> tuple[str, ...]:
-    """The cache root and the cache directory as the layout has them now (absolute), memoised
-    on the variables they depend on: a hit pays a few look-ups, not a whole layout."""
-    key = tuple(os.environ.get(name) for name in DEPENDS)
-    found = _TOPS.get(key)
-    if found is None:
-        from cacheroot.envs import INVALID, VLLM_TEST_CACHE, resolve  # noqa: PLC0415 - on need
-
-        layout = resolve(os.environ)
-        tops = [layout.root] if layout.root else []
-        setting = layout.settings.get(VLLM_TEST_CACHE)  # the cache directory, as fetch has it
-        if setting is not None and setting.value and setting.source != INVALID:
-            tops.append(os.path.expanduser(setting.value.strip()))
-        found = _TOPS[key] = tuple(os.path.abspath(top) for top in tops)
-    return found
-
-
-_TOPS: dict[tuple[str | None, ...], tuple[str, ...]] = {}
-
-
-def _reach(path: str, *, create: bool = False, follow: bool = False) -> tuple[int, str, bool]:
-    """``(descriptor, name, on the volume)``: the directory ``path`` lies in, reached from the
-    top (:func:`_top`) without following a link (made where missing with ``create``), and
-    ``path``'s name in it. ``follow`` resolves a caller's own path off the volume first (an
-    archive they named through a link)."""
-    full = os.path.abspath(path)
-    top, on_volume = _top(full)
-    if follow and not on_volume:
-        full = os.path.realpath(full)
-        top, on_volume = _top(full)
-    if create and not os.path.isdir(top):
-        makedirs(top)  # the operator's (or the caller's) own setting
-    rel = os.path.dirname(full)[len(top) :] if on_volume else ""
-    return _below(top, rel, create=create), os.path.basename(full), on_volume
-
-
-def _below(top: str, rel: str, *, create: bool = False) -> int:
-    """A descriptor of the directory ``top/rel``, each component below ``top`` opened without
-    following a link (:class:`OSError` ``ELOOP`` names the first that is a link or no
-    directory), made where missing with ``create`` (``0o2775`` in a group-shared parent, as
-    :func:`cacheroot.fetch._shared.open_below` makes them). ``top`` itself is followed: it is
-    the operator's (or the caller's) own setting."""
-    fd = _subdir(None, top, follow=True)
-    here = top
-    try:
-        for part in (p for p in rel.split(os.sep) if p not in ("", ".")):
-            here = os.path.join(here, part)
-            try:
-                child = _subdir(fd, part, create=create, share=True)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise OSError(
-                        errno.ELOOP,
-                        "is a symbolic link or not a directory: not followed (refused)",
-                        here,
-                    ) from None
-                raise OSError(exc.errno, exc.strerror, here) from None
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-#: How often a directory made on the way is made again when it is removed before it could be
-#: opened (a prune of empty directories).
-_MAX_TRIES = 16
-
-
-def _subdir(
-    parent: int | None,
-    name: str,
-    *,
-    create: bool = False,
-    share: bool = False,
-    follow: bool = False,
-) -> int:
-    """The directory ``name`` in the one held at ``parent``, opened without following a link
-    (``follow``: a path of the caller's, ``parent`` ``None``); made first (``0o777`` less the
-    umask, ``0o2775`` in a group-shared parent with ``share``) when missing and ``create``."""
-    flags = _DIR_FLAGS & ~_NOFOLLOW if follow else _DIR_FLAGS
-    made = False
-    for _ in range(_MAX_TRIES):
-        try:
-            fd = os.open(name, flags, dir_fd=parent)
-        except FileNotFoundError:
-            if not create or parent is None:
-                raise
-            try:
-                os.mkdir(name, 0o777, dir_fd=parent)
-            except FileExistsError:
-                continue
-            made = True
-            continue
-        if made and share and parent is not None and shared("", dir_fd=parent):
-            with contextlib.suppress(OSError):
-                os.fchmod(fd, SHARED_DIR)  # the umask would take the group's write
-        return fd
-    raise FileNotFoundError(errno.ENOENT, "removed as soon as it was made, again and again", name)
-
-
-def _held(fd: int, path: str) -> str:
-    """A path of ``path``'s name in the directory held at ``fd`` that no rename or link above
-    that directory can redirect (``/proc/self/fd``), for the calls that take a path only;
-    ``path`` itself where the system names no descriptors by path."""
-    if not _FD_PATHS:
-        _FD_PATHS.append(os.path.isdir(_FD_DIR))
-    return os.path.join(_FD_DIR, str(fd), os.path.basename(path)) if _FD_PATHS[0] else path
-
-
-_FD_DIR = "/proc/self/fd"
-_FD_PATHS: list[bool] = []
-
-
-def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
-    try:
-        return os.lstat(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None
-
-
-def _remove(parent: int, name: str, *, directory: bool) -> None:
-    """Remove the name ``name`` from the directory held at ``parent`` (best effort)."""
-    with contextlib.suppress(OSError):
-        if directory:
-            os.rmdir(name, dir_fd=parent)
-        else:
-            os.unlink(name, dir_fd=parent)
-
-
-def _empty(top: int) -> None:
-    """Remove everything in the directory held at ``top``, by name in each held directory,
-    never following a link (best effort: what cannot be removed stays)."""
-    try:
-        stack: list[tuple[int, str, list[str]]] = [(top, "", os.listdir(top))]
-    except OSError:
-        return
-    try:
-        while stack:
-            fd, _name, names = stack[-1]
-            if not names:
-                stack.pop()
-                if stack:
-                    os.close(fd)
-                    _remove(stack[-1][0], _name, directory=True)
-                continue
-            name = names.pop()
-            st = _lstat_quiet(name, fd)
-            if st is None:
-                continue
-            if not stat.S_ISDIR(st.st_mode):
-                _remove(fd, name, directory=False)
-                continue
-            try:
-                child = _subdir(fd, name)
-            except OSError:
-                continue
-            try:
-                listing = os.listdir(child)
-            except OSError:
-                os.close(child)
-                continue
-            stack.append((child, name, listing))
-    finally:
-        for fd, _name, _names in stack[1:]:
-            os.close(fd)
-
-
-def _lstat_quiet(name: str, dir_fd: int) -> os.stat_result | None:
-    try:
-        return os.lstat(name, dir_fd=dir_fd)
-    except OSError:
-        return None
-
-
-def _remove_tree(parent: int, name: str) -> None:
-    """Remove the tree ``name`` of the directory held at ``parent``; a link or anything else
-    there is removed as a name, never followed (best effort)."""
-    try:
-        fd = _subdir(parent, name)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            _remove(parent, name, directory=False)
-        return
-    try:
-        _empty(fd)
-    finally:
-        os.close(fd)
-    _remove(parent, name, directory=True)
-
-
 # -- the archive ----------------------------------------------------------------------------
 
 
@@ -421,7 +219,7 @@ def archive_kind(path: str | os.PathLike[str]) -> str | None:
     that cannot be read as a regular file with one name, on the volume, included)."""
     p = os.fspath(path)
     try:
-        dfd, name, on_volume = _reach(p, follow=True)
+        dfd, name, on_volume = reach(p, follow=True)
     except OSError:
         return None
     try:
@@ -558,11 +356,11 @@ class _Unpacker:
             end = len(rel) if end < 0 else end
             here = rel[:end]
             try:
-                child = _subdir(fd, rel[start:end], create=create)
+                child = subdir(fd, rel[start:end], create=create)
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST):
                     raise
-                st = _lstat_quiet(rel[start:end], fd)
+                st = lstat_quiet(rel[start:end], fd)
                 what = "a link" if st is not None and stat.S_ISLNK(st.st_mode) else "no directory"
                 raise _InTheWayError(here, what) from None
             try:
@@ -593,7 +391,7 @@ class _Unpacker:
         if not rel:
             return
         parent = self._parent(rel)
-        st = _lstat(posixpath.basename(rel), parent)
+        st = lstat(posixpath.basename(rel), parent)
         if st is not None and not stat.S_ISDIR(st.st_mode):
             raise ArchiveError(self.archive, rel, "is a directory over an existing file")
         try:
@@ -612,13 +410,13 @@ class _Unpacker:
             )
         parent = self._parent(rel)
         name = posixpath.basename(rel)
-        st = _lstat(name, parent)
+        st = lstat(name, parent)
         if st is not None:
             if not stat.S_ISREG(st.st_mode) or self.made.get(rel) != _identity(st):
                 raise ArchiveError(
                     self.archive, rel, "would replace a directory, a link or a file not its own"
                 )
-            _remove(parent, name, directory=False)  # a later copy of a member wins, as in tar
+            remove(parent, name, directory=False)  # a later copy of a member wins, as in tar
             del self.made[rel]
         perm = 0o755 if mode & 0o111 else 0o644
         try:
@@ -655,7 +453,7 @@ class _Unpacker:
             raise ArchiveError(self.archive, rel, not_before) from None
         try:
             src = posixpath.basename(target)
-            st = _lstat_quiet(src, src_dir)
+            st = lstat_quiet(src, src_dir)
             if st is None or self.made.get(target) != _identity(st):
                 raise ArchiveError(self.archive, rel, not_before)
             self.written += st.st_size
@@ -667,10 +465,10 @@ class _Unpacker:
                 )
             parent = self._parent(rel)
             name = posixpath.basename(rel)
-            if _lstat(name, parent) is not None:
+            if lstat(name, parent) is not None:
                 raise ArchiveError(self.archive, rel, "is a hard link over an existing member")
             os.link(src, name, src_dir_fd=src_dir, dst_dir_fd=parent, follow_symlinks=False)
-            made = _lstat_quiet(name, parent)
+            made = lstat_quiet(name, parent)
             if made is None or _identity(made) != _identity(st):
                 raise ArchiveError(self.archive, rel, not_before)
             self._made(rel, made)
@@ -707,7 +505,7 @@ class _Unpacker:
                 os.symlink(_link, name, dir_fd=parent)
             except FileExistsError:
                 raise ArchiveError(self.archive, rel, "is a link over an existing member") from None
-            st = _lstat_quiet(name, parent)
+            st = lstat_quiet(name, parent)
             if st is None:
                 raise ArchiveError(self.archive, rel, "was removed as soon as it was made")
             self._made(rel, st)
@@ -870,15 +668,15 @@ def unpack(
     ``target`` (it may hold part of the archive). Use :func:`extract` to get publishing too.
     """
     src, dst = os.fspath(archive), os.fspath(target)
-    dfd, name, on_volume = _reach(src, follow=True)
+    dfd, name, on_volume = reach(src, follow=True)
     try:
         fd, _st = _open_archive(src, dfd, name, on_volume=on_volume)
     finally:
         os.close(dfd)
     try:
-        pfd, tname, _on_volume = _reach(dst, follow=True)
+        pfd, tname, _on_volume = reach(dst, follow=True)
         try:
-            tfd = _subdir(pfd, tname) if tname else os.dup(pfd)
+            tfd = subdir(pfd, tname) if tname else os.dup(pfd)
         finally:
             os.close(pfd)
         unpacker = _Unpacker(src, tfd, os.path.abspath(dst), max_size, max_members)
@@ -916,7 +714,7 @@ def tree_digest(root: str | os.PathLike[str]) -> tuple[str, int, int]:
     """
     top = os.fspath(root)
     try:
-        fd = _subdir(None, top, follow=True)
+        fd = subdir(None, top, follow=True)
     except OSError:
         return hashlib.sha256().hexdigest(), 0, 0  # nothing there: an empty walk
     try:
@@ -1027,7 +825,7 @@ def _digest(  # noqa: PLR0915 - one walk, kept in one place so that its order is
                     os.close(fd)
                 continue
             name = pending.pop()
-            child = _subdir(fd, name)  # swapped for a link since it was listed: refused
+            child = subdir(fd, name)  # swapped for a link since it was listed: refused
             rel = os.path.normpath(os.path.join(here, name))
             try:
                 stack.append((child, rel, visit(child, rel)[::-1]))
@@ -1068,7 +866,7 @@ def _hash_waiting(
     fd = top
     try:
         for part in () if here == "." else here.split("/"):
-            child = _subdir(fd, part)
+            child = subdir(fd, part)
             if fd != top:
                 os.close(fd)
             fd = child
@@ -1097,7 +895,7 @@ def _hash_waiting(
 def _digest_at(dir_fd: int, name: str, label: str, **how: Any) -> tuple[str, int, int]:
     """:func:`_digest` of the tree ``name`` in the directory held at ``dir_fd``, opened
     without following a link."""
-    fd = _subdir(dir_fd, name)
+    fd = subdir(dir_fd, name)
     try:
         return _digest(fd, label, **how)
     finally:
@@ -1111,7 +909,7 @@ def _not_stored(src: str, out: str, meta: dict[str, Any], exc: OSError, dir_fd: 
     """The error for an unpacking that could not be written (a full disk, most often); the
     tree's place is looked at in the directory held at ``dir_fd``."""
     if isinstance(exc, NotADirectoryError):
-        st = _lstat_quiet(os.path.basename(out), dir_fd)
+        st = lstat_quiet(os.path.basename(out), dir_fd)
         if st is not None and not stat.S_ISDIR(st.st_mode):
             what = "a file" if stat.S_ISREG(st.st_mode) else kind(st.st_mode)
             return ArchiveError(src, "", f"cannot be unpacked where it belongs: {out} is {what}")
@@ -1132,50 +930,6 @@ def _not_stored(src: str, out: str, meta: dict[str, Any], exc: OSError, dir_fd: 
     )
 
 
-def _publish(dir_fd: int, stage: str, name: str, sfd: int, *, replace: bool, out: str) -> bool:
-    """Rename the finished partial directory ``stage`` (held at ``sfd``) to ``name``, both in
-    the directory held at ``dir_fd``; say whether ours was published.
-
-    Without ``replace``, the first publisher wins: a tree already there stays, and ours is
-    removed. With ``replace``, the tree there is renamed aside and removed once ours is in
-    place (readers see the old tree or the new one, and for an instant nothing).
-    """
-    here = _lstat_quiet(stage, dir_fd)
-    if here is None or not os.path.samestat(here, os.fstat(sfd)):
-        raise OSError(
-            errno.ESTALE,
-            "the partial directory was renamed or replaced by another process before it could "
-            "be published",
-            os.path.join(os.path.dirname(out), stage),
-        )
-    try:
-        _rename(dir_fd, stage, name)
-    except OSError:
-        st = _lstat_quiet(name, dir_fd)
-        if st is None or not stat.S_ISDIR(st.st_mode):
-            raise
-        if not replace:
-            _empty(sfd)
-            _remove(dir_fd, stage, directory=True)
-            return False
-        aside = os.path.basename(partial_path(out)) + ".old"
-        _rename(dir_fd, name, aside)
-        try:
-            _rename(dir_fd, stage, name)
-        except OSError:
-            with contextlib.suppress(OSError):
-                _rename(dir_fd, aside, name)  # the old tree back where it was
-            raise
-        _remove_tree(dir_fd, aside)
-    with contextlib.suppress(OSError):
-        os.fsync(dir_fd)
-    return True
-
-
-def _rename(dir_fd: int, old: str, new: str) -> None:
-    os.rename(old, new, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-
-
 def _extract_at(
     src: str,
     out: str,
@@ -1193,7 +947,7 @@ def _extract_at(
     ``on_volume``: whether each of the two lies on the volume."""
     archive_name = name
     name = os.path.basename(out)
-    st = _lstat(name, out_fd)
+    st = lstat(name, out_fd)
     if st is not None and not stat.S_ISDIR(st.st_mode):
         # A link, FIFO, socket or device where the tree belongs, on the volume: the name is
         # cacheroot's own (no entry may end with .extracted), so it goes, unfollowed.
@@ -1229,15 +983,6 @@ def _extract_at(
         os.close(fd)
 
 
-def _drop_stage(dir_fd: int, stage: str, sfd: int) -> None:
-    """Empty the staging directory open at ``sfd`` (ours, wherever it is now) and remove its
-    name ``stage`` in the held ``dir_fd`` if that name is still it."""
-    here = _lstat_quiet(stage, dir_fd)
-    _empty(sfd)
-    if here is not None and os.path.samestat(here, os.fstat(sfd)):
-        _remove(dir_fd, stage, directory=True)
-
-
 def _describe_winner(
     dir_fd: int, name: str, out: str, record: dict[str, Any], *, own_names: bool
 ) -> None:
@@ -1248,24 +993,6 @@ def _describe_winner(
         write_meta(
             name, {**record, "tree_sha256": tree, "size": size, "files": files}, dir_fd=dir_fd
         )
-
-
-def _make_partial(out_fd: int, stage: str, label: str) -> tuple[int, int]:
-    """``(descriptor, mode)`` of a new partial directory ``stage`` in the directory held at
-    ``out_fd`` (``label``: its path), made private (``0700``) until it is published; ``mode``
-    is the one it was made with."""
-    sfd = _subdir(out_fd, stage, create=True)
-    made = os.fstat(sfd)
-    if made.st_uid != os.geteuid():  # removed and made again by another user meanwhile
-        os.close(sfd)
-        raise OSError(errno.EPERM, "the partial directory was replaced by another user's", label)
-    mode = stat.S_IMODE(made.st_mode)
-    try:
-        os.fchmod(sfd, 0o700 | (mode & stat.S_ISGID))
-    except OSError:
-        os.close(sfd)
-        raise
-    return sfd, mode
 
 
 def _unpack_and_publish(
@@ -1281,10 +1008,57 @@ def _unpack_and_publish(
 ) -> None:
     """Unpack the archive open at ``fd`` into a partial directory next to ``out`` (in the
     directory held at ``out_fd``), check it, record it and publish it."""
+
+    def record(tree: str, size: int, files: int) -> dict[str, Any]:
+        return {
+            "kind": "extracted",
+            "archive": os.path.basename(src),
+            "archive_sha256": _recorded_sha(meta) or _hash_fd(fd),
+            "url": meta.get("url"),
+            "tree_sha256": tree,
+            "size": size,
+            "files": files,
+        }
+
+    published = unpack_tree(
+        src,
+        out,
+        fd,
+        out_fd,
+        record=record,
+        max_size=max_size,
+        max_members=max_members,
+        replace=replace,
+    )
+    if published is not None:
+        # Someone else published first: make the record describe the tree that is there.
+        _describe_winner(out_fd, os.path.basename(out), out, published, own_names=True)
+
+
+def unpack_tree(
+    src: str,
+    out: str,
+    fd: int,
+    out_fd: int,
+    *,
+    record: Callable[[str, int, int], dict[str, Any]],
+    max_size: int = MAX_SIZE,
+    max_members: int = MAX_MEMBERS,
+    replace: bool = False,
+) -> dict[str, Any] | None:
+    """Unpack the archive open at ``fd`` (``src``: its name, for messages) into a private
+    partial directory next to ``out`` (in the directory held at ``out_fd``), every member made
+    from a held descriptor; write the record ``record(tree_sha256, size, files)`` returns
+    (it may raise to refuse the tree) and publish the tree under ``out``'s name.
+
+    ``None`` when ours was published; the record we wrote when another process published
+    first (ours is removed). Raises :class:`ArchiveError` on anything unsafe or over a bound,
+    and nothing is left behind.
+    """
     name = os.path.basename(out)
     stage = os.path.basename(partial_path(out))
     label = os.path.join(os.path.dirname(out), stage)
-    sfd, mode = _make_partial(out_fd, stage, label)
+    sfd, mode = make_partial(out_fd, stage, label)
     try:
         unpacker = _Unpacker(src, sfd, label, max_size, max_members)
         try:
@@ -1299,28 +1073,18 @@ def _unpack_and_publish(
                 exc.rel,
                 "was planted or replaced in the partial directory while the archive was unpacked",
             ) from None
-        record = {
-            "kind": "extracted",
-            "archive": os.path.basename(src),
-            "archive_sha256": _recorded_sha(meta) or _hash_fd(fd),
-            "url": meta.get("url"),
-            "tree_sha256": tree,
-            "size": size,
-            "files": files,
-        }
+        written = record(tree, size, files)
         # The sidecar goes first (as for files): a crash before the rename leaves a record
         # that describes nothing, never a tree without one.
-        write_meta(name, record, dir_fd=out_fd)
+        write_meta(name, written, dir_fd=out_fd)
         os.fchmod(sfd, SHARED_DIR if shared("", dir_fd=out_fd) else mode)
-        published = _publish(out_fd, stage, name, sfd, replace=replace, out=out)
+        published = publish(out_fd, stage, name, sfd, replace=replace, out=out)
     except BaseException:
-        _drop_stage(out_fd, stage, sfd)
+        drop_stage(out_fd, stage, sfd)
         raise
     finally:
         os.close(sfd)
-    if not published:
-        # Someone else published first: make the record describe the tree that is there.
-        _describe_winner(out_fd, name, out, record, own_names=True)
+    return None if published else written
 
 
 def extracted_path(entry: str | os.PathLike[str]) -> str:
@@ -1372,12 +1136,12 @@ def extract_entry(
     from ._lock import PathLock  # noqa: PLC0415 - loaded on need
 
     try:
-        dfd, name, on_volume = _reach(src)
+        dfd, name, on_volume = reach(src)
     except OSError as exc:
         raise _unreachable(src, exc) from None
     try:
         if _stale(src, out, dfd, verify=verify, on_volume=on_volume) is not None:
-            lock = PathLock(_held(dfd, lock_path(out)), timeout=lock_timeout)
+            lock = PathLock(held_path(dfd, lock_path(out)), timeout=lock_timeout)
             _take(lock, src, out, f"cannot unpack {src}")
             try:
                 # Another process may have unpacked it meanwhile.
@@ -1399,7 +1163,7 @@ def extract_entry(
                     _seen.pop(out, None)
             finally:
                 lock.release()
-        held = _held(dfd, out)
+        held = held_path(dfd, out)
         touch_used(held)
         if held != out:
             forget(held)
@@ -1458,7 +1222,7 @@ def _stale(src: str, out: str, dir_fd: int, *, verify: bool, on_volume: bool) ->
     process and must match its record.
     """
     name, tree_name = os.path.basename(src), os.path.basename(out)
-    tree_st, archive_st = _lstat(tree_name, dir_fd), _lstat(name, dir_fd)
+    tree_st, archive_st = lstat(tree_name, dir_fd), lstat(name, dir_fd)
     if tree_st is None or archive_st is None or not stat.S_ISDIR(tree_st.st_mode):
         return ""  # nothing to serve (extract() says what is in the way)
     now = (signature(archive_st), signature(tree_st))
@@ -1518,12 +1282,12 @@ def extract(
     src = os.fspath(archive)
     out = extracted_path(src) if dest is None else os.fspath(dest)
     try:
-        src_fd, name, on_volume = _reach(src, follow=True)
+        src_fd, name, on_volume = reach(src, follow=True)
     except OSError as exc:
         raise _unreachable(src, exc) from None
     try:
         try:
-            out_fd, _out_name, out_on_volume = _reach(out, create=True)
+            out_fd, _out_name, out_on_volume = reach(out, create=True)
         except OSError as exc:
             raise _unreachable(out, exc) from None
         try:

@@ -31,18 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from cacheroot.envs._shared_tier import shared_url
 
-from ._archive import (
-    _describe_winner,
-    _digest,
-    _drop_stage,
-    _held,
-    _lstat,
-    _make_partial,
-    _publish,
-    _reach,
-    _take,
-)
+from ._archive import _describe_winner, _digest, _take
+from ._cachedir import cache_dir
 from ._errors import DownloadError
+from ._held import drop_stage, held_path, lstat, make_partial, publish, reach
 from ._lock import PathLock
 from ._naming import check_filename, check_namespace
 from ._shared import fill_dir
@@ -147,8 +139,6 @@ def built_path(
     inputs: object = None,
 ) -> Path:
     """Where :func:`build_once` puts (or finds) this artifact; builds nothing."""
-    from ._fetcher import cache_dir  # noqa: PLC0415 - keeps requests off this path
-
     name = f"{check_filename(key)}-{fingerprint(builder, inputs)[:16]}"
     check_filename(name)
     return Path(cache_dir(), check_namespace(namespace), name)
@@ -182,12 +172,12 @@ def build_once(
         touch_used(dest)
         return Path(dest)
     try:
-        dfd, name, _on_volume = _reach(dest, create=True)
+        dfd, name, _on_volume = reach(dest, create=True)
     except OSError as exc:
         raise _unreachable(dest, exc) from None
     try:
         if not _present(dest, name, dfd):
-            lock = PathLock(_held(dfd, lock_path(dest)), timeout=lock_timeout)
+            lock = PathLock(held_path(dfd, lock_path(dest)), timeout=lock_timeout)
             _take(lock, dest, dest, f"cannot build {dest}")
             try:
                 if not _present(dest, name, dfd):
@@ -203,7 +193,7 @@ def build_once(
                     _present(dest, name, dfd)
             finally:
                 lock.release()
-        held = _held(dfd, dest)
+        held = held_path(dfd, dest)
         touch_used(held)
         if held != dest:
             forget(held)
@@ -244,7 +234,7 @@ def _present(dest: str, name: str, dir_fd: int) -> bool:
     """Whether the tree ``name`` is in the directory held at ``dir_fd`` (remembered then).
     Anything else there (a link, FIFO, socket, device) is removed, unfollowed: the name is
     cacheroot's own; a regular file there is refused."""
-    st = _lstat(name, dir_fd)
+    st = lstat(name, dir_fd)
     if st is not None and not stat.S_ISDIR(st.st_mode):
         if stat.S_ISREG(st.st_mode) or not remove_planted(dest, dir_fd=dir_fd):
             what = "a file" if stat.S_ISREG(st.st_mode) else kind(st.st_mode)
@@ -270,7 +260,7 @@ def _build(
     name = os.path.basename(dest)
     stage = os.path.basename(partial_path(dest))
     label = os.path.join(os.path.dirname(dest), stage)
-    sfd, mode = _make_partial(dir_fd, stage, label)
+    sfd, mode = make_partial(dir_fd, stage, label)
     try:
         builder(Path(_held_dir(sfd, label)))
         try:
@@ -290,11 +280,11 @@ def _build(
             # that describes nothing, never a tree without one.
             write_meta(name, record, dir_fd=dir_fd)
             os.fchmod(sfd, SHARED_DIR if shared("", dir_fd=dir_fd) else mode)
-            published = _publish(dir_fd, stage, name, sfd, replace=False, out=dest)
+            published = publish(dir_fd, stage, name, sfd, replace=False, out=dest)
         except OSError as exc:
             raise _not_published(dest, exc) from exc
     except BaseException:
-        _drop_stage(dir_fd, stage, sfd)
+        drop_stage(dir_fd, stage, sfd)
         raise
     finally:
         os.close(sfd)
@@ -318,5 +308,5 @@ def _held_dir(fd: int, path: str) -> str:
     """A path of the directory held at ``fd`` that no rename or link can redirect:
     ``/proc/<pid>/fd/<fd>``, which a builder's own subprocesses can use as well (``self`` would
     name theirs); ``path`` where the system names no descriptors by path."""
-    held = _held(fd, path)
+    held = held_path(fd, path)
     return f"/proc/{os.getpid()}/fd/{fd}" if held != path else path

@@ -25,11 +25,13 @@ simply not shared.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import posixpath
 import re
+import stat
 import tarfile
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +39,8 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 
 from .. import _store
-from .._shared import fd_path, open_below
+from .._held import subdir
+from .._shared import open_below
 from .names import blob_name, entry_hash, lease_name
 from .records import MAX_RECORD
 from .tier import LOCAL, SHARED, bucket_of, rel_of, say_once
@@ -140,26 +143,29 @@ def _unpack(
             raise _Unusable(f"its archive {name} {why}")
         assert part.fd is not None  # noqa: S101 - open until discarded
         os.lseek(part.fd, 0, os.SEEK_SET)
-        with os.fdopen(os.dup(part.fd), "rb") as raw:
-            return _extract(raw, dest, meta)
+        return _extract(part.fd, dest, meta, pfd)
     finally:
         part.discard()
 
 
-def _extract(raw: Any, dest: str, meta: dict[str, Any]) -> bool:
-    from .._archive import tree_digest  # noqa: PLC0415 - only directory entries need it
+def _extract(fd: int, dest: str, meta: dict[str, Any], pfd: int) -> bool:
+    """Unpack the verified archive open at ``fd`` beside ``dest`` (in its held directory
+    ``pfd``), every member made from a held descriptor and no more bytes than the record's
+    tree holds; publish it with its record only if its digest is the recorded one. Whether
+    this host's copy won."""
+    from .._archive import MAX_SIZE, ArchiveError, unpack_tree  # noqa: PLC0415 - trees only
 
-    with _store.staged_dir(dest) as staging:
-        try:
-            with tarfile.open(fileobj=raw, mode="r:") as tar:
-                tar.extractall(staging.path, filter="data")
-        except (tarfile.TarError, OSError) as exc:
-            raise _Unusable(f"its archive does not unpack here: {exc}") from None
-        if tree_digest(staging.path)[0] != meta["tree_sha256"]:
+    def record(tree: str, _size: int, _files: int) -> dict[str, Any]:
+        if tree != meta["tree_sha256"]:
             raise _Unusable("its unpacked tree is not the one its record names")
-        carried = {k: v for k, v in meta.items() if k not in _LOCAL}
-        _store.write_meta(dest, carried)
-    return bool(staging.published)
+        return {k: v for k, v in meta.items() if k not in _LOCAL}
+
+    recorded = meta.get("size")
+    bound = recorded if isinstance(recorded, int) and recorded >= 0 else MAX_SIZE
+    try:
+        return unpack_tree(dest, dest, fd, pfd, record=record, max_size=bound) is None
+    except (ArchiveError, OSError) as exc:
+        raise _Unusable(f"its archive does not unpack here: {exc}") from None
 
 
 class _Hashing:
@@ -179,19 +185,44 @@ class _Hashing:
         return len(data)
 
 
-def _pack(top: str, fd: int) -> tuple[str, int]:
-    """Write a tar archive of the directory ``top`` into ``fd``: ``(sha256, size)``. Links in
-    it are archived as links, never followed."""
+def _plain(info: tarfile.TarInfo, st: os.stat_result) -> tarfile.TarInfo:
+    """``info`` as every host may unpack it: no owner, the file's own mode and time."""
+    info.mode = stat.S_IMODE(st.st_mode)
+    info.mtime = int(st.st_mtime)
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _pack(top_fd: int, fd: int) -> tuple[str, int]:
+    """Write a tar archive of the directory held at ``top_fd`` into ``fd``: ``(sha256,
+    size)``. The tree is walked through descriptors without following a link (links are
+    archived as links), and each file is read from a descriptor opened without following
+    one: a directory of the tree swapped for a link meanwhile puts nothing of its target in."""
     out = _Hashing(fd)
-
-    def plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = ""
-        return info
-
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
-        for entry in sorted(os.listdir(top)):
-            tar.add(os.path.join(top, entry), arcname=entry, recursive=True, filter=plain)
+        for here, dirs, files, dfd in os.fwalk(".", dir_fd=top_fd, follow_symlinks=False):
+            dirs.sort()
+            rel = posixpath.normpath(here)
+            for entry in sorted(dirs + files):
+                arcname = entry if rel == "." else f"{rel}/{entry}"
+                st = os.lstat(entry, dir_fd=dfd)
+                info = _plain(tarfile.TarInfo(arcname), st)
+                if stat.S_ISDIR(st.st_mode):
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+                elif stat.S_ISLNK(st.st_mode):
+                    info.type = tarfile.SYMTYPE
+                    info.linkname = os.readlink(entry, dir_fd=dfd)
+                    tar.addfile(info)
+                elif stat.S_ISREG(st.st_mode):
+                    ffd, fst = _store.open_regular_stat(entry, dir_fd=dfd)
+                    with os.fdopen(ffd, "rb") as f:
+                        info.size = fst.st_size
+                        tar.addfile(_plain(info, fst), f)
+                else:
+                    what = _store.kind(st.st_mode)
+                    raise OSError(errno.EINVAL, f"{what} in a built tree: not shared", arcname)
     return out.hasher.hexdigest(), out.size
 
 
@@ -211,7 +242,11 @@ def _share(bucket: Bucket, dest: str, rel: str, pfd: int, *, conditional: bool, 
         say_once(f"{dest}: not shared: no scratch file beside it ({exc.strerror or exc})")
         return
     try:
-        sha256, size = _pack(fd_path(pfd, name), fd)
+        tfd = subdir(pfd, name)
+        try:
+            sha256, size = _pack(tfd, fd)
+        finally:
+            os.close(tfd)
         record = {
             "version": _VERSION,
             "archive_sha256": sha256,
@@ -247,7 +282,7 @@ def fill_dir(
     with this host's lock on ``dest`` held."""
     found = bucket_of(environ)
     rel = None if found is None else rel_of(dest, found[1])
-    if found is None or rel is None or not hasattr(tarfile, "data_filter"):
+    if found is None or rel is None:
         build()
         return LOCAL
     bucket = found[0]
