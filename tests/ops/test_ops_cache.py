@@ -18,7 +18,7 @@ import pytest
 from cacheroot.envs.units import parse_age, parse_size
 from cacheroot.fetch import Fetcher, _proc, _used
 from cacheroot.fetch._build import build_once
-from cacheroot.fetch._fetcher import cache_dir
+from cacheroot.fetch._cachedir import cache_dir
 from cacheroot.fetch._store import partials, read_meta
 from cacheroot.fetch._used import touch_used, used_path
 from cacheroot.fetch.store import lock_path, sha256_file

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from cacheroot.fetch import Fetcher, build_once
-from cacheroot.fetch._fetcher import cache_dir
+from cacheroot.fetch._cachedir import cache_dir
 from cacheroot.fetch._store import read_meta
 from cacheroot.fetch._upkeep.cache import entries
 from cacheroot.fetch._used import used_path

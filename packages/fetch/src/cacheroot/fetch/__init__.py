@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ._archive import ArchiveError, extract
 from ._build import build_once, built_path
+from ._cachedir import cache_dir
 from ._errors import (
     CacheMissError,
     ChecksumError,
@@ -24,7 +25,7 @@ from ._errors import (
     FetchError,
     LockTimeout,
 )
-from ._fetcher import Fetcher, cache_dir, default_fetcher, fetch
+from ._fetcher import Fetcher, default_fetcher, fetch
 from ._models.model import Model
 from ._models.snapshot import (
     SnapshotReport,

@@ -7,7 +7,7 @@ A vLLM test switches by changing one import::
 
 The three functions keep upstream's signatures, return types, on-disk names and exceptions:
 
-- the root is ``_VLLM_TEST_CACHE`` as the layout resolves it (:func:`~._fetcher.cache_dir`): the
+- the root is ``_VLLM_TEST_CACHE`` as the layout resolves it (:func:`~._cachedir.cache_dir`): the
   same directory upstream's helper reads wherever the start-up hook set the variable;
 - ``download_to_vllm_test_cache`` stores ``<root>/<namespace>/<16 hex of sha256(url)>-<base>``:
   the digest covers the whole URL as given (query and fragment included), ``base`` is the last
@@ -64,7 +64,8 @@ from urllib.parse import urlparse
 from cacheroot.envs import CACHEROOT_OFFLINE, VLLM_TEST_CACHE_ONLY
 
 from . import _store
-from ._fetcher import Fetcher, cache_dir
+from ._cachedir import cache_dir
+from ._fetcher import Fetcher
 from ._used import touch_used
 
 __all__ = ["download_to_vllm_test_cache", "download_url_to_file", "get_vllm_test_cache_dir"]

@@ -21,8 +21,9 @@ import pytest
 
 from cacheroot.envs import CACHEROOT_MEDIA_CACHE, CACHEROOT_OPT_IN, HF_HUB_OFFLINE, truthy
 
+from .._cachedir import cache_dir
 from .._errors import CacheMissError
-from .._fetcher import cache_dir, cache_only, fetch
+from .._fetcher import cache_only, fetch
 from .._models.model import Model
 from .._models.snapshot import offline_snapshot_path
 from .._redact import redact_url

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .._cachedir import cache_dir
 from .._errors import FetchError
-from .._fetcher import cache_dir
 from .figures import Figures, Summary, counters
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from typing import Any
 from cacheroot.envs import CACHEROOT, HF_HOME, MODELSCOPE_CACHE, VLLM_TEST_CACHE, resolve
 from cacheroot.envs.units import format_age, format_size
 
+from .._cachedir import cache_dir
 from .._cli import age_arg, namespace_arg, size_arg
 from .._errors import FetchError
 from .._progress import counted
@@ -32,8 +33,6 @@ from .prune_report import run_prune
 
 
 def _cache_dir() -> str:
-    from .._fetcher import cache_dir  # noqa: PLC0415 - keeps `requests` & co. off the hit path
-
     return cache_dir()
 
 

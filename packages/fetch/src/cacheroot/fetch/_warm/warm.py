@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from cacheroot.envs.units import format_size
 
 from .._archive import MAX_SIZE, extract_entry, extracted_path
+from .._cachedir import cache_dir
 from .._cli import seconds_arg
 from .._errors import CacheMissError, FetchError
 from .._naming import entry_path
@@ -114,8 +115,6 @@ def warm_asset(asset: Asset, fetcher: Fetcher, *, check: bool = False) -> dict[s
     cached = fetcher.cached(asset.url, **kwargs_cached(kwargs))
     if check and cached is None:
         # --check never downloads, nor copies from the shared tier: it says what this host has.
-        from .._fetcher import cache_dir  # noqa: PLC0415 - requests only when warming
-
         where = entry_path(cache_dir(), asset.namespace, asset.url, asset.filename)
         return _row(asset, MISSING, path=where, reason="not cached")
     try:
@@ -293,11 +292,7 @@ def warm_manifest(
     Hugging Face models' metadata answers kept in the volume's hub store (:mod:`.hubanswers`);
     a model whose answers cannot be kept has failed, as a run through the hub would fail.
     """
-    from .._fetcher import (  # noqa: PLC0415 - requests only when warming
-        Fetcher,
-        cache_dir,
-        not_a_directory,
-    )
+    from .._fetcher import Fetcher, not_a_directory  # noqa: PLC0415 - requests only when warming
 
     m = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     started = time.monotonic()
