@@ -10,22 +10,26 @@ and carries the builder's record (``tree_sha256`` over names, kinds, contents an
 targets, the key, the inputs), never this host's inode numbers.
 
 Unpacking is bounded to what a directory entry may hold: the archive is streamed into a
-private, unnamed-until-verified partial beside the entry (never more bytes than the record
-says), and extracted with :mod:`tarfile`'s ``data`` filter into a private staging directory
-(no absolute names, nothing that leaves it, no link that points out of it, no device, FIFO or
-set-uid bit). The unpacked tree's digest must equal the recorded ``tree_sha256`` before the
-staging directory is published under the entry's name, its record first: a record another
-job planted can make a host build for itself, never place other bytes than the builder's.
+private partial beside the entry (never more bytes than the record says), and unpacked as an
+archive fetched with ``extract=True`` is (:func:`cacheroot.fetch._archive.unpack_tree`: no
+absolute names, nothing that leaves the tree, no link that points out of it, no device or FIFO,
+never more bytes than the recorded tree holds, every member made from a descriptor of the
+entry's directory held since the walk from the cache root) into a private partial directory.
+The unpacked tree's digest must equal the recorded ``tree_sha256`` before it is published under
+the entry's name, its record first: a record another job planted can make a host build for
+itself, never place other bytes than the builder's, and a directory swapped for a link after
+the walk is never written through. The tree is packed the same way: walked through
+descriptors, links archived as links, each file read from a descriptor opened without
+following one.
 
 Single flight across hosts is the entry's lease (:mod:`.lease`), as for files. A build the
-bucket cannot take (a record too large to share, a Python without the ``data`` filter) is
-simply not shared.
+bucket cannot take (a record too large to share, a FIFO or device in the tree) is simply not
+shared.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -194,6 +198,10 @@ def _plain(info: tarfile.TarInfo, st: os.stat_result) -> tarfile.TarInfo:
     return info
 
 
+class _UnshareableError(Exception):
+    """A built tree holds what no host may unpack (a FIFO, socket or device): not shared."""
+
+
 def _pack(top_fd: int, fd: int) -> tuple[str, int]:
     """Write a tar archive of the directory held at ``top_fd`` into ``fd``: ``(sha256,
     size)``. The tree is walked through descriptors without following a link (links are
@@ -221,8 +229,7 @@ def _pack(top_fd: int, fd: int) -> tuple[str, int]:
                         info.size = fst.st_size
                         tar.addfile(_plain(info, fst), f)
                 else:
-                    what = _store.kind(st.st_mode)
-                    raise OSError(errno.EINVAL, f"{what} in a built tree: not shared", arcname)
+                    raise _UnshareableError(f"{arcname} is {_store.kind(st.st_mode)}")
     return out.hasher.hexdigest(), out.size
 
 
@@ -245,6 +252,9 @@ def _share(bucket: Bucket, dest: str, rel: str, pfd: int, *, conditional: bool, 
         tfd = subdir(pfd, name)
         try:
             sha256, size = _pack(tfd, fd)
+        except _UnshareableError as exc:
+            say_once(f"{dest}: not shared: {exc}, which no host may unpack")
+            return
         finally:
             os.close(tfd)
         record = {
