@@ -4,30 +4,36 @@ On a 2775 volume a member of the group (another uid) owns the test cache and a n
 For :data:`SECONDS`, a child running as that member swaps each of the two, again and again, for
 a link to a root-only directory outside the volume that holds the names a fetch, ``verify`` and
 ``prune`` would use, and back. Meanwhile this process, as root, fetches new entries into the
-namespace and runs ``ls``, ``verify`` and ``prune`` over the cache in a loop. At the end nothing
-in the root-only directory was read, listed, written, chmod-ed or removed, and no operation
-raised anything but a fetch's own clear :class:`~cacheroot.fetch.FetchError`.
+namespace and runs ``ls``, ``verify`` and ``prune`` over the cache in a loop; in a second race
+it unpacks archives (``fetch(..., extract=True)``) and builds trees (``build_once``) there. At
+the end nothing in the root-only directory was read, listed, written, chmod-ed or removed, no
+operation raised anything but a fetch's own clear :class:`~cacheroot.fetch.FetchError`, and
+some of them went through (the race is not one of refusals only).
 
 A stress run (``nox -s stress``): the default run has the same swaps at fixed moments
-(``test_prune_removal_swap.py``, ``test_cache_walk_swap.py``) and the planted-object matrix.
+(``test_prune_removal_swap.py``, ``test_cache_walk_swap.py``) and the planted-object matrices.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import stat
 import subprocess
 import sys
+import tarfile
 import time
 from typing import TYPE_CHECKING
 
 import pytest
 
-from cacheroot.fetch import Fetcher, FetchError
+from cacheroot.fetch import Fetcher, FetchError, build_once
 from cacheroot.fetch._upkeep.cache import entries, prune, verify
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from tests.fetch.test_multiuser import GROUP, UID_A, member, shared_volume
@@ -85,9 +91,10 @@ def _state(private: Path, names: list[str]) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def test_a_minute_of_swaps_reaches_nothing_outside_the_volume(
-    origin: Origin, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.contextmanager
+def _race(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, float]]:
+    """The race around the ``with`` body: yields the test cache and the deadline; the body
+    works as root until then. Afterwards nothing outside the volume changed."""
     with shared_volume() as vol:
         private = vol.parent / "private"
         private.mkdir(mode=0o700)
@@ -129,26 +136,80 @@ def test_a_minute_of_swaps_reaches_nothing_outside_the_volume(
             stdout=subprocess.PIPE,
             text=True,
         )
-        rounds = refused = 0
-        fetcher = Fetcher(retries=0, lock_timeout=5.0)
         try:
-            while time.time() < deadline:
-                rounds += 1
-                try:
-                    fetcher.fetch(origin.url(f"/ok/e{rounds}.bin?size=4096"), namespace=NAMESPACE)
-                except FetchError:
-                    refused += 1
-                entries(str(cache))
-                verify(str(cache))
-                prune(str(cache), max_size=8192, grace=0.0)
+            yield cache, deadline
         finally:
-            fetcher.close()
             out, _ = child.communicate(timeout=60)
         swaps = int(out.strip())
         assert swaps > 1000, f"only {swaps} swaps were made: the race was not run"
-        assert rounds > 20, f"only {rounds} rounds of fetch, ls, verify and prune ran"
         after = _state(private, names)
         assert after == before, sorted(os.listdir(private)) + sorted(
             os.listdir(private / NAMESPACE)
         )
         assert not stat.S_ISLNK(os.lstat(cache).st_mode)
+
+
+def test_a_minute_of_swaps_reaches_nothing_outside_the_volume(
+    origin: Origin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rounds = fetched = 0
+    fetcher = Fetcher(retries=0, lock_timeout=5.0)
+    try:
+        with _race(monkeypatch) as (cache, deadline):
+            while time.time() < deadline:
+                rounds += 1
+                url = origin.serve(f"e{rounds}.bin", os.urandom(4096))
+                with contextlib.suppress(FetchError):  # refused: a link on the way, said so
+                    fetcher.fetch(url, namespace=NAMESPACE)
+                    fetched += 1
+                entries(str(cache))
+                verify(str(cache))
+                prune(str(cache), max_size=8192, grace=0.0)
+    finally:
+        fetcher.close()
+    assert rounds > 20, f"only {rounds} rounds of fetch, ls, verify and prune ran"
+    assert fetched > 0, "no fetch went through: the race tested refusals only"
+
+
+def _tar(name: str) -> bytes:
+    """A small tar archive: a directory, a file and a link inside it."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for member, data in ((f"{name}/weights.bin", os.urandom(2048)), ("config.json", b"{}")):
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("latest")
+        link.type, link.linkname = tarfile.SYMTYPE, f"{name}/weights.bin"
+        tar.addfile(link)
+    return buf.getvalue()
+
+
+def _builder(out: Path) -> None:
+    (out / "sub").mkdir()
+    (out / "sub" / "kernel.bin").write_bytes(os.urandom(2048))
+    (out / "latest").symlink_to("sub/kernel.bin")
+
+
+def test_a_minute_of_swaps_reaches_nothing_outside_while_trees_are_made(
+    origin: Origin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rounds = made = 0
+    fetcher = Fetcher(retries=0, lock_timeout=5.0)
+    try:
+        with _race(monkeypatch) as (cache, deadline):
+            while time.time() < deadline:
+                rounds += 1
+                url = origin.serve(f"a{rounds}.tar", _tar(f"a{rounds}"))
+                with contextlib.suppress(FetchError):  # refused: a link on the way, said so
+                    fetcher.fetch(url, namespace=NAMESPACE, extract=True)
+                    made += 1
+                with contextlib.suppress(FetchError):
+                    build_once(f"tree{rounds}", _builder, namespace=NAMESPACE)
+                    made += 1
+                verify(str(cache))
+                prune(str(cache), max_size=8192, grace=0.0)
+    finally:
+        fetcher.close()
+    assert rounds > 20, f"only {rounds} rounds of extract, build_once, verify and prune ran"
+    assert made > 0, "no tree was made: the race tested refusals only"
