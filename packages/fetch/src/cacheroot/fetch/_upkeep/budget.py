@@ -50,23 +50,30 @@ import contextlib
 import errno
 import os
 import re
-import shutil
-import stat
 import time
 from typing import TYPE_CHECKING, Any
 
 from .. import _proc
 from .._hub.prune import remove as remove_stored
 from .._shared import fd_path, open_below
-from .cache import FOREIGN_STALE, Entry, Refused, remove_entry
-from .in_use import SETTLE, Held, Scan
+from .cache import (
+    FOREIGN_STALE,
+    Entry,
+    Refused,
+    entry_dir,
+    lstat_at,
+    remove_entry,
+    remove_tree_at,
+    rename_at,
+    unlink_at,
+)
+from .in_use import SETTLE, Held, Scan, open_seen
 from .root_caches import (
     ENTRY,
     WHOLE_LABEL,
     PlainEntry,
     free_space,
     inside,
-    listdir,
     open_cache,
     walk_entries,
 )
@@ -316,44 +323,30 @@ def _abandoned(name: str, dir_fd: int, match: re.Match[str], now: float) -> bool
 
 
 def _remove_leftover(v: Victim, held: Held) -> str:
-    """Delete a leftover (and its entry's orphaned sidecars), or put back one that is open."""
-    original = str(v.ref)
-    late = Scan([v.path], held, 0.0, 0.0).busy
-    if late:
-        if not os.path.lexists(original):
-            with contextlib.suppress(OSError):
-                os.rename(v.path, original)
-        return late
+    """Delete a leftover (and its entry's orphaned sidecars), or put back one that is open.
+
+    Its directory is reached from the victim's base without following a link and held: the
+    look at who holds it, the rename back, the removal and the sidecars are all named relative
+    to that descriptor."""
+    original = os.path.basename(str(v.ref))
     try:
-        with _reached(v) as path:
-            _rmtree(path)
-            head = os.path.dirname(path)
-            name = os.path.basename(original)
-            if not os.path.lexists(os.path.join(head, name)):
+        with _held_dir(v, v.path) as (fd, name):
+            late = Scan([v.path], held, 0.0, 0.0, dir_fd=fd).busy
+            if late:
+                if lstat_at(fd, original) is None:
+                    with contextlib.suppress(OSError):
+                        rename_at(fd, name, fd, original)
+                return late
+            remove_tree_at(fd, name)
+            if lstat_at(fd, original) is None:
                 for suffix in _SIDECARS:
                     with contextlib.suppress(OSError):
-                        os.unlink(os.path.join(head, f".{name}{suffix}"))
+                        unlink_at(fd, f".{original}{suffix}")
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
         raise _Denied(_cannot(v.path, exc)) from None
     return ""
-
-
-@contextlib.contextmanager
-def _reached(v: Victim, path: str = "") -> Iterator[str]:
-    """A path for ``path`` (default: the victim's) whose directory was reached from the
-    victim's base without following a link: a directory swapped for one since the survey is
-    refused (:class:`OSError`), never followed."""
-    path = path or v.path
-    if not v.base:
-        yield path
-        return
-    fd = open_below(v.base, os.path.relpath(os.path.dirname(path), v.base))
-    try:
-        yield fd_path(fd, os.path.basename(path))
-    finally:
-        os.close(fd)
 
 
 class _Denied(Exception):  # noqa: N818 - control flow inside this module
@@ -386,7 +379,7 @@ def _set_aside(v: Victim, held: Held, now: float, aside: list[tuple[Victim, str]
                 aside.append((v, ""))
                 return ""
             aside_name = f".{name}.{_proc.machine_tag()}-{os.getpid()}.pruned"
-            os.rename(name, aside_name, src_dir_fd=fd, dst_dir_fd=fd)
+            rename_at(fd, name, fd, aside_name)
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
@@ -399,12 +392,16 @@ def _set_aside(v: Victim, held: Held, now: float, aside: list[tuple[Victim, str]
 def _held_dir(v: Victim, path: str) -> Iterator[tuple[int, str]]:
     """``(descriptor, name)``: the directory of ``path`` (default: the victim's), reached from
     the victim's base without following a link (a directory swapped for one since the survey
-    is refused, :class:`OSError`), and the name of ``path`` in it."""
+    is refused, :class:`OSError`), and the name of ``path`` in it. A test-cache entry is
+    reached from the cache root as its own removal reaches it; a victim with no base to start
+    from is refused, never reached by its path."""
     head, name = os.path.split(path)
     if v.base:
         fd = open_below(v.base, os.path.relpath(head, v.base))
+    elif isinstance(v.ref, Entry) and path == v.path:
+        fd = entry_dir(v.ref)
     else:
-        fd = os.open(head, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        raise OSError(errno.EINVAL, "no root to reach it from without following a link", path)
     try:
         yield fd, name
     finally:
@@ -412,26 +409,20 @@ def _held_dir(v: Victim, path: str) -> Iterator[tuple[int, str]]:
 
 
 def _settle_aside(aside: list[tuple[Victim, str]], done: Summary) -> None:
-    """Delete what was set aside, unless a process opened it in between (it goes back)."""
+    """Delete what was set aside, unless a process opened it in between (it goes back). Each
+    is looked at, put back or removed through its directory reached again from the victim's
+    base without following a link (:func:`_held_dir`)."""
     if not aside:
         return
     held = Held()
     for v, moved in aside:
-        late = Scan([moved or v.path], held, 0.0, 0.0).busy
-        if late:
-            if moved:
-                with contextlib.suppress(OSError), _reached(v, moved) as path:
-                    os.rename(path, os.path.join(os.path.dirname(path), os.path.basename(v.path)))
-            done.skipped.append((v, late))
-            continue
         try:
-            if moved:
-                with _reached(v, moved) as path:
-                    _rmtree(path)
-            else:
-                _empty_whole(v)
+            late = _settle_one(v, moved, held)
         except OSError as exc:
             done.refused.append((v, _cannot(moved or v.path, exc)))
+            continue
+        if late:
+            done.skipped.append((v, late))
             continue
         entry = v.ref
         sides = entry.sidecars if isinstance(entry, PlainEntry) else []
@@ -440,35 +431,48 @@ def _settle_aside(aside: list[tuple[Victim, str]], done: Summary) -> None:
                 with _held_dir(v, v.path) as (fd, _name):
                     for side in sides:
                         with contextlib.suppress(OSError):
-                            os.unlink(os.path.basename(side), dir_fd=fd)
+                            unlink_at(fd, os.path.basename(side))
         done.removed.append(v)
     aside.clear()
 
 
-def _empty_whole(v: Victim) -> None:
-    """Empty a cache kept as one entry, keeping its directory (tools expect it to exist)."""
-    if not v.base:
-        for name in listdir(v.path):
-            _rmtree(os.path.join(v.path, name))
-        return
-    fd = open_below(v.base, os.path.relpath(v.path, v.base))
+def _settle_one(v: Victim, moved: str, held: Held) -> str:
+    """Delete ``v``, set aside as ``moved`` (``""``: a cache kept whole, emptied in place), or
+    put it back and say why when a process opened it in between."""
+    with _held_dir(v, moved or v.path) as (fd, name):
+        late = Scan([moved or v.path], held, 0.0, 0.0, dir_fd=fd).busy
+        if late:
+            if moved:
+                with contextlib.suppress(OSError):
+                    rename_at(fd, name, fd, os.path.basename(v.path))
+            return late
+        if moved:
+            remove_tree_at(fd, name)
+        else:
+            _empty_whole(fd, name)
+    return ""
+
+
+def _empty_whole(parent: int, name: str) -> None:
+    """Empty the cache ``name`` of the directory held at ``parent``, kept as one entry, keeping
+    its directory (tools expect it to exist)."""
+    fd = open_seen(parent, name, name, os.lstat(name, dir_fd=parent), lambda _why: None)
+    if fd is None:  # swapped for a link or another directory since it was looked at
+        raise OSError(errno.ELOOP, "not the directory surveyed: not followed (refused)", name)
     try:
-        for name in os.listdir(fd):
-            _rmtree(fd_path(fd, name))
+        for child in os.listdir(fd):
+            remove_tree_at(fd, child)
     finally:
         os.close(fd)
 
 
-def _rmtree(path: str) -> None:
-    """Remove the file, link or tree ``path`` (never what a link points to)."""
-    if stat.S_ISDIR(os.lstat(path).st_mode):
-        shutil.rmtree(path)  # descriptor-based: a link inside is removed, never followed
-    else:
-        os.unlink(path)
-
-
 def _cannot(path: str, exc: OSError) -> str:
-    return f"cannot remove {exc.filename or path}: {exc.strerror or exc}; run this as its owner"
+    """Why ``path`` could not be removed; a name the system gave relative to a held directory
+    is shown in the directory of ``path``."""
+    where = exc.filename if isinstance(exc.filename, str) else ""
+    if where and not os.path.isabs(where):
+        where = os.path.join(os.path.dirname(path), where)
+    return f"cannot remove {where or path}: {exc.strerror or exc}; run this as its owner"
 
 
 def _remove_stored(v: Victim, held: Held) -> str:
@@ -478,7 +482,13 @@ def _remove_stored(v: Victim, held: Held) -> str:
     ref = v.ref
     if not isinstance(ref, HubStored):
         raise TypeError(f"{v!r} is not a unit of the hub cache's store")
-    late = Scan([v.path], held, 0.0, 0.0).busy
+    try:
+        with _held_dir(v, v.path) as (fd, _name):
+            late = Scan([v.path], held, 0.0, 0.0, dir_fd=fd).busy
+    except FileNotFoundError:
+        return "gone meanwhile"
+    except OSError as exc:
+        raise _Denied(_cannot(v.path, exc)) from None
     if late:
         return late
     try:
@@ -488,11 +498,19 @@ def _remove_stored(v: Victim, held: Held) -> str:
 
 
 def _remove_test(v: Victim, held: Held) -> str:
-    why = Scan([v.path], held, 0.0, 0.0).busy
-    if why:
-        return why
+    """Remove a test-cache entry (:func:`.cache.remove_entry`) unless a process holds it: both
+    reach its namespace from the cache root without following a link."""
     if not isinstance(v.ref, Entry):
         raise TypeError(f"{v!r} is not a test-cache entry")
+    try:
+        with _held_dir(v, v.path) as (fd, _name):
+            why = Scan([v.path], held, 0.0, 0.0, dir_fd=fd).busy
+    except FileNotFoundError:
+        return "gone meanwhile"
+    except OSError as exc:
+        raise _Denied(_cannot(v.path, exc)) from None
+    if why:
+        return why
     try:
         return remove_entry(v.ref)
     except Refused as refused:

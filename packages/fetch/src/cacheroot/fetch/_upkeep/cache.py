@@ -35,14 +35,13 @@ import contextlib
 import errno
 import os
 import re
-import shutil
 import stat
 import sys
 import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import _proc, _store
+from .. import _held, _proc
 from .._errors import LockTimeout
 from .._lock import PathLock, holder
 from .._naming import EXTRACTED_SUFFIX, MAX_DEPTH, check_namespace
@@ -51,6 +50,7 @@ from .._store import kind as _kind
 from .._store import (
     lock_path,
     meta_path,
+    open_regular,
     parse_partial,
     partial_abandoned,
     partial_path,
@@ -194,20 +194,6 @@ def _level(name: str, depth: int, *, is_dir: bool, recorded: bool, moved: bool) 
         or name.endswith(EXTRACTED_SUFFIX)
         or (moved and _QUARANTINE_STAMP.search(name))
     )
-
-
-def _is_level(directory: str, name: str, depth: int) -> bool:
-    """Whether ``<directory>/<name>`` is a namespace level below the top rather than an entry:
-    a directory (not a symbolic link to one: never followed here) without a record of its own,
-    above :data:`~.._naming.MAX_DEPTH` and not named like an unpacked archive. ``depth`` is the
-    number of levels of ``directory`` itself."""
-    path = os.path.join(directory, name)
-    try:
-        is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-    recorded = os.path.lexists(meta_path(path))
-    return _level(name, depth, is_dir=is_dir, recorded=recorded, moved=False)
 
 
 class Level(NamedTuple):
@@ -357,31 +343,51 @@ def missing_namespace(cache: str, namespace: str) -> str:
     """Why ``namespace`` is not a namespace level of ``cache``, saying what to do (``""``: it is).
 
     A filter that names nothing must say so rather than report on nothing: a typo in
-    ``--namespace`` would otherwise read as "verified 0 entries".
+    ``--namespace`` would otherwise read as "verified 0 entries". Each level is looked at in
+    its parent, held from the cache down without following a link (one that is a link is no
+    namespace).
     """
     try:
         parts = check_namespace(namespace).split("/")
     except ValueError as exc:
         return str(exc)
+    try:
+        fd: int | None = open_in(cache)
+    except OSError:
+        fd = None
     directory = cache
-    for depth, part in enumerate(parts):
-        path = os.path.join(directory, part)
-        here = "/".join(parts[: depth + 1])
-        if not os.path.lexists(path):
-            known = [lv.namespace for lv in levels(cache)]
-            shown = ", ".join(known[:_SHOWN]) + (", ..." if len(known) > _SHOWN else "")
-            return f"no namespace {namespace!r} in {cache} ({here!r} does not exist); " + (
-                f"its namespaces are: {shown}" if known else "it has none yet"
-            )
-        if depth and not _is_level(directory, part, depth):
-            return (
-                f"{here!r} is an entry of namespace {'/'.join(parts[:depth])!r}, not a "
-                "namespace; name the namespace that holds it"
-            )
-        if not os.path.isdir(path):
-            return f"{path} is not a directory, so {here!r} is no namespace; move it away"
-        directory = path
+    try:
+        for depth, part in enumerate(parts):
+            path = os.path.join(directory, part)
+            here = "/".join(parts[: depth + 1])
+            st = None if fd is None else lstat_at(fd, part)
+            if st is None or fd is None:
+                return _no_such(cache, namespace, here)
+            is_dir = stat.S_ISDIR(st.st_mode)
+            recorded = lstat_at(fd, meta_path(part)) is not None
+            if depth and not _level(part, depth, is_dir=is_dir, recorded=recorded, moved=False):
+                return (
+                    f"{here!r} is an entry of namespace {'/'.join(parts[:depth])!r}, not a "
+                    "namespace; name the namespace that holds it"
+                )
+            child = open_seen(fd, part, path, st, _quiet) if is_dir else None
+            if child is None:
+                return f"{path} is not a directory, so {here!r} is no namespace; move it away"
+            os.close(fd)
+            fd, directory = child, path
+    finally:
+        if fd is not None:
+            os.close(fd)
     return ""
+
+
+def _no_such(cache: str, namespace: str, here: str) -> str:
+    """What :func:`missing_namespace` says when the level ``here`` does not exist."""
+    known = [lv.namespace for lv in levels(cache)]
+    shown = ", ".join(known[:_SHOWN]) + (", ..." if len(known) > _SHOWN else "")
+    return f"no namespace {namespace!r} in {cache} ({here!r} does not exist); " + (
+        f"its namespaces are: {shown}" if known else "it has none yet"
+    )
 
 
 def _entry(level: Level, name: str) -> Entry:
@@ -449,7 +455,13 @@ def disk_usage(cache: str) -> dict[str, Any]:
             namespaces[level.namespace] = sum(
                 tree_size(os.path.join(level.directory, n), dir_fd=level.fd) for n in own
             )
-    q = tree_size(os.path.join(cache, QUARANTINE))
+    q = 0
+    with contextlib.suppress(OSError):  # no cache yet: nothing set aside either
+        top = open_in(cache)
+        try:
+            q = tree_size(os.path.join(cache, QUARANTINE), dir_fd=top)
+        finally:
+            os.close(top)
     if q:
         namespaces[QUARANTINE] = q
     return {
@@ -463,58 +475,86 @@ def disk_usage(cache: str) -> dict[str, Any]:
 # -- verify --------------------------------------------------------------------------------------
 
 
-def _found(path: str) -> str:
-    """What is at ``path``, in words (the name itself: a link is not followed)."""
-    try:
-        return _kind(os.lstat(path).st_mode)
-    except OSError as exc:
-        return f"nothing readable ({exc.strerror or exc})"
+def _found(st: os.stat_result | None) -> str:
+    """What ``st`` (an ``lstat``: a link is not followed) says is there, in words."""
+    return "nothing" if st is None else _kind(st.st_mode)
 
 
-def _check(entry: Entry) -> tuple[str, str]:
-    """``(status, detail)``: ``ok``, ``corrupt``, ``unreadable`` (this user cannot read it) or
-    ``unverified`` (nothing recorded to check). A record too large to be one was never read
-    (:func:`record_problem`): the entry is ``corrupt``, so that ``verify`` moves it aside."""
-    if entry.meta is None and (why := record_problem(entry.path)):
-        return "corrupt", why
-    meta = entry.meta or {}
+def _recorded_size(meta: dict[str, Any]) -> int | None:
+    """The size a record gives its file (its ``size``, else the first field of its ``stat``)."""
+    recorded = meta.get("size")
+    if isinstance(recorded, int):
+        return recorded
+    st = meta.get("stat")
+    return st[0] if isinstance(st, list) and st and isinstance(st[0], int) else None
+
+
+def _check(name: str, meta: dict[str, Any] | None, fd: int) -> tuple[str, str]:
+    """``(status, detail)`` of the entry ``name`` of its namespace's directory held at ``fd``,
+    against its record ``meta``:
+    ``ok``, ``corrupt``, ``unreadable`` (this user cannot read it) or ``unverified`` (nothing
+    recorded to check). A record too large to be one was never read (:func:`record_problem`):
+    the entry is ``corrupt``, so that ``verify`` moves it aside."""
+    from .._shared import fd_path  # noqa: PLC0415 - upkeep only
+
+    if meta is None:
+        if why := record_problem(fd_path(fd, name)):
+            return "corrupt", why
+        meta = {}
     try:
         if isinstance(meta.get("sha256"), str):
-            return _check_file(entry.path, meta["sha256"])
+            return _check_file(fd, name, meta["sha256"], _recorded_size(meta))
         if isinstance(meta.get("tree_sha256"), str):
-            return _check_tree(entry, meta["tree_sha256"])
+            return _check_tree(fd, name, meta["tree_sha256"])
     except OSError as exc:
         return "unreadable", _unreadable(exc)
     return "unverified", "no recorded digest"
 
 
-def _check_file(path: str, recorded: str) -> tuple[str, str]:
-    st = os.lstat(path)
+def _check_file(fd: int, name: str, recorded: str, size: int | None) -> tuple[str, str]:
+    """Hash the file ``name`` of the directory held at ``fd`` against its record, unless what
+    is there cannot be the recorded file: no regular file, another name for it elsewhere, or
+    larger than recorded (a sparse giant planted in its place is judged unread)."""
+    from .._shared import fd_path  # noqa: PLC0415 - upkeep only
+
+    st = os.lstat(name, dir_fd=fd)
     if not stat.S_ISREG(st.st_mode):
         return "corrupt", (
-            f"expected a file (its record holds the file's sha256), found {_found(path)}"
+            f"expected a file (its record holds the file's sha256), found {_found(st)}"
         )
     if st.st_nlink != 1:  # never read: the other name may be anyone's file
         return "corrupt", (
             f"expected a file with one name, found {st.st_nlink} (a hard link to another file)"
         )
-    actual, size = sha256_file(path)
+    if size is not None and st.st_size > size:  # what is read stays within the record's size
+        return "corrupt", (
+            f"{st.st_size} bytes, more than the {size} recorded: not the recorded file, not read"
+        )
+    actual, read = sha256_file(fd_path(fd, name))  # O_NOFOLLOW, a regular file only
     if actual != recorded:
-        return "corrupt", f"sha256 {actual} over {size} bytes, recorded {recorded}"
+        return "corrupt", f"sha256 {actual} over {read} bytes, recorded {recorded}"
     return "ok", ""
 
 
-def _check_tree(entry: Entry, recorded: str) -> tuple[str, str]:
-    if entry.kind != "dir":
-        return "corrupt", (
-            f"expected a directory (its record holds a tree digest), found {_found(entry.path)}"
-        )
+def _check_tree(fd: int, name: str, recorded: str) -> tuple[str, str]:
+    """Digest the tree ``name`` of the directory held at ``fd`` against its record."""
     from .._archive import tree_digest  # noqa: PLC0415
+    from .._shared import fd_path  # noqa: PLC0415 - upkeep only
 
-    actual, size, files = tree_digest(entry.path)
+    st = lstat_at(fd, name)
+    if st is None or not stat.S_ISDIR(st.st_mode):
+        return "corrupt", (
+            f"expected a directory (its record holds a tree digest), found {_found(st)}"
+        )
+    actual, size, files = tree_digest(fd_path(fd, name))
     if actual != recorded:
         return "corrupt", f"tree digest {actual} ({files} files, {size} bytes) changed"
     return "ok", ""
+
+
+def _moving(exc: OSError) -> str:
+    """Why an entry could not be moved to the quarantine, in words."""
+    return f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc.strerror or exc)
 
 
 def _unreadable(exc: OSError) -> str:
@@ -528,19 +568,19 @@ def _unreadable(exc: OSError) -> str:
 def quarantine(cache: str, entry: Entry, fd: int) -> str:
     """Move ``entry`` (and its record) from its namespace's directory, held at ``fd``, to
     ``<cache>/.quarantine/<namespace>/`` (reached from ``cache`` without following a link);
-    return where."""
+    return where. The names move, whatever they are now: nothing is followed."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     where = os.path.join(QUARANTINE, entry.namespace)
     name = f"{entry.name}.{stamp}.{os.getpid()}"
     qfd = open_in(cache, where, create=True)  # group-shared where the volume is setgid
     try:
-        os.rename(entry.name, name, src_dir_fd=fd, dst_dir_fd=qfd)
+        rename_at(fd, entry.name, qfd, name)
         with contextlib.suppress(OSError):
-            os.rename(meta_path(entry.name), meta_path(name), src_dir_fd=fd, dst_dir_fd=qfd)
+            rename_at(fd, meta_path(entry.name), qfd, meta_path(name))
     finally:
         os.close(qfd)
     with contextlib.suppress(OSError):
-        os.unlink(used_path(entry.name), dir_fd=fd)
+        unlink_at(fd, used_path(entry.name))
     return os.path.join(cache, where, name)
 
 
@@ -583,62 +623,116 @@ def _verify_one(cache: str, entry: Entry, *, move: bool) -> dict[str, Any]:
         }
     try:
         _scrub(entry, fd)
-        held = Entry(
-            namespace=entry.namespace,
-            name=entry.name,
-            path=fd_path(fd, entry.name),
-            kind=entry.kind,
-            size=entry.size,
-            last_used=entry.last_used,
-            meta=entry.meta,
-        )
-        status, detail = _check(held)
+        status, detail = _check(entry.name, entry.meta, fd)
         detail = detail.replace(fd_path(fd), os.path.dirname(entry.path))  # the volume's path
         if status != "corrupt":
             return {"status": status, "detail": detail}
-        lock = PathLock(fd_path(fd, os.path.basename(lock_path(entry.path))), timeout=30.0)
+        lname = lock_path(entry.name)
+        lock = PathLock(fd_path(fd, lname), timeout=30.0)
         try:
             with lock:
-                held.meta = read_meta(entry.name, dir_fd=fd)
-                status, detail = _check(held)
+                status, detail = _check(entry.name, read_meta(entry.name, dir_fd=fd), fd)
                 detail = detail.replace(fd_path(fd), os.path.dirname(entry.path))
                 row: dict[str, Any] = {"status": status, "detail": detail}
                 if status == "corrupt" and move:
-                    row["quarantined"] = quarantine(cache, entry, fd)
+                    try:
+                        row["quarantined"] = quarantine(cache, entry, fd)
+                    except OSError as exc:  # the quarantine's own directory is no directory
+                        row["detail"] = f"{detail}; not moved aside ({_moving(exc)}), left in place"
                 return row
         except LockTimeout:
             return {"status": status, "detail": f"{detail}; busy (locked), left in place"}
         except OSError as exc:
-            why = _no_lock(lock_path(entry.path), exc)
+            why = _no_lock(fd, lname, lock_path(entry.path), exc)
             return {"status": status, "detail": f"{detail}; {why}, left in place"}
     finally:
         os.close(fd)
 
 
+# -- acting through held directories -------------------------------------------------------------
+#
+# Every name upkeep removes or moves lies in a directory it holds open, reached from the cache
+# root down without following a link (:func:`open_in`, the walk of :func:`levels`): the name is
+# given to the system relative to that descriptor, so a directory above it swapped for a link
+# after the walk leads nowhere, and the name itself is renamed or unlinked, never followed.
+
+
+def unlink_at(fd: int, name: str) -> None:
+    """Remove the name ``name`` (a file, a link, a FIFO...: never what it leads to) from the
+    directory held at ``fd``."""
+    os.unlink(name, dir_fd=fd)
+
+
+def rename_at(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    """Rename ``src`` of the directory held at ``src_fd`` to ``dst`` of the one held at
+    ``dst_fd`` (the name moves, whatever it is: a link is never followed)."""
+    os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+
+def lstat_at(fd: int, name: str) -> os.stat_result | None:
+    """``lstat`` of ``name`` in the directory held at ``fd`` (``None``: not there, or not
+    reachable)."""
+    return _held.lstat_quiet(name, fd)
+
+
+def _quiet(_why: str) -> None:
+    """Drop a note of :func:`.in_use.open_seen`: upkeep just leaves such a directory alone."""
+
+
+def remove_tree_at(fd: int, name: str) -> None:
+    """Remove ``name`` of the directory held at ``fd`` and, when it is a directory, everything
+    in it, through held descriptors and never following a link (:func:`.._held.remove_tree`).
+
+    What this user may not remove stays: :class:`OSError` when ``name`` is still there.
+    """
+    _held.remove_tree(fd, name)
+    if lstat_at(fd, name) is not None:
+        raise OSError(
+            errno.ENOTEMPTY,
+            "could not be removed entirely: this user may not remove some of it",
+            name,
+        )
+
+
+def remove_name_at(fd: int, name: str) -> None:
+    """Remove ``name`` from the directory held at ``fd``: a directory is renamed aside first
+    (gone from its name at once, under a partial's name that a later prune also removes; the
+    bytes follow), a link or file is unlinked, never followed."""
+    if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+        aside = os.path.basename(partial_path(name)) + ".old"
+        rename_at(fd, name, fd, aside)
+        _held.remove_tree(fd, aside)  # what stays is an abandoned partial: pruned later
+    else:
+        unlink_at(fd, name)
+
+
+def entry_dir(entry: Entry) -> int:
+    """A descriptor of the directory of ``entry`` (a test-cache entry or a quarantined one),
+    reached from the cache root without following a link (:func:`open_in`)."""
+    namespace = entry.namespace
+    return open_in(entry.path[: -len(f"/{namespace}/{entry.name}")], namespace)
+
+
 # -- prune ---------------------------------------------------------------------------------------
 
 
-def _live_partials(entry: str) -> list[str]:
-    return [p for p in partials(entry) if not partial_abandoned(p, stale_after=FOREIGN_STALE)]
+def _live_partials(fd: int, name: str) -> list[str]:
+    """The partials of the entry ``name`` of the directory held at ``fd`` whose writer may
+    still run."""
+    return [
+        p
+        for p in partials(name, dir_fd=fd)
+        if not partial_abandoned(p, stale_after=FOREIGN_STALE, dir_fd=fd)
+    ]
 
 
-def _remove_tree_or_file(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        aside = partial_path(path) + ".old"
-        os.rename(path, aside)  # gone from its name at once; the bytes follow
-        shutil.rmtree(aside, ignore_errors=True)
-    else:
-        os.unlink(path)
-
-
-def _no_lock(lpath: str, exc: OSError) -> str:
-    """Why the lock at ``lpath`` could not be taken, and what to do."""
-    try:
-        owner = f" (it belongs to uid {os.stat(lpath).st_uid})"
-    except OSError:
-        owner = ""
+def _no_lock(fd: int, name: str, shown: str, exc: OSError) -> str:
+    """Why the lock ``name`` of the directory held at ``fd`` (``shown``: its path) could not be
+    taken, and what to do."""
+    st = lstat_at(fd, name)
+    owner = f" (it belongs to uid {st.st_uid})" if st is not None else ""
     return (
-        f"cannot open its lock {lpath}: {exc.strerror or exc}{owner}; run this as the cache's "
+        f"cannot open its lock {shown}: {exc.strerror or exc}{owner}; run this as the cache's "
         "owner, or share the cache with a group (chgrp GROUP and chmod g+ws on its directories)"
     )
 
@@ -651,61 +745,60 @@ def remove_entry(entry: Entry) -> str:
     """Remove ``entry`` if nobody works on it; ``""`` when removed, else why it was kept.
 
     Its namespace's directory is reached from the cache without following a link (a namespace
-    swapped for a link since the listing is refused). Raises :class:`Refused` (with the reason)
-    when this user may not remove it.
+    swapped for a link since the listing is refused) and held: the lock, the partials, the
+    entry and its dot-files are all named relative to it. Raises :class:`Refused` (with the
+    reason) when this user may not remove it.
     """
-    from .._shared import fd_path  # noqa: PLC0415 - removal only
-
-    cache = entry.path[: -len(f"/{entry.namespace}/{entry.name}")]
     try:
-        fd = open_in(cache, entry.namespace)
+        fd = entry_dir(entry)
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
         raise Refused(f"cannot remove {entry.path}: {exc.strerror or exc}") from None
     try:
-        return _remove_at(entry, fd_path(fd, entry.name))
+        return _remove_at(entry, fd)
+    except OSError as exc:
+        where = exc.filename if isinstance(exc.filename, str) else ""
+        shown = os.path.join(os.path.dirname(entry.path), os.path.basename(where))
+        raise Refused(
+            f"cannot remove {shown if where else entry.path}: {exc.strerror or exc}; run this "
+            "as the cache's owner"
+        ) from None
     finally:
         os.close(fd)
 
 
-def _remove_at(entry: Entry, path: str) -> str:
-    """:func:`remove_entry` at ``path``, a name in its namespace's directory held open."""
+def _remove_at(entry: Entry, fd: int) -> str:
+    """:func:`remove_entry` of ``entry``, a name in its namespace's directory held at ``fd``."""
+    from .._shared import fd_path  # noqa: PLC0415 - removal only
+
+    name = entry.name
+    if entry.namespace.startswith(QUARANTINE):
+        remove_name_at(fd, name)
+        with contextlib.suppress(OSError):
+            unlink_at(fd, meta_path(name))
+        return ""
+    lname = lock_path(name)
+    lock = PathLock(fd_path(fd, lname), timeout=0.0, poll=0.01)
     try:
-        if entry.namespace.startswith(QUARANTINE):
-            _remove_tree_or_file(path)
-            with contextlib.suppress(OSError):
-                os.unlink(meta_path(path))
-            return ""
-        lpath = lock_path(path)
-        lock = PathLock(lpath, timeout=0.0, poll=0.01)
-        try:
-            lock.acquire()
-        except LockTimeout:
-            record = holder(lpath) or {}
-            return f"locked by pid {record.get('pid', '?')}"
-        except OSError as exc:
-            raise Refused(_no_lock(lock_path(entry.path), exc)) from None
-        try:
-            live = _live_partials(path)
-            if live:
-                return f"being written ({os.path.basename(live[0])})"
-            _remove_tree_or_file(path)
-            # The lock file last, while we hold it: a new fetch makes a new one.
-            for side in (meta_path(path), used_path(path), lpath):
-                with contextlib.suppress(OSError):
-                    os.unlink(side)
-            forget(entry.path)
-        finally:
-            lock.release()
+        lock.acquire()
+    except LockTimeout:
+        record = holder(fd_path(fd, lname)) or {}
+        return f"locked by pid {record.get('pid', '?')}"
     except OSError as exc:
-        where = exc.filename if isinstance(exc.filename, str) else ""
-        if where.startswith(os.path.dirname(path) + os.sep):  # named by its descriptor
-            where = os.path.join(os.path.dirname(entry.path), os.path.basename(where))
-        raise Refused(
-            f"cannot remove {where or entry.path}: {exc.strerror or exc}; run this as the "
-            "cache's owner"
-        ) from None
+        raise Refused(_no_lock(fd, lname, lock_path(entry.path), exc)) from None
+    try:
+        live = _live_partials(fd, name)
+        if live:
+            return f"being written ({live[0]})"
+        remove_name_at(fd, name)
+        # The lock file last, while we hold it: a new fetch makes a new one.
+        for side in (meta_path(name), used_path(name), lname):
+            with contextlib.suppress(OSError):
+                unlink_at(fd, side)
+        forget(entry.path)
+    finally:
+        lock.release()
     return ""
 
 
@@ -731,7 +824,7 @@ def _stray_files(cache: str, grace: float, now: float, *, dry_run: bool) -> list
             size = tree_size(os.path.join(directory, name), dir_fd=fd)
             if not dry_run:
                 try:
-                    _remove_name(fd, name)
+                    remove_name_at(fd, name)
                 except OSError:
                     continue
             rows.append({"path": os.path.join(directory, name), "size": size, "reason": why})
@@ -741,10 +834,10 @@ def _stray_files(cache: str, grace: float, now: float, *, dry_run: bool) -> list
 def _stray_file(name: str, present: set[str], fd: int, grace: float, now: float) -> str:
     """Why ``name`` in the level held at ``fd`` may go (an abandoned partial, a record of a
     missing entry), or ``""``."""
-    try:
-        age = now - os.lstat(name, dir_fd=fd).st_mtime
-    except OSError:
+    st = lstat_at(fd, name)
+    if st is None:
         return ""
+    age = now - st.st_mtime
     parsed = parse_partial(name[: -len(".old")] if name.endswith(".old") else name)
     if parsed is not None:
         dead = name.endswith(".partial.old") or partial_abandoned(
@@ -764,36 +857,23 @@ def _stray_file(name: str, present: set[str], fd: int, grace: float, now: float)
     return ""
 
 
-def _remove_name(fd: int, name: str) -> None:
-    """Remove ``name`` from the directory held at ``fd``: a directory is renamed aside first
-    (gone from its name at once; the bytes follow), a link or file is unlinked, never
-    followed."""
-    from .._shared import fd_path  # noqa: PLC0415 - removal only
-
-    if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
-        aside = os.path.basename(partial_path(name)) + ".old"
-        os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
-        shutil.rmtree(fd_path(fd, aside), ignore_errors=True)  # descriptor-based below it
-    else:
-        os.unlink(name, dir_fd=fd)
-
-
-def _take_free_lock(path: str) -> int | None:
-    """A descriptor holding ``path``'s lock if nobody holds it now (never waits), else None."""
+def _take_free_lock(fd: int, name: str) -> int | None:
+    """A descriptor holding the lock ``name`` of the directory held at ``fd`` if nobody holds
+    it now (never waits), else None."""
     try:
         import fcntl  # noqa: PLC0415 - POSIX only, as filelock's own
     except ImportError:  # pragma: no cover - no such lock files to judge
         return None
     try:
-        fd = _store.open_regular(path)  # a FIFO planted as a lock file would block a plain open
+        lfd = open_regular(name, dir_fd=fd)  # a FIFO planted as a lock file would block
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(lfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        os.close(fd)
+        os.close(lfd)
         return None
-    return fd
+    return lfd
 
 
 def _stray_lock(fd: int, name: str, present: set[str], old_enough: float) -> str:
@@ -801,11 +881,9 @@ def _stray_lock(fd: int, name: str, present: set[str], old_enough: float) -> str
     :func:`_stray_locks`)."""
     from .._shared import fd_path  # noqa: PLC0415 - removal only
 
-    try:
-        if time.time() - os.lstat(name, dir_fd=fd).st_mtime < old_enough:
-            return ""  # may have just been made by a process about to lock it
-    except OSError:
-        return ""
+    st = lstat_at(fd, name)
+    if st is None or time.time() - st.st_mtime < old_enough:
+        return ""  # may have just been made by a process about to lock it
     record = holder(fd_path(fd, name))
     if record is not None:
         if _proc.alive(record) is not False:
@@ -817,9 +895,11 @@ def _stray_lock(fd: int, name: str, present: set[str], old_enough: float) -> str
     return "lock of a missing entry"
 
 
-def _empty_levels(cache: str, grace: float, now: float, *, dry_run: bool) -> list[dict[str, Any]]:
+def _empty_levels(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, Any]]:
     """Remove (or with ``dry_run`` list) namespace directories left empty (by a failed fetch,
-    or once their entries went) and untouched for ``grace``, deepest first. Each is judged and
+    or once their entries went) and untouched for ``grace``, deepest first. Each is judged by
+    the clock read when it is looked at: removing a level below it (or a stray lock in it)
+    just stamped its modification time, after any clock read before. Each is judged and
     removed by its name in its parent, reached again from the cache without following a link
     (a parent swapped for a link since the walk is refused); ``rmdir`` removes only an empty
     directory, never a link, so a level that filled up meanwhile stays."""
@@ -832,10 +912,12 @@ def _empty_levels(cache: str, grace: float, now: float, *, dry_run: bool) -> lis
         except OSError:
             continue
         try:
-            if not _empty_and_old(parent, name, grace, now):
+            if not _empty_and_old(parent, name, grace, time.time()):
                 continue
             if not dry_run:
-                os.rmdir(name, dir_fd=parent)
+                _held.remove(parent, name, directory=True)  # an empty directory only
+                if lstat_at(parent, name) is not None:
+                    continue  # filled up meanwhile, or not ours to remove
         except OSError:
             continue
         finally:
@@ -846,11 +928,14 @@ def _empty_levels(cache: str, grace: float, now: float, *, dry_run: bool) -> lis
 
 def _empty_and_old(parent: int, name: str, grace: float, now: float) -> bool:
     """Whether ``name`` in the directory held at ``parent`` is a directory, untouched for
-    ``grace`` and empty (listed through a descriptor opened without following a link)."""
-    st = os.lstat(name, dir_fd=parent)
-    if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < grace:
+    ``grace`` and empty (listed through a descriptor opened without following a link, and only
+    while it is the directory ``lstat`` saw)."""
+    st = lstat_at(parent, name)
+    if st is None or not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < grace:
         return False
-    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    fd = open_seen(parent, name, name, st, _quiet)
+    if fd is None:
+        return False
     try:
         return not os.listdir(fd)
     finally:
@@ -865,19 +950,17 @@ def _stray_locks(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, A
     One that a live process (or one this machine cannot judge) holds or last held stays.
     """
     rows: list[dict[str, Any]] = []
-    from .._shared import fd_path  # noqa: PLC0415 - removal only
-
     for directory, names, present, level_fd in _listings(cache):
         for name in sorted(n for n in names if n.startswith(".") and n.endswith(".lock")):
             why = _stray_lock(level_fd, name, present, min(grace, 60.0))
-            fd = _take_free_lock(fd_path(level_fd, name)) if why else None
+            fd = _take_free_lock(level_fd, name) if why else None
             if fd is None:
                 continue  # needed, or held after all
             try:
                 if not dry_run:
                     for stale in (name + ".holder", name):
                         with contextlib.suppress(OSError):
-                            os.unlink(stale, dir_fd=level_fd)
+                            unlink_at(level_fd, stale)
             finally:
                 os.close(fd)
             rows.append({"path": os.path.join(directory, name), "size": 0, "reason": why})
@@ -922,8 +1005,7 @@ def prune(
         removed.append({**entry.as_dict(), "reason": why})
     strays = _stray_files(cache, grace, now, dry_run=dry_run)
     strays += _stray_locks(cache, grace, dry_run=dry_run)
-    # The clock read again: removing a stray lock just touched its directory, after `now`.
-    strays += _empty_levels(cache, grace, time.time(), dry_run=dry_run)
+    strays += _empty_levels(cache, grace, dry_run=dry_run)
     return {
         "cache": cache,
         "dry_run": dry_run,

@@ -30,7 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._hub.prune import ANSWER, dead_partials, stored
-from .cache import FOREIGN_STALE, QUARANTINE, Entry, entries, quarantined
+from .cache import FOREIGN_STALE, QUARANTINE, Entry, entries, entry_dir, quarantined
 from .in_use import SETTLE, Held, Scan, is_lock, lock_held
 from .inventory import HUB_STORE, HUB_STORE_LABEL
 from .root_caches import (
@@ -347,7 +347,16 @@ def _survey_test(found: Survey, cache: CacheDir, held: Held, now: float) -> None
     dev = device(cache.path)
     for entry in quarantined(cache.path) + entries(cache.path):
         moved = entry.namespace.startswith(QUARANTINE)
-        scan = Scan([entry.path], held, now, 0.0)
+        # Weighed again through its directory reached from the root: a namespace swapped for a
+        # link since the walk is refused (nothing weighed, nothing listed), not followed.
+        try:
+            fd = entry_dir(entry)
+        except OSError:
+            continue
+        try:
+            scan = Scan([entry.path], held, now, 0.0, dir_fd=fd)
+        finally:
+            os.close(fd)
         victim = Victim(
             cache=cache.name,
             path=entry.path,
