@@ -115,7 +115,6 @@ ELSEWHERE = {
 DEBT: dict[str, int] = {
     "packages/fetch/src/cacheroot/fetch/_archive.py": 2,
     "packages/fetch/src/cacheroot/fetch/_hub/cli.py": 1,
-    "packages/fetch/src/cacheroot/fetch/_hub/files.py": 1,
     "packages/fetch/src/cacheroot/fetch/_hub/fills.py": 1,
     "packages/fetch/src/cacheroot/fetch/_hub/partials.py": 1,
     "packages/fetch/src/cacheroot/fetch/_hub/prune.py": 2,

@@ -20,7 +20,6 @@ sent to another URL or credential only once the upstream vouched for it (:mod:`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -283,8 +282,7 @@ class FileCache:
                 self.counts["blob_corrupt"] += 1
                 self._verified.forget(fd)
                 os.close(fd)
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
+                await fills.in_pool(self.store.remove_blob, path)
                 return None
         # Stamp it as used (what `hub prune` goes by) and record it as it is after the stamp.
         await fills.in_pool(self._verified.stamp, fd, name)

@@ -96,19 +96,20 @@ def key_of(upstream: str, method: str, target: str, cred: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def read_regular(path: str, limit: int) -> bytes | None:
-    """The bytes of the regular file at ``path`` (at most ``limit``), or ``None``.
+def read_regular(path: str, limit: int, *, dir_fd: int | None = None) -> bytes | None:
+    """The bytes of the regular file at ``path`` (at most ``limit``; with ``dir_fd``, ``path``
+    is a name in that directory), or ``None``.
 
     A link, a FIFO, a device, a missing or larger file is ``None``: never followed, never
-    blocked on, never read past the limit.
+    blocked on, never read past the limit. So is a file with another name (a hard link planted
+    in the store could be any file its planter can name): never read.
     """
     try:
-        fd = _store.open_regular(path)
+        fd, st = _store.open_regular_stat(path, dir_fd=dir_fd)
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
-        if st.st_size > limit:
+        if st.st_size > limit or st.st_nlink != 1:
             return None
         chunks = []
         left = st.st_size + 1
@@ -257,6 +258,24 @@ class Store:
             self._made.add(self.root)
         return _shared.open_below(self.root, os.path.relpath(path, self.root), create=True)
 
+    def _below(self, path: str) -> int:
+        """A descriptor of ``path`` (a directory of the store, not made), reached from the root
+        without following a link: what is read in the store is read through it, so a directory
+        swapped for a link leads nowhere (``ELOOP``)."""
+        return _shared.open_below(self.root, os.path.relpath(path, self.root))
+
+    def _read(self, path: str, limit: int) -> bytes | None:
+        """:func:`read_regular` of the store's file ``path``, in its directory reached without
+        following a link (:meth:`_below`); ``None`` also when that directory is not there."""
+        try:
+            dfd = self._below(os.path.dirname(path))
+        except OSError:
+            return None
+        try:
+            return read_regular(os.path.basename(path), limit, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
     def _hold(self, path: str) -> int:
         """A descriptor of the directory ``path`` held for the process's life: reached afresh
         (no link followed) on every call, so a path of it (:func:`_shared.fd_path`) given to a
@@ -286,7 +305,7 @@ class Store:
         """The answer kept under ``key``, or ``None`` (also, with :attr:`answer_key`, for one
         not signed with it: planted, or written without the key). This node's only: the
         shared tier's is :meth:`load_shared`'s, which may wait on a network volume."""
-        data = read_regular(self._meta_path(key), _MAX_KEPT)
+        data = self._read(self._meta_path(key), _MAX_KEPT)
         return None if data is None else self._verified(key, data)
 
     def load_shared(self, key: str) -> Answer | None:
@@ -420,19 +439,40 @@ class Store:
 
     def open_blob(self, path: str, size: int | None) -> int | None:
         """A descriptor of the stored file at ``path`` (of ``size`` bytes, when known), or
-        ``None``: a planted link, FIFO or device there is removed, never followed."""
+        ``None``: a planted link, FIFO or device there is removed, never followed, and so is
+        ``blobs`` swapped for a link (:meth:`_below`). A file with another name (a hard link,
+        which could be any file its planter can name) is never read nor stamped: it is fetched
+        again, and the fill replaces that name."""
         try:
-            fd = _store.open_regular(path)
+            dfd = self._below(os.path.dirname(path))
+        except OSError:
+            return None
+        try:
+            fd, st = _store.open_regular_stat(os.path.basename(path), dir_fd=dfd)
         except FileNotFoundError:
             return None
         except OSError:
             with contextlib.suppress(OSError):
-                _store.remove_planted(path)
+                _store.remove_planted(path, dir_fd=dfd)
             return None
-        if size is not None and os.fstat(fd).st_size != size:
+        finally:
+            os.close(dfd)
+        if st.st_nlink != 1 or (size is not None and st.st_size != size):
             os.close(fd)
             return None
         return fd
+
+    def remove_blob(self, path: str) -> None:
+        """Remove the stored file at ``path`` (its bytes failed their check), in its directory
+        reached without following a link."""
+        try:
+            dfd = self._below(os.path.dirname(path))
+        except OSError:
+            return
+        try:
+            _remove_at(dfd, os.path.basename(path))
+        finally:
+            os.close(dfd)
 
     def new_partial(self, path: str, *, private: bool = False) -> tuple[str, int]:
         """A fresh partial file beside ``path``: its name and a descriptor open for writing.
@@ -480,8 +520,7 @@ class Store:
         if dfd is None:
             return
         try:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.basename(partial), dir_fd=dfd)
+            _remove_at(dfd, os.path.basename(partial))
         finally:
             os.close(dfd)
 
@@ -505,16 +544,23 @@ class Store:
                     st = os.lstat(name, dir_fd=dfd)
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode) and not partials.abandoned(
-                    name, st, now, partials.STALE_AFTER
+                # A partial with another name (a hard link) could be any file: never read.
+                if (
+                    stat.S_ISREG(st.st_mode)
+                    and st.st_nlink == 1
+                    and not partials.abandoned(name, st, now, partials.STALE_AFTER)
                 ):
                     best = max(best or (st.st_mtime, name), (st.st_mtime, name))
             if best is None:
                 return None
             try:
-                return _store.open_regular(best[1], dir_fd=dfd)
+                fd, st = _store.open_regular_stat(best[1], dir_fd=dfd)
             except OSError:
                 return None
+            if st.st_nlink != 1:  # linked since it was listed
+                os.close(fd)
+                return None
+            return fd
         finally:
             os.close(dfd)
 
@@ -526,7 +572,7 @@ class Store:
     # -- what the hub asked upstream to wait for ------------------------------------------
     def blocked_until(self, upstream: str) -> float:
         """Until when (``time.time()``) the upstream asked every caller to wait; 0 if not."""
-        data = read_regular(os.path.join(self.state, key_of(upstream, "", "", "")), 64)
+        data = self._read(os.path.join(self.state, key_of(upstream, "", "", "")), 64)
         try:
             return float(data) if data else 0.0
         except ValueError:
@@ -547,9 +593,7 @@ class Store:
         with contextlib.suppress(OSError):
             dfd = self._open_dir(self.served)
             try:
-                flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-                name = os.path.basename(self._served_path)
-                fd = _store.open_regular(name, flags, PUBLIC_MODE, dir_fd=dfd)
+                fd = _served_log(os.path.basename(self._served_path), dfd)
             finally:
                 os.close(dfd)
             try:
@@ -561,11 +605,17 @@ class Store:
         """Every row every process of this store recorded (duplicates removed)."""
         rows: dict[str, dict[str, str]] = {}
         try:
-            names = sorted(os.listdir(self.served))
+            dfd = self._below(self.served)
         except OSError:
             return []
-        for name in names:
-            data = read_regular(os.path.join(self.served, name), MAX_ANSWER)
+        try:
+            names = sorted(os.listdir(dfd))
+            found = [read_regular(name, MAX_ANSWER, dir_fd=dfd) for name in names]
+        except OSError:
+            return []
+        finally:
+            os.close(dfd)
+        for data in found:
             for line in (data or b"").splitlines():
                 try:
                     row = json.loads(line)
@@ -574,6 +624,27 @@ class Store:
                 if isinstance(row, dict) and all(isinstance(v, str) for v in row.values()):
                     rows[json.dumps(row, sort_keys=True)] = row
         return list(rows.values())
+
+
+def _served_log(name: str, dir_fd: int) -> int:
+    """This process's served log ``name`` in the directory open at ``dir_fd``, open for
+    appending. One with another name (a hard link planted under this process's name, which
+    could be any file) is refused (:class:`OSError`), never written, as a planted link is."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    fd, st = _store.open_regular_stat(name, flags, PUBLIC_MODE, dir_fd=dir_fd)
+    if st.st_nlink != 1:
+        os.close(fd)
+        raise _store.NotRegularFileError(
+            errno.EMLINK, f"has {st.st_nlink} names (a hard link to another file): refused", name
+        )
+    return fd
+
+
+def _remove_at(dir_fd: int, name: str) -> None:
+    """Remove ``name`` from the directory open at ``dir_fd``, best effort (one already gone, or
+    one this process may not remove, stays as it is)."""
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)
 
 
 def digest_of(fd: int, etag: str, size: int) -> str | None:

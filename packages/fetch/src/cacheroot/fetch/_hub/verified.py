@@ -110,7 +110,8 @@ class Verified:
         finally:
             os.close(dfd)
         try:
-            if st.st_uid != os.geteuid() or st.st_size > _MAX:
+            # A record with another name (a hard link) could be any file: never read.
+            if st.st_uid != os.geteuid() or st.st_size > _MAX or st.st_nlink != 1:
                 return None
             fields = os.read(fd, _MAX).split()
         except OSError:
