@@ -33,23 +33,28 @@ then renamed), and the links of an existing one are added one by one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
+import stat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .. import _held as _volume
 from .. import _shared, _store
+from .._held import rename as _rename_at
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
+    #: Makes one name of a snapshot at the path it is given (a held path: :func:`_place`).
+    _Maker = Callable[[str], None]
+
 __all__ = ["IDENTITY", "MAX_RECORD", "Tiers", "fill", "pull", "read_record", "tiers"]
 
 log = logging.getLogger("cacheroot.fetch")
-#: Files on the shared tier are created without following a planted link.
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 #: The record fields that name one revision (and its file selection): they must all match.
 IDENTITY = (
@@ -165,41 +170,92 @@ def _hashers(size: int, git_sha1: str | None) -> tuple[Any, Any]:
 
 
 def _matches(path: str, want: _File, git_sha1: str | None) -> bool:
-    """Whether the file at ``path`` holds ``want``'s bytes (and, given, that git blob id)."""
+    """Whether the file at ``path`` holds ``want``'s bytes (and, given, that git blob id): a
+    regular file with one name, opened without following a final link or blocking on a FIFO,
+    and hashed only once ``fstat`` says it has ``want``'s size."""
+    with contextlib.suppress(OSError):
+        path = _blob_path(path, os.readlink(path))
     try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size != want.size:
-                return False
-            sha, blob = _hashers(want.size, git_sha1)
-            while chunk := f.read(_CHUNK):
-                sha.update(chunk)
-                if blob is not None:
-                    blob.update(chunk)
+        fd, st = _store.open_regular_stat(path)
     except OSError:
         return False
+    try:
+        if st.st_size != want.size or st.st_nlink != 1:
+            return False
+        sha, blob = _hashers(want.size, git_sha1)
+        while chunk := os.read(fd, _CHUNK):
+            sha.update(chunk)
+            if blob is not None:
+                blob.update(chunk)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     return sha.hexdigest() == want.sha256 and (blob is None or blob.hexdigest() == git_sha1)
+
+
+#: The target of a snapshot link as huggingface_hub makes it: up the tree, then a blob.
+_BLOB_TARGET = re.compile(r"(\.\./)+blobs/([0-9a-f]{64}|[0-9a-f]{40})")
+
+
+def _blob_path(link: str, target: str) -> str:
+    """The blob the snapshot link ``link`` (whose target is ``target``) leads to, as a path;
+    ``link`` itself, never followed, when it leads anywhere else."""
+    if not _BLOB_TARGET.fullmatch(target):
+        return link
+    return os.path.normpath(os.path.join(os.path.dirname(link), target))
+
+
+def _links_to(link: str, blob: str) -> bool:
+    """Whether ``link`` is a link whose target is ``blob`` (relative to the link's directory),
+    read without following it."""
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return False
+    return target == os.path.relpath(blob, os.path.dirname(link))
+
+
+def _unlink(path: str) -> None:
+    """Remove the name ``path`` in its directory, reached without following a link and held
+    (best effort)."""
+    with contextlib.suppress(OSError):
+        fd, name, _on_volume = _volume.reach(path)
+        try:
+            _volume.remove(fd, name, directory=False)
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _copy_checked(src: str, dst: str, want: _File, git_sha1: str | None) -> None:
     """Write a copy of ``src`` at the new name ``dst``, verified as it is copied; on a mismatch
-    (or a source that is gone) nothing is left and :class:`_UnusableError` is raised."""
+    (or a source that is gone, or no regular file) nothing is left and :class:`_UnusableError`
+    is raised."""
     try:
-        source = open(src, "rb")  # noqa: SIM115 - closed below, with the copy
+        source, st = _store.open_regular_stat(src)
     except FileNotFoundError:
         raise _UnusableError(f"{src} is missing") from None
-    with source:
-        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:  # a link, FIFO, device or directory: never followed or read
+        raise _UnusableError(f"{src}: {exc.strerror}") from None
+    try:
+        if st.st_size != want.size:  # another size cannot be its bytes: not read
+            raise _UnusableError(f"{src} holds {st.st_size} bytes, its record {want.size}")
+        fd = _store.open_regular(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             _store.share(fd, os.path.dirname(dst))
             sha, blob = _hashers(want.size, git_sha1)
             size = 0
-            while chunk := source.read(_CHUNK):
+            while size <= want.size and (chunk := os.read(source, _CHUNK)):
                 sha.update(chunk)
                 if blob is not None:
                     blob.update(chunk)
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fd, view) :]
+                _write_all(fd, chunk)
                 size += len(chunk)
             good = size == want.size and sha.hexdigest() == want.sha256
             good = good and (blob is None or blob.hexdigest() == git_sha1)
@@ -207,13 +263,26 @@ def _copy_checked(src: str, dst: str, want: _File, git_sha1: str | None) -> None
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(dst)
+            _unlink(dst)
             raise
         os.close(fd)
+    finally:
+        os.close(source)
     if not good:
-        os.unlink(dst)
+        _unlink(dst)
         raise _UnusableError(f"{src} does not match its record (sha256 {sha.hexdigest()})")
+
+
+@contextlib.contextmanager
+def _here(l1_dir: str) -> Iterator[str]:
+    """This host's directory ``l1_dir``, reached from the cache root and made without following
+    a link (a planted one is refused: :class:`OSError`), as a path that no rename or link above
+    it can redirect while the block runs."""
+    fd = _volume.reach(os.path.join(l1_dir, "-"), create=True)[0]
+    try:
+        yield _shared.fd_path(fd)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -266,36 +335,99 @@ def _git_sha1(name: str, want: _File) -> str | None:
     return None
 
 
-def _place(snapshot_dir: str, makers: dict[str, Callable[[str], None]], *, mine: bool) -> None:
+def _place(snapshot_dir: str, makers: dict[str, _Maker], *, mine: bool) -> None:
     """Create each ``rel -> make(path)`` under ``snapshot_dir``: a directory that does not exist
-    yet appears whole (staged beside it, then renamed); into an existing one each name is
-    published alone, never replacing what is there unless the tier is ``mine`` (this host's,
-    where a wrong name may be replaced)."""
-    if not os.path.isdir(snapshot_dir):
-        with _store.staged_dir(snapshot_dir) as staging:
-            for rel, make in makers.items():
-                path = os.path.join(staging.path, *rel.split("/"))
-                _store.makedirs(os.path.dirname(path))
-                make(path)
-        if staging.published:
+    yet appears whole (a private partial directory beside it, filled, then renamed);
+    into an existing one each name is published alone, never replacing what is there unless the
+    tier is ``mine`` (this host's, where a wrong name may be replaced).
+
+    ``snapshot_dir``'s parent is reached and held (:func:`.._held.reach`: from the cache root
+    without following a link; a held path of the shared tier as given), and every name below
+    it is made (``path``: a name in its held directory that no rename or link above can
+    redirect), renamed or published through held descriptors. On this host a planted object
+    that is no directory in the snapshot directory's place is removed (the name is the hub
+    client's own); on the shared tier it is refused.
+    """
+    pfd, name, _on_volume = _volume.reach(snapshot_dir, create=True)
+    try:
+        st = _volume.lstat_quiet(name, pfd)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            if not mine:
+                raise OSError(
+                    errno.ELOOP,
+                    f"expected a directory, found {_store.kind(st.st_mode)}",
+                    snapshot_dir,
+                )
+            _volume.remove_tree(pfd, name)
+            st = None
+        if st is None and _staged(pfd, name, snapshot_dir, makers):
             return
-    for rel, make in makers.items():
-        final = os.path.join(snapshot_dir, *rel.split("/"))
-        _store.makedirs(os.path.dirname(final))
-        tmp = _store.partial_path(final)
-        make(tmp)
-        if mine:
-            os.replace(tmp, final)
-        else:
-            _shared.publish_new(tmp, final, durable=False)
-    _store.fsync_dir(snapshot_dir)
+        sfd = _volume.subdir(pfd, name)
+    finally:
+        os.close(pfd)
+    try:
+        for rel, make in makers.items():
+            dfd, leaf = _below(sfd, rel)
+            try:
+                final = os.path.join(snapshot_dir, *rel.split("/"))
+                tmp = os.path.basename(_store.partial_path(leaf))
+                make(_volume.held_path(dfd, os.path.join(os.path.dirname(final), tmp)))
+                if mine:
+                    _rename_at(dfd, tmp, leaf)
+                else:
+                    _shared.publish_new(tmp, leaf, durable=False, dir_fd=dfd)
+            finally:
+                if dfd != sfd:
+                    os.close(dfd)
+        _store.fsync_dir(snapshot_dir, dir_fd=sfd)
+    finally:
+        os.close(sfd)
 
 
-def _link_maker(target: str) -> Callable[[str], None]:
+def _staged(pfd: int, name: str, snapshot_dir: str, makers: dict[str, _Maker]) -> bool:
+    """Make the snapshot directory ``name`` in the held ``pfd`` whole: a private partial
+    directory filled by ``makers``, then renamed; whether ours was published (another may have
+    been first)."""
+    stage = os.path.basename(_store.partial_path(snapshot_dir))
+    label = os.path.join(os.path.dirname(snapshot_dir), stage)
+    sfd, mode = _volume.make_partial(pfd, stage, label)
+    try:
+        for rel, make in makers.items():
+            dfd, _leaf = _below(sfd, rel)
+            try:
+                make(_volume.held_path(dfd, os.path.join(label, *rel.split("/"))))
+            finally:
+                if dfd != sfd:
+                    os.close(dfd)
+        os.fchmod(sfd, _store.SHARED_DIR if _store.shared("", dir_fd=pfd) else mode)
+        return _volume.publish(pfd, stage, name, sfd, replace=False, out=snapshot_dir)
+    except BaseException:
+        _volume.drop_stage(pfd, stage, sfd)
+        raise
+    finally:
+        os.close(sfd)
+
+
+def _below(top: int, rel: str) -> tuple[int, str]:
+    """``(held directory, name)`` of ``rel`` below the held ``top``: its directories opened
+    (made where missing) without following a link. The caller closes it unless it is ``top``."""
+    *dirs, leaf = rel.split("/")
+    fd = top
+    for part in dirs:
+        try:
+            child = _volume.subdir(fd, part, create=True, share=True)
+        finally:
+            if fd != top:
+                os.close(fd)
+        fd = child
+    return fd, leaf
+
+
+def _link_maker(target: str) -> _Maker:
     return lambda path: os.symlink(target, path)
 
 
-def _copy_maker(src: str, want: _File, git_sha1: str | None = None) -> Callable[[str], None]:
+def _copy_maker(src: str, want: _File, git_sha1: str | None = None) -> _Maker:
     return lambda path: _copy_checked(src, path, want, git_sha1)
 
 
@@ -308,32 +440,33 @@ def _hf_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
     repo = snapshot.split("/", maxsplit=1)[0]
     shared_repo, repo_dir = _on_both(tier, repo)
     shared_dir, snapshot_dir = _on_both(tier, snapshot)
-    links: dict[str, Callable[[str], None]] = {}
-    for want in files:
-        name = _blob_name(os.path.join(shared_dir, *want.path.split("/")), shared_repo)
-        git_sha1 = _git_sha1(name, want)
-        here = os.path.join(snapshot_dir, *want.path.split("/"))
-        if os.path.isdir(snapshot_dir) and _matches(here, want, None):
-            continue
-        blob = os.path.join(repo_dir, "blobs", name)
-        if os.path.exists(blob) and not _matches(blob, want, git_sha1):
-            os.unlink(blob)  # this host's blob is damaged: the verified copy replaces it
-        if not os.path.exists(blob):
-            _store.makedirs(os.path.dirname(blob))
-            _publish_copy(os.path.join(shared_repo, "blobs", name), blob, want, git_sha1)
-        links[want.path] = _link_maker(os.path.relpath(blob, os.path.dirname(here)))
-    _store.fsync_dir(os.path.join(repo_dir, "blobs"))
+    links: dict[str, _Maker] = {}
+    # This host's blobs are written through their directory, reached from the cache root and
+    # held: a planted link above them is refused, never followed.
+    with _here(os.path.join(repo_dir, "blobs")) as blobs:
+        for want in files:
+            name = _blob_name(os.path.join(shared_dir, *want.path.split("/")), shared_repo)
+            git_sha1 = _git_sha1(name, want)
+            here = os.path.join(snapshot_dir, *want.path.split("/"))
+            blob, held = os.path.join(repo_dir, "blobs", name), os.path.join(blobs, name)
+            if _links_to(here, blob) and _matches(held, want, None):
+                continue
+            if os.path.lexists(held) and not _matches(held, want, git_sha1):
+                _unlink(held)  # damaged (or planted) here: the verified copy replaces it
+            if not os.path.lexists(held):
+                _publish_copy(os.path.join(shared_repo, "blobs", name), held, want, git_sha1)
+            links[want.path] = _link_maker(os.path.relpath(blob, os.path.dirname(here)))
+        _store.fsync_dir(blobs)
     _place(snapshot_dir, links, mine=True)
-    _copy_tree_listing(
-        os.path.join(shared_repo, "trees"), os.path.join(repo_dir, "trees"), snapshot
-    )
+    with contextlib.suppress(OSError), _here(os.path.join(repo_dir, "trees")) as trees:
+        _copy_tree_listing(os.path.join(shared_repo, "trees"), trees, snapshot)
 
 
 def _hf_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
     repo = snapshot.split("/", maxsplit=1)[0]
     shared_repo, repo_dir = _on_both(tier, repo)
     shared_dir, snapshot_dir = _on_both(tier, snapshot)
-    links: dict[str, Callable[[str], None]] = {}
+    links: dict[str, _Maker] = {}
     # Written through held directories: a directory of the shared tier swapped for a link
     # is refused, never followed (the shared tier is written by other jobs).
     with _held(os.path.join(shared_repo, "blobs")) as blobs:
@@ -372,7 +505,7 @@ def _copy_tree_listing(src_trees: str, dst_trees: str, snapshot: str) -> None:
 
 def _ms_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
     shared_dir, snapshot_dir = _on_both(tier, snapshot)
-    copies: dict[str, Callable[[str], None]] = {}
+    copies: dict[str, _Maker] = {}
     for want in files:
         here = os.path.join(snapshot_dir, *want.path.split("/"))
         if os.path.isdir(snapshot_dir) and _matches(here, want, None):
@@ -383,7 +516,7 @@ def _ms_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
 
 def _ms_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
     shared_dir, snapshot_dir = _on_both(tier, snapshot)
-    copies: dict[str, Callable[[str], None]] = {}
+    copies: dict[str, _Maker] = {}
     for want in files:
         if not os.path.lexists(os.path.join(shared_dir, *want.path.split("/"))):
             copies[want.path] = _copy_maker(os.path.join(snapshot_dir, *want.path.split("/")), want)
@@ -449,12 +582,16 @@ def push(tier: Tiers, record: Mapping[str, Any], identity: Mapping[str, Any]) ->
         with _held(os.path.dirname(tier.shared_record)) as parent:
             final = os.path.join(parent, os.path.basename(tier.shared_record))
             tmp = _store.partial_path(final)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
-            with open(fd, "w", encoding="utf-8") as f:
-                _store.share(f.fileno(), parent)
-                json.dump(shared, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
+            fd = _store.open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                _store.share(fd, parent)
+                _write_all(fd, json.dumps(shared, indent=1, sort_keys=True).encode())
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                _unlink(tmp)
+                raise
+            os.close(fd)
             return _shared.publish_new(tmp, final)
     except OSError as why:
         log.warning("snapshot %s not written to the shared tier: %s", tier.record, why)

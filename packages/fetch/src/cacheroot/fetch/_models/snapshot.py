@@ -37,12 +37,14 @@ commit it resolved to.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
 import os
 import random
 import re
+import stat
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -59,8 +61,8 @@ from cacheroot.envs import (
 )
 from cacheroot.envs._shared_tier import shared_url
 
-from .. import _store
-from .._errors import WARM_HINT, CacheMissError, ChecksumError, DownloadError
+from .. import _held, _store
+from .._errors import WARM_HINT, CacheMissError, ChecksumError, DownloadError, LockTimeout
 from .._fetcher import cache_only
 from .._lock import PathLock
 from .._progress import counted
@@ -68,7 +70,7 @@ from . import hubs, shared
 from .model import COMMIT_HASH, Model
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     from . import bucket
 
@@ -180,13 +182,266 @@ def _is_offline(spec: Model, environ: Mapping[str, str]) -> bool:
     return spec.hub == "hf" and truthy(environ.get(HF_HUB_OFFLINE))
 
 
+# -- names on the volume, reached through held directories -----------------------------------------
+
+#: A blob's name in huggingface_hub's cache: the sha256 of an LFS file, the git blob sha1 of
+#: another. Every link of a snapshot must lead to one of its own repository's.
+_BLOB_NAME = re.compile(r"[0-9a-f]{64}|[0-9a-f]{40}")
+#: What the hub's client leaves next to a blob while it downloads: its own partials and locks.
+_CLIENT_PARTIALS = (".incomplete", ".lock", ".tmp")
+
+
+@contextlib.contextmanager
+def _held_dir(path: str | os.PathLike[str], *, create: bool = False) -> Iterator[int]:
+    """The directory ``path`` reached from the cache root one component at a time without
+    following a link (:func:`.._held.reach`; made where missing with ``create``), held while the
+    block runs: what is read, made, renamed or removed in it goes through the descriptor, so a
+    component swapped for a link after the walk leads nowhere."""
+    fd, _name, _on_volume = _held.reach(os.path.join(os.fspath(path), "-"), create=create)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _parent_of(path: str | os.PathLike[str], *, create: bool = False) -> Iterator[tuple[int, str]]:
+    """``(descriptor, name)``: the held directory ``path`` lies in (:func:`_held_dir`), and
+    ``path``'s name in it."""
+    fd, name, _on_volume = _held.reach(os.fspath(path), create=create)
+    try:
+        yield fd, name
+    finally:
+        os.close(fd)
+
+
+def _read_at(path: str | os.PathLike[str], limit: int = shared.MAX_RECORD) -> bytes:
+    """The small regular file ``path`` with one name (:func:`.._store.read_small`, read only
+    once ``fstat`` says so), opened in its held directory.
+
+    The bound handed on is the file's own size where that is smaller: the read asks for all of
+    its bound at once, and a record of a few hundred bytes should not cost the memory of the
+    largest one (one that grows meanwhile reads as too large, no record)."""
+    with _parent_of(path) as (fd, name):
+        st = os.lstat(name, dir_fd=fd)
+        if stat.S_ISREG(st.st_mode):
+            limit = min(limit, st.st_size)
+        return _store.read_small(name, dir_fd=fd, limit=limit)
+
+
+def _read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The JSON object in the record ``path`` (:func:`_read_at`); ``None`` when it is missing,
+    unreachable, larger than a record, not JSON or not an object: a damaged record is none."""
+    try:
+        data = json.loads(_read_at(path))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _clear(dir_fd: int, name: str, label: str) -> None:
+    """Remove whatever is at ``name`` in the held ``dir_fd``, never following it: a planted
+    object where cacheroot or the hub's client keeps a name of its own (a tree through held
+    descriptors, anything else as a name; a hard link loses this name only)."""
+    st = _held.lstat_quiet(name, dir_fd)
+    if st is None:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        _held.remove_tree(dir_fd, name)
+    else:
+        _held.remove(dir_fd, name, directory=False)
+    log.warning("removed %s: %s where the hub cache keeps its own", label, _store.kind(st.st_mode))
+
+
+def _own_dir(parent: int, name: str, label: str) -> int:
+    """The directory ``name`` in the held ``parent``, made where missing. Anything else there (a
+    link, FIFO, socket, device or file) is removed first, never followed: the name is the hub
+    client's own, and the client would follow it."""
+    st = _held.lstat_quiet(name, parent)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        _clear(parent, name, label)
+    return _held.subdir(parent, name, create=True, share=True)
+
+
+def _publish(path: str | os.PathLike[str], data: bytes) -> None:
+    """Publish ``data`` as the file ``path`` in its directory, reached from the cache root and
+    held (made where missing): :func:`_publish_in`."""
+    with _parent_of(path, create=True) as (fd, _name):
+        _publish_in(fd, path, data)
+
+
+def _publish_in(dir_fd: int, path: str | os.PathLike[str], data: bytes) -> None:
+    """Publish ``data`` as the file ``path``, which lies in the held ``dir_fd``: a partial of
+    its own made ``O_EXCL|O_NOFOLLOW`` there, synced, then renamed over the name. A directory
+    at the name is removed first (it would stop the rename); a link, FIFO or anything else
+    there is replaced by the rename, never followed."""
+    name = os.path.basename(path)
+    st = _held.lstat_quiet(name, dir_fd)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        _clear(dir_fd, name, os.fspath(path))
+    part = _store.Partial(os.fspath(path), dir_fd=dir_fd)
+    try:
+        part.write(data)
+        part.commit(sidecar=False)
+    except BaseException:
+        part.discard()
+        raise
+
+
+def _remove_file(path: str | os.PathLike[str]) -> None:
+    """Remove the file ``path`` by its name in its held directory (best effort)."""
+    with contextlib.suppress(OSError), _parent_of(path) as (fd, name):
+        _held.remove(fd, name, directory=False)
+
+
+def _volume_error(uri: str, exc: OSError, doing: str) -> DownloadError:
+    """The error for a name of the hub cache or of the records that could not be reached or
+    written (``exc``), naming it, what was found and what to do."""
+    where = f"{exc.filename} " if isinstance(exc.filename, str) else ""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        why = (
+            "is a symbolic link or not a directory, not followed (another job may have planted "
+            "it): remove it if it is not yours, then warm again"
+        )
+    else:
+        why = f"{exc.strerror or exc}"
+    return DownloadError(uri, f"{uri}: cannot {doing}: {where}{why}", err=exc.errno)
+
+
+def _blob_of(target: str, depth: int) -> str | None:
+    """The blob a snapshot link's ``target`` names, for a link ``depth`` directories below its
+    snapshot directory: ``../../blobs/<name>`` (as huggingface_hub makes them), ``None`` for any
+    other target (a link out of the repository is no blob of it)."""
+    prefix = "../" * (depth + 2) + "blobs/"
+    if not target.startswith(prefix):
+        return None
+    name = target[len(prefix) :]
+    return name if _BLOB_NAME.fullmatch(name) else None
+
+
+def _vouched(hub: str, blob: str | None) -> tuple[str, str] | None:
+    """What the blob's name vouches for (Hugging Face names a blob after its ETag): ``("sha256",
+    hex)`` for an LFS file, ``("git-sha1", hex)`` for another; ``None`` for a copy (no link)."""
+    if hub != "hf" or blob is None:
+        return None
+    return ("sha256", blob) if len(blob) == 64 else ("git-sha1", blob)
+
+
+class _Snapshot:
+    """A snapshot directory held from the cache root, its files reached through it: a file is
+    a regular file there (ModelScope), or a link to a blob of its own repository (Hugging Face)
+    opened in the repository's held ``blobs/``. Nothing else is followed or opened."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.fd = _held.reach(os.path.join(self.path, "-"))[0]
+        self._blobs: int | None = None
+
+    def __enter__(self) -> _Snapshot:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the held directories."""
+        for fd in (self.fd, self._blobs):
+            if fd is not None:
+                os.close(fd)
+        self._blobs = None
+
+    @property
+    def at(self) -> str:
+        """A path of the held directory that no rename or link above it can redirect."""
+        return _held.held_path(self.fd, self.path + os.sep)
+
+    def blobs(self) -> int:
+        """The repository's ``blobs/`` (two levels up), held from the cache root."""
+        if self._blobs is None:
+            repo = os.path.dirname(os.path.dirname(os.path.normpath(self.path)))
+            self._blobs = _held.reach(os.path.join(repo, "blobs", "-"))[0]
+        return self._blobs
+
+    def _walk(self, rel: str) -> tuple[int, str, int]:
+        """``(held parent, name, depth)`` of ``rel``: its directories opened without following
+        a link. The caller closes the parent unless it is :attr:`fd`."""
+        *dirs, name = rel.split("/")
+        parent = self.fd
+        for part in dirs:
+            try:
+                child = _held.subdir(parent, part)
+            finally:
+                if parent != self.fd:
+                    os.close(parent)
+            parent = child
+        return parent, name, len(dirs)
+
+    def open(self, rel: str) -> tuple[int, os.stat_result, str | None]:
+        """``(descriptor, fstat, blob name or None)`` of the file ``rel``, refused
+        (:class:`OSError`) unless it is a regular file or a link to a blob of the repository
+        that is one; a missing one raises :class:`FileNotFoundError`."""
+        parent, name, depth = self._walk(rel)
+        try:
+            st = os.lstat(name, dir_fd=parent)
+            if not stat.S_ISLNK(st.st_mode):
+                fd, st = _store.open_regular_stat(name, dir_fd=parent)
+                return fd, st, None
+            blob = _blob_of(os.readlink(name, dir_fd=parent), depth)
+            if blob is None:
+                raise OSError(
+                    errno.ELOOP,
+                    "expected a link to a blob of its repository, found a link elsewhere: not "
+                    "followed (another job may have planted it)",
+                    os.path.join(self.path, rel),
+                )
+            fd, st = _store.open_regular_stat(blob, dir_fd=self.blobs())
+            return fd, st, blob
+        finally:
+            if parent != self.fd:
+                os.close(parent)
+
+    def discard(self, rel: str) -> None:
+        """Remove the file ``rel`` (and the blob of this repository it links to), so that the
+        client downloads it again; a link elsewhere loses its own name only."""
+        try:
+            parent, name, depth = self._walk(rel)
+        except OSError:
+            return
+        try:
+            st = _held.lstat_quiet(name, parent)
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                with contextlib.suppress(OSError):
+                    blob = _blob_of(os.readlink(name, dir_fd=parent), depth)
+                    if blob is not None:
+                        _clear(self.blobs(), blob, f"blob {blob} of {self.path}")
+            _clear(parent, name, os.path.join(self.path, rel))
+        finally:
+            if parent != self.fd:
+                os.close(parent)
+
+
+def _hash_fd(fd: int, size: int, *, git: bool) -> tuple[str, str | None]:
+    """sha256 of the file open at ``fd`` of ``size`` bytes and, when asked, its git blob id,
+    in one read."""
+    sha = hashlib.sha256()
+    blob = None
+    if git:
+        blob = hashlib.sha1(usedforsecurity=False)
+        blob.update(b"blob %d\x00" % size)
+    while chunk := os.read(fd, _CHUNK):
+        sha.update(chunk)
+        if blob is not None:
+            blob.update(chunk)
+    return sha.hexdigest(), None if blob is None else blob.hexdigest()
+
+
 # -- the record -----------------------------------------------------------------------------------
 
 
 def _read_record(path: Path) -> dict[str, Any] | None:
     """The record at ``path`` if it is one of this format, read only once ``fstat`` says it is
-    small enough to be one (:func:`.shared.read_record`): a planted giant is no record."""
-    data = shared.read_record(str(path))
+    small enough to be one (:func:`_read_json`): a planted giant is no record."""
+    data = _read_json(path)
     if data is None or data.get("format") != RECORD_FORMAT:
         return None
     return data
@@ -194,40 +449,24 @@ def _read_record(path: Path) -> dict[str, Any] | None:
 
 def _read_ref(ref: Path) -> str:
     """The text of huggingface_hub's ``refs/<branch>`` file ``ref`` (a commit hash), read only
-    once ``fstat`` says it is a small regular file (:func:`.._store.read_small`)."""
-    return _store.read_small(str(ref)).decode("utf-8")
+    once ``fstat`` says it is a small regular file with one name, in its held directory."""
+    return _read_at(ref, limit=_store.MAX_RECORD).decode("utf-8")
 
 
 def _write_record(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{random.getrandbits(32):08x}.tmp")
+    """Publish ``record`` at ``path`` (:func:`_publish`); :class:`DownloadError` naming the
+    name that could not be reached or written."""
+    data = json.dumps(record, indent=1, sort_keys=True).encode()
     try:
-        with tmp.open("w", encoding="utf-8") as f:
-            json.dump(record, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        _publish(path, data)
+    except DownloadError:
+        raise
+    except OSError as exc:
+        raise _volume_error(str(path), exc, f"record the snapshot at {path}") from exc
 
 
 def _stat_key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
-def _hash_file(path: str, *, git: bool) -> tuple[str, str | None]:
-    """sha256 of a file and, when asked, its git blob id, in one read."""
-    sha = hashlib.sha256()
-    blob = None
-    if git:
-        blob = hashlib.sha1(usedforsecurity=False)
-        blob.update(b"blob %d\x00" % os.path.getsize(path))
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            sha.update(chunk)
-            if blob is not None:
-                blob.update(chunk)
-    return sha.hexdigest(), None if blob is None else blob.hexdigest()
 
 
 def _build_record(
@@ -243,30 +482,53 @@ def _build_record(
     client keeps no listing): the record keeps it, and the snapshot is complete only with each
     of them. A file whose (size, mtime, inode) match the previous record keeps its recorded
     sha256: re-warming a branch must not re-read every weight file.
+
+    Each file is reached through the held snapshot directory (:class:`_Snapshot`): a link
+    elsewhere than a blob of the repository, or anything but a regular file with one name, is
+    removed and refused, as is a blob of another size than the hub lists (a sparse giant is
+    never hashed); the next warm downloads them again.
     """
     known: dict[str, dict[str, Any]] = {}
     if previous is not None:
         known = {f["path"]: f for f in previous.get("files", []) if isinstance(f, dict)}
+    sizes = _listed_sizes(spec, snapshot_dir, hub_root)
     files = []
-    for rel in hubs.snapshot_files(spec, snapshot_dir):
-        full = os.path.join(snapshot_dir, *rel.split("/"))
-        st = os.stat(full)
-        old = known.get(rel)
-        if old is not None and old.get("stat") == _stat_key(st):
-            files.append(old)
-            continue
-        vouched = hubs.hub_digest(spec.hub, full)
-        sha256, git_sha1 = _hash_file(full, git=vouched is not None and vouched[0] == "git-sha1")
-        if vouched is not None:
-            actual = sha256 if vouched[0] == "sha256" else git_sha1
-            if actual != vouched[1]:
-                raise ChecksumError(
-                    f"{spec.uri}/{rel}",
-                    f"{vouched[0]}:{vouched[1]}",
-                    f"{vouched[0]}:{actual}",
-                    st.st_size,
-                )
-        files.append({"path": rel, "size": st.st_size, "sha256": sha256, "stat": _stat_key(st)})
+    with _hold_snapshot(spec, snapshot_dir) as held:
+        for rel in hubs.snapshot_files(spec, held.at):
+            try:
+                fd, st, blob = held.open(rel)
+            except OSError as exc:
+                held.discard(rel)
+                raise _damaged(spec, rel, snapshot_dir, exc.strerror or str(exc)) from None
+            try:
+                if st.st_nlink != 1 or sizes.get(rel, st.st_size) != st.st_size:
+                    held.discard(rel)
+                    found = (
+                        f"{st.st_nlink} names (a hard link to another file)"
+                        if st.st_nlink != 1
+                        else f"{st.st_size} bytes where the hub lists {sizes[rel]}"
+                    )
+                    raise _damaged(spec, rel, snapshot_dir, f"found {found}: not read")
+                old = known.get(rel)
+                if old is not None and old.get("stat") == _stat_key(st):
+                    files.append(old)
+                    continue
+                vouched = _vouched(spec.hub, blob)
+                git = vouched is not None and vouched[0] == "git-sha1"
+                sha256, git_sha1 = _hash_fd(fd, st.st_size, git=git)
+            finally:
+                os.close(fd)
+            if vouched is not None:
+                actual = sha256 if vouched[0] == "sha256" else git_sha1
+                if actual != vouched[1]:
+                    raise ChecksumError(
+                        f"{spec.uri}/{rel}",
+                        f"{vouched[0]}:{vouched[1]}",
+                        f"{vouched[0]}:{actual}",
+                        st.st_size,
+                    )
+            entry = {"path": rel, "size": st.st_size, "sha256": sha256, "stat": _stat_key(st)}
+            files.append(entry)
     relative = os.path.relpath(snapshot_dir, hub_root)
     return {
         "format": RECORD_FORMAT,
@@ -285,6 +547,52 @@ def _build_record(
         "files": files,
         "warmed_at": time.time(),
     }
+
+
+def _damaged(spec: Model, rel: str, snapshot_dir: str, why: str) -> DownloadError:
+    """The error for a file of the snapshot the client produced that is not what it should be
+    (removed already, so that the next warm downloads it again)."""
+    return DownloadError(
+        spec.uri,
+        f"{spec.uri}: {os.path.join(snapshot_dir, rel)}: {why}; another job may have planted it "
+        "in the hub cache: it was removed, warm again",
+    )
+
+
+@contextlib.contextmanager
+def _hold_snapshot(spec: Model, snapshot_dir: str) -> Iterator[_Snapshot]:
+    """The snapshot directory the client produced, held (:class:`_Snapshot`);
+    :class:`DownloadError` when it cannot be reached without following a link."""
+    try:
+        held = _Snapshot(snapshot_dir)
+    except OSError as exc:
+        raise _volume_error(spec.uri, exc, f"reach the snapshot {snapshot_dir}") from None
+    with held:
+        yield held
+
+
+def _listed_sizes(spec: Model, snapshot_dir: str, hub_root: str) -> dict[str, int]:
+    """Each file's size as the hub listed the revision (huggingface_hub's cached listing of the
+    commit); empty where there is none: a guard against hashing a planted giant, nothing more."""
+    if spec.hub != "hf":
+        return {}
+    try:
+        from huggingface_hub import get_cached_repo_tree  # noqa: PLC0415 - optional
+
+        entries = get_cached_repo_tree(
+            spec.repo_id,
+            repo_type=spec.repo_type,
+            revision=os.path.basename(os.path.normpath(snapshot_dir)),
+            cache_dir=hub_root,
+        )
+    except Exception:  # noqa: BLE001 - no listing: no guard, the digests still decide
+        return {}
+    found: dict[str, int] = {}
+    for entry in entries:
+        size = getattr(entry, "size", None)
+        if isinstance(size, int) and not isinstance(size, bool):
+            found[entry.path] = size
+    return found
 
 
 def _commit_of(spec: Model, snapshot_dir: str) -> str | None:
@@ -338,24 +646,19 @@ def check_snapshot(
         if rel not in recorded:
             missing.append(rel)
             problems.append(f"{rel}: listed by the hub, never downloaded")
-    for entry in record["files"]:
-        rel = entry["path"]
-        full = os.path.join(snapshot, *rel.split("/"))
-        try:
-            st = os.stat(full)
-        except OSError:
-            missing.append(rel)
-            problems.append(f"{rel}: missing")
-            continue
-        if st.st_size != entry["size"]:
-            wrong.append(rel)
-            problems.append(f"{rel}: {st.st_size} bytes, expected {entry['size']}")
-            continue
-        if deep or _stat_key(st) != entry.get("stat"):
-            actual, _ = _hash_file(full, git=False)
-            if actual != entry["sha256"]:
-                wrong.append(rel)
-                problems.append(f"{rel}: sha256 {actual}, expected {entry['sha256']}")
+    try:
+        held: _Snapshot | None = _Snapshot(snapshot)
+    except FileNotFoundError:
+        held = None
+    except OSError as exc:
+        held = None
+        problems.append(f"{snapshot} cannot be reached: {exc.strerror or exc}")
+    try:
+        for entry in record["files"]:
+            _check_file(held, entry, deep=deep, missing=missing, wrong=wrong, problems=problems)
+    finally:
+        if held is not None:
+            held.close()
     problems.extend(_ref_problem(spec, snapshot, record))
     return SnapshotReport(
         spec,
@@ -368,12 +671,58 @@ def check_snapshot(
     )
 
 
+def _check_file(
+    held: _Snapshot | None,
+    entry: Mapping[str, Any],
+    *,
+    deep: bool,
+    missing: list[str],
+    wrong: list[str],
+    problems: list[str],
+) -> None:
+    """Compare the file of the record's ``entry`` in the held snapshot with it; add what is
+    wrong to the lists. A file that is no regular file with one name (or no link to a blob of
+    the repository that is one) is wrong, and never read."""
+    rel = entry["path"]
+    if held is None:
+        missing.append(rel)
+        problems.append(f"{rel}: missing")
+        return
+    try:
+        fd, st, _blob = held.open(rel)
+    except FileNotFoundError:
+        missing.append(rel)
+        problems.append(f"{rel}: missing")
+        return
+    except OSError as exc:
+        wrong.append(rel)
+        problems.append(f"{rel}: {exc.strerror or exc}")
+        return
+    try:
+        if st.st_nlink != 1:
+            wrong.append(rel)
+            problems.append(f"{rel}: {st.st_nlink} names (a hard link to another file): not read")
+            return
+        if st.st_size != entry["size"]:
+            wrong.append(rel)
+            problems.append(f"{rel}: {st.st_size} bytes, expected {entry['size']}")
+            return
+        if deep or _stat_key(st) != entry.get("stat"):
+            actual, _ = _hash_fd(fd, st.st_size, git=False)
+            if actual != entry["sha256"]:
+                wrong.append(rel)
+                problems.append(f"{rel}: sha256 {actual}, expected {entry['sha256']}")
+    finally:
+        os.close(fd)
+
+
 def _no_record(rpath: Path) -> str:
     old = None
     try:
-        old = json.loads(_store.read_small(str(rpath), limit=shared.MAX_RECORD))
+        old = json.loads(_read_at(rpath))
     except _store.RecordTooLargeError:
-        size = os.lstat(rpath).st_size
+        with _parent_of(rpath) as (fd, name):
+            size = os.lstat(name, dir_fd=fd).st_size
         return (
             f"its record {rpath} is {size} bytes, over the {shared.MAX_RECORD}-byte limit of a "
             "record: damaged, not read; run `cacheroot warm` to record it again"
@@ -409,9 +758,10 @@ def _find_record(spec: Model, environ: Mapping[str, str]) -> dict[str, Any] | No
     folder = rpath.parent
     prefix = _slug_prefix(spec)
     try:
-        names = sorted(
-            n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".json")
-        )
+        with _held_dir(folder) as fd:
+            names = sorted(
+                n for n in os.listdir(fd) if n.startswith(prefix) and n.endswith(".json")
+            )
     except OSError:
         return None
     for name in names:
@@ -462,13 +812,24 @@ def _write_ref(spec: Model, snapshot: Path) -> None:
     with contextlib.suppress(OSError, ValueError):
         if _read_ref(ref) == spec.revision:
             return
-    ref.parent.mkdir(parents=True, exist_ok=True)
-    tmp = ref.with_name(f"{ref.name}.{random.getrandbits(32):08x}.tmp")
+    # ``refs/`` and the directories of a branch with slashes are the client's own names: a link,
+    # FIFO or file planted in their place is removed, never followed.
+    repo = snapshot.parent.parent
     try:
-        tmp.write_text(spec.revision, encoding="utf-8")
-        os.replace(tmp, ref)
-    finally:
-        tmp.unlink(missing_ok=True)
+        with _held_dir(repo) as top:
+            fd = _own_dir(top, "refs", str(repo / "refs"))
+            try:
+                here = repo / "refs"
+                for part in spec.branch.split("/")[:-1]:
+                    here = here / part
+                    child = _own_dir(fd, part, str(here))
+                    os.close(fd)
+                    fd = child
+                _publish_in(fd, ref, spec.revision.encode())
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        raise _volume_error(spec.uri, exc, f"write {ref}") from exc
 
 
 def offline_snapshot_path(spec: Model, *, environ: Mapping[str, str] | None = None) -> Path:
@@ -585,11 +946,9 @@ def fill_snapshot(
         raise _miss(spec, report)
     if failure_hold is not None:
         _raise_recent_failure(spec, env, failure_hold)
-    lpath = lock_path(spec)
-    lpath.parent.mkdir(parents=True, exist_ok=True)
     hub_root = _hub_root(spec, env)
     # Raises LockTimeout naming the holder; a holder that died is detected and its lock taken.
-    with PathLock(str(lpath), timeout=lock_timeout):
+    with _locked(spec, lock_path(spec), lock_timeout):
         # Another process may have finished (or damaged something) while this one waited.
         report = _check_and_ref(spec, env)
         if report.complete and spec.pinned:
@@ -597,7 +956,8 @@ def fill_snapshot(
             return Warmed(report.path)
         _discard_wrong(spec, report)
         rpath = record_path(spec)
-        before = hubs.inventory(spec, hub_root)
+        _prepare(spec, hub_root)
+        before = _inventory(spec, hub_root)
 
         def download() -> dict[str, Any]:
             _check_client_root(spec, env)
@@ -628,8 +988,8 @@ def fill_snapshot(
         except Exception as error:
             _record_failure(spec, env, error)
             raise
-        failure_path(spec, env).unlink(missing_ok=True)
-        after = hubs.inventory(spec, hub_root)
+        _remove_file(failure_path(spec, env))
+        after = _inventory(spec, hub_root)
     downloaded = sum(size for key, size in after.items() if key not in before)
     return Warmed(_snapshot_dir(record, hub_root), downloaded)
 
@@ -753,13 +1113,12 @@ def _from_shared(
     tier = _tiers(spec, environ)
     if tier is None:
         return None
-    lpath = lock_path(spec, environ)
     try:
-        lpath.parent.mkdir(parents=True, exist_ok=True)
-        with PathLock(str(lpath), timeout=lock_timeout):
+        with _locked(spec, lock_path(spec, environ), lock_timeout):
             report = check_snapshot(spec, environ=environ)
             if not report.complete:
                 _discard_wrong(spec, report)
+                _prepare(spec, _hub_root(spec, environ))
                 record = _pull(tier, _identity(spec))
                 if record is None:
                     return None
@@ -776,16 +1135,147 @@ def _discard_wrong(spec: Model, report: SnapshotReport) -> None:
 
     The ModelScope client re-verifies sha256 against its listing and replaces a bad file by
     itself. The Hugging Face client trusts any file present, so a damaged one is removed here,
-    together with the blob its snapshot entry links to.
+    together with the blob of its repository that its snapshot entry links to (a link elsewhere
+    loses its own name only: what it points to is never touched).
     """
-    if spec.hub != "hf" or report.path is None:
+    if spec.hub != "hf" or report.path is None or not report.wrong:
         return
-    for rel in report.wrong:
-        link = os.path.join(report.path, *rel.split("/"))
-        target = os.path.realpath(link)
-        for victim in (target, link):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(victim)
+    try:
+        held = _Snapshot(report.path)
+    except OSError:
+        return
+    with held:
+        for rel in report.wrong:
+            held.discard(rel)
+
+
+@contextlib.contextmanager
+def _locked(spec: Model, lpath: Path, timeout: float) -> Iterator[None]:
+    """Hold the lock file ``lpath``, its directory reached from the cache root and held."""
+    try:
+        fd, _name, _on_volume = _held.reach(str(lpath), create=True)
+    except OSError as exc:
+        raise _volume_error(spec.uri, exc, f"take the lock {lpath}") from None
+    try:
+        lock = PathLock(_held.held_path(fd, str(lpath)), timeout=timeout)
+        try:
+            lock.acquire()
+        except LockTimeout as exc:
+            # Named as the user knows it, not by this process's descriptor.
+            _path, waited, holder = exc.__reduce__()[1]
+            raise LockTimeout(str(lpath), waited, holder) from None
+        try:
+            yield
+        finally:
+            lock.release()
+    finally:
+        os.close(fd)
+
+
+def _prepare(spec: Model, hub_root: str) -> None:
+    """Make the repository's directories in the hub cache real directories reached from the
+    cache root, and clear what is planted where the client keeps its files, before the client
+    runs: it opens everything there by path and trusts what it finds (a blob or a snapshot link
+    that exists is never downloaded again, and is followed wherever it leads).
+
+    A link, FIFO, socket, device or file where one of the repository's directories belongs is
+    removed; in ``blobs/`` everything but a regular file with one name; in the pinned
+    revision's snapshot directory every link that leads elsewhere than a blob of the
+    repository and everything but such a link, a regular file with one name or a directory.
+    The hub cache itself and the directories above it are refused (:class:`DownloadError`),
+    never followed.
+    """
+    folder = hubs.repo_folder(spec, hub_root)
+    try:
+        with _held_dir(os.path.dirname(folder), create=True) as top:
+            repo = _own_dir(top, os.path.basename(folder), folder)
+            try:
+                if spec.hub == "hf":
+                    _prepare_hf(spec, repo, folder)
+            finally:
+                os.close(repo)
+    except OSError as exc:
+        raise _volume_error(spec.uri, exc, f"reach the hub cache's {folder}") from None
+
+
+def _prepare_hf(spec: Model, repo: int, folder: str) -> None:
+    for sub in ("blobs", "snapshots", "refs", "trees"):
+        label = os.path.join(folder, sub)
+        fd = _own_dir(repo, sub, label)
+        try:
+            if sub in ("blobs", "trees"):
+                for name in os.listdir(fd):
+                    st = _held.lstat_quiet(name, fd)
+                    if st is not None and not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
+                        _clear(fd, name, os.path.join(label, name))
+            elif sub == "snapshots" and spec.pinned:
+                st = _held.lstat_quiet(spec.revision, fd)
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    _clear(fd, spec.revision, os.path.join(label, spec.revision))
+                elif st is not None:
+                    snap = _held.subdir(fd, spec.revision)
+                    try:
+                        _clear_snapshot(snap, os.path.join(label, spec.revision), 0)
+                    finally:
+                        os.close(snap)
+        finally:
+            os.close(fd)
+
+
+def _clear_snapshot(fd: int, label: str, depth: int) -> None:
+    """Clear the held snapshot directory ``fd`` (``depth`` below the revision's) of every name
+    that is not a directory, a regular file with one name, or a link to a blob."""
+    for name in os.listdir(fd):
+        st = _held.lstat_quiet(name, fd)
+        if st is None:
+            continue
+        here = os.path.join(label, name)
+        if stat.S_ISDIR(st.st_mode):
+            child = _held.subdir(fd, name)
+            try:
+                _clear_snapshot(child, here, depth + 1)
+                empty = not os.listdir(child)
+            finally:
+                os.close(child)
+            if empty:  # the client makes a directory only to hold links: this one is planted
+                _clear(fd, name, here)
+        elif stat.S_ISLNK(st.st_mode):
+            if _blob_of(os.readlink(name, dir_fd=fd), depth) is None:
+                _clear(fd, name, here)
+        elif not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
+            _clear(fd, name, here)
+
+
+def _inventory(spec: Model, hub_root: str) -> dict[tuple[int, int], int]:
+    """The files the client keeps for ``spec``'s repository: ``(device, inode) -> size``, found
+    through held directories (Hugging Face: the blobs; ModelScope: the whole repository).
+    Compared before and after a download, the new ones are what it downloaded."""
+    folder = hubs.repo_folder(spec, hub_root)
+    found: dict[tuple[int, int], int] = {}
+    with (
+        contextlib.suppress(OSError),
+        _held_dir(os.path.join(folder, "blobs") if spec.hub == "hf" else folder) as fd,
+    ):
+        _files_below(fd, found)
+    return found
+
+
+def _files_below(fd: int, found: dict[tuple[int, int], int]) -> None:
+    for name in os.listdir(fd):
+        st = _held.lstat_quiet(name, fd)
+        if st is None:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                child = _held.subdir(fd, name)
+            except OSError:
+                continue
+            try:
+                _files_below(child, found)
+            finally:
+                os.close(child)
+        elif stat.S_ISREG(st.st_mode) and not name.endswith(_CLIENT_PARTIALS):
+            found[st.st_dev, st.st_ino] = st.st_size
 
 
 def _check_client_root(spec: Model, environ: Mapping[str, str]) -> None:
@@ -824,7 +1314,8 @@ _HTTP_ERROR = re.compile(r"HTTP Error (\d{3})")
 def _download_once(spec: Model, hub_root: str) -> tuple[str, list[str]]:
     """One download by the hub's client, checked against the revision's listing."""
     snapshot_dir, hub_error = hubs.download(spec)
-    present = hubs.snapshot_files(spec, snapshot_dir)
+    with _hold_snapshot(spec, snapshot_dir) as held:
+        present = hubs.snapshot_files(spec, held.at)
     listing = hubs.listing(spec, snapshot_dir, hub_root)
     if listing is None:
         found = _HTTP_ERROR.search(hub_error or "")
