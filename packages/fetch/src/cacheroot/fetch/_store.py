@@ -195,7 +195,11 @@ def read_small(path: str, *, dir_fd: int | None = None, limit: int = MAX_RECORD)
             )
         chunks: list[bytes] = []
         got = 0
-        while chunk := os.read(fd, limit + 1 - got):
+        # The size ``fstat`` gave, then small chunks: ``os.read`` allocates what it is asked
+        # for, and a record of a few hundred bytes must not cost the largest one's memory.
+        ask = st.st_size + 1
+        while chunk := os.read(fd, min(ask, limit + 1 - got)):
+            ask = _READ_CHUNK
             chunks.append(chunk)
             got += len(chunk)
             if got > limit:
@@ -203,6 +207,10 @@ def read_small(path: str, *, dir_fd: int | None = None, limit: int = MAX_RECORD)
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+#: What :func:`read_small` asks for at a time past the size ``fstat`` gave (a growing file).
+_READ_CHUNK = 1 << 16
 
 
 def _too_large(path: str, size: int, limit: int) -> RecordTooLargeError:

@@ -217,15 +217,8 @@ def _parent_of(path: str | os.PathLike[str], *, create: bool = False) -> Iterato
 
 def _read_at(path: str | os.PathLike[str], limit: int = shared.MAX_RECORD) -> bytes:
     """The small regular file ``path`` with one name (:func:`.._store.read_small`, read only
-    once ``fstat`` says so), opened in its held directory.
-
-    The bound handed on is the file's own size where that is smaller: the read asks for all of
-    its bound at once, and a record of a few hundred bytes should not cost the memory of the
-    largest one (one that grows meanwhile reads as too large, no record)."""
+    once ``fstat`` says so), opened in its held directory."""
     with _parent_of(path) as (fd, name):
-        st = os.lstat(name, dir_fd=fd)
-        if stat.S_ISREG(st.st_mode):
-            limit = min(limit, st.st_size)
         return _store.read_small(name, dir_fd=fd, limit=limit)
 
 
