@@ -127,6 +127,28 @@ def test_cache_dir_follows_a_legacy_name_set_between_calls(tmp_path: Path) -> No
     assert cache_dir(env) == str(tmp_path / "v" / "test_cache")
 
 
+def test_cache_dir_follows_the_process_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The process environment is read through the mapping behind os.environ (a hit's fast
+    # path): every change made through os.environ must show.
+    for each in (CACHEROOT, CACHEROOT_APPLIED, VLLM_TEST_CACHE_LEGACY, *(v.name for v in TABLE)):
+        monkeypatch.setitem(os.environ, each, "")  # the layout as the user left it: unset
+        del os.environ[each]
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == str(tmp_path / "home" / ".cache" / "vllm" / "test_cache")
+    os.environ[CACHEROOT] = str(tmp_path / "root")
+    assert cache_dir() == str(tmp_path / "root" / "vllm" / "test_cache")
+    os.environ[VLLM_TEST_CACHE_LEGACY] = str(tmp_path / "legacy")
+    assert cache_dir() == str(tmp_path / "legacy")
+    os.environ[VLLM_TEST_CACHE] = str(tmp_path / "current")  # the current name wins
+    assert cache_dir() == str(tmp_path / "current")
+    del os.environ[VLLM_TEST_CACHE], os.environ[VLLM_TEST_CACHE_LEGACY]
+    assert cache_dir() == str(tmp_path / "root" / "vllm" / "test_cache")
+    os.environ.pop(CACHEROOT)
+    assert cache_dir() == str(tmp_path / "home" / ".cache" / "vllm" / "test_cache")
+
+
 # -- the shared tier (CACHEROOT_SHARED) is local infrastructure, not the network ------------------
 
 

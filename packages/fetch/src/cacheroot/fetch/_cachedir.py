@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from cacheroot.envs import (
     CACHEROOT,
     CACHEROOT_APPLIED,
-    CACHEROOT_PIN_FILE,
     INVALID,
     TABLE,
     VLLM_TEST_CACHE,
@@ -24,6 +23,8 @@ from cacheroot.envs import (
 from ._errors import FetchError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from cacheroot.envs import Layout
 
 #: The layout variable that holds the cache directory.
@@ -43,16 +44,28 @@ def _ancestry(name: str) -> tuple[str, ...]:
 
 
 #: Every variable that the cache root and the cache directory depend on: the root's own, the
-#: pin's, the home directory's, and the cache directory's chain of parents.
-DEPENDS = (
-    CACHEROOT,
-    CACHEROOT_APPLIED,
-    CACHEROOT_PIN_FILE,
-    XDG_CACHE_HOME,
-    "HOME",
-    *_ancestry(CACHE_VARIABLE),
-)
-_memo: dict[tuple[str | None, ...], str] = {}
+#: home directory's, and the cache directory's chain of parents. (A pinned root reaches them
+#: through the start-up hook, which sets ``CACHEROOT``.)
+DEPENDS = (CACHEROOT, CACHEROOT_APPLIED, XDG_CACHE_HOME, "HOME", *_ancestry(CACHE_VARIABLE))
+_memo: dict[tuple[object, ...], str] = {}
+
+#: The process environment as it was at import, its mapping of encoded names to encoded values,
+#: and :data:`DEPENDS`' names encoded as that mapping keys them: :func:`depends_key` reads it
+#: directly. ``os.environ.get`` encodes the name and decodes the value at every call (about
+#: 0.5 us each, most of a hit's cost over eight names); the mapping behind it is the same data,
+#: kept in step by every change made through ``os.environ``.
+_ENVIRON = os.environ
+_RAW: dict[object, object] | None = getattr(os.environ, "_data", None)
+_RAW_DEPENDS = tuple(map(os.environ.encodekey, DEPENDS)) if isinstance(_RAW, dict) else ()
+
+
+def depends_key(environ: Mapping[str, str] | None = None) -> tuple[object, ...]:
+    """The values of :data:`DEPENDS` in ``environ`` (default: the process environment), as a
+    memo key: equal keys mean an equal cache root and cache directory."""
+    env = os.environ if environ is None else environ
+    if env is _ENVIRON and _RAW is not None and _RAW_DEPENDS:
+        return tuple(map(_RAW.get, _RAW_DEPENDS))
+    return tuple(map(env.get, DEPENDS))
 
 
 def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
@@ -62,7 +75,7 @@ def cache_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
     :data:`DEPENDS`. Raises :class:`FetchError` when the layout makes it unusable.
     """
     env = os.environ if environ is None else environ
-    key = tuple(env.get(n) for n in DEPENDS)
+    key = depends_key(env)
     found = _memo.get(key)
     if found is not None:
         return found

@@ -20,7 +20,7 @@ import errno
 import os
 import stat
 
-from ._cachedir import DEPENDS
+from ._cachedir import depends_key
 from ._store import SHARED_DIR, makedirs, partial_path, shared
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -47,7 +47,7 @@ def _top(path: str) -> tuple[str, bool]:
 def _tops() -> tuple[str, ...]:
     """The cache root and the cache directory as the layout has them now (absolute), memoised
     on the variables they depend on: a hit pays a few look-ups, not a whole layout."""
-    key = tuple(os.environ.get(name) for name in DEPENDS)
+    key = depends_key()
     found = _TOPS.get(key)
     if found is None:
         from cacheroot.envs import INVALID, VLLM_TEST_CACHE, resolve  # noqa: PLC0415 - on need
@@ -61,7 +61,7 @@ def _tops() -> tuple[str, ...]:
     return found
 
 
-_TOPS: dict[tuple[str | None, ...], tuple[str, ...]] = {}
+_TOPS: dict[tuple[object, ...], tuple[str, ...]] = {}
 
 
 def reach(path: str, *, create: bool = False, follow: bool = False) -> tuple[int, str, bool]:
