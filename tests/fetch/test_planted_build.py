@@ -19,6 +19,13 @@ the operation ended within its time, that a sparse giant cost no memory, and tha
 clean: the built tree, complete and a real directory, or cacheroot's own
 :class:`~cacheroot.fetch.FetchError` with no partial directory left and nothing half published.
 
+As in :mod:`tests.fetch.test_planted_matrix`, the volume is shared by a group (``2775``) and
+every case runs twice over, by who plants: root, and a member of the group (a second uid, from
+a forked child: :func:`tests.planted.plant_as`) planting the kinds a member can
+(``MEMBER_KINDS`` less ``MEMBER_REFUSED``). Where the member may not write the directory (inside
+a published tree, which the builder made with its own umask), the kernel's refusal is the
+outcome checked. The member variant needs root and skips elsewhere.
+
 One case more swaps the namespace for a link while the builder runs.
 """
 
@@ -37,20 +44,41 @@ from cacheroot.fetch._store import meta_path
 from cacheroot.fetch._used import used_path
 from cacheroot.fetch.store import lock_path
 
+from .test_multiuser import GROUP, UID_A, need_root
+from .test_planted_matrix import made
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from tests.planted import (
         DIR_KINDS,
         FILE_KINDS,
+        MEMBER_KINDS,
+        MEMBER_REFUSED,
         MEMORY_BOUND,
+        PLANTERS,
         bounded,
+        group_volume,
         outside_dir,
         plant,
+        plant_as,
         state,
     )
 else:
-    from planted import DIR_KINDS, FILE_KINDS, MEMORY_BOUND, bounded, outside_dir, plant, state
+    from planted import (
+        DIR_KINDS,
+        FILE_KINDS,
+        MEMBER_KINDS,
+        MEMBER_REFUSED,
+        MEMORY_BOUND,
+        PLANTERS,
+        bounded,
+        group_volume,
+        outside_dir,
+        plant,
+        plant_as,
+        state,
+    )
 
 KEY = "tiny"
 CONFIG = b'{"hidden_size": 8}'
@@ -79,18 +107,22 @@ OPERATIONS = ("build", "hit")
 
 
 def _cases() -> Iterator[Any]:
-    for op in OPERATIONS:
-        for component, is_dir in COMPONENTS.items():
-            if (component in IN_TREE and op == "build") or (
-                component in IN_PARTIAL and op != "build"
-            ):
-                continue
-            for kind in DIR_KINDS if is_dir else FILE_KINDS:
-                if component == "partial-member" and kind == "sparse":
-                    # A file the builder wrote, however large, is hashed whole to record the
-                    # tree: that is the builder's cost (seconds for a giant), not a planter's.
+    for planter in PLANTERS:
+        for op in OPERATIONS:
+            for component, is_dir in COMPONENTS.items():
+                if (component in IN_TREE and op == "build") or (
+                    component in IN_PARTIAL and op != "build"
+                ):
                     continue
-                yield pytest.param(op, component, kind, id=f"{op}-{component}-{kind}")
+                for kind in DIR_KINDS if is_dir else FILE_KINDS:
+                    if component == "partial-member" and kind == "sparse":
+                        # A file the builder wrote, however large, is hashed whole to record the
+                        # tree: that is the builder's cost (seconds for a giant), not a planter's.
+                        continue
+                    if planter == "member" and (kind not in MEMBER_KINDS or kind in MEMBER_REFUSED):
+                        continue  # the root planter covers the rest
+                    id_ = f"{op}-{component}-{kind}-{planter}"
+                    yield pytest.param(op, component, kind, planter, id=id_)
 
 
 def _write(out: Path) -> None:
@@ -115,18 +147,19 @@ def _partials(ns: Path) -> list[str]:
 
 
 def _planting_builder(
-    ns: Path, *, component: str, kind: str, outside: Path, planted: list[Path]
+    ns: Path, *, component: str, plant_at: Callable[[Path], bool], planted: list[Path]
 ) -> Callable[[Path], None]:
-    """A builder that writes the tree, then plants ``kind`` in its partial directory (found in
-    the namespace by name): the partial itself, ``bin``, or ``config.json``."""
+    """A builder that writes the tree, then plants (``plant_at``) in its partial directory
+    (found in the namespace by name): the partial itself, ``bin``, or ``config.json``; the
+    list gets the name where it planted, or tried to."""
 
     def builder(out: Path) -> None:
         _write(out)
         (partial,) = _partials(ns)
         rel = {"partial": "", "partial-dir": "bin", "partial-member": "config.json"}[component]
         where = ns / partial / rel if rel else ns / partial
-        plant(where, kind, outside)
         planted.append(where)
+        plant_at(where)
 
     return builder
 
@@ -192,16 +225,38 @@ def _assert_clean(op: str, component: str, outcome: object, ns: Path, out: Path)
         _assert_complete(out)
 
 
-@pytest.mark.parametrize(("op", "component", "kind"), list(_cases()))
+def _planter(planter: str, kind: str, outside: Path, volume: Path) -> Callable[[Path], bool]:
+    """How ``planter`` plants ``kind`` at a name: says whether it could. Only the member may
+    be refused, and only by the kernel, where the directory is not the group's to write."""
+
+    def plant_at(where: Path) -> bool:
+        if planter == "root":
+            plant(where, kind, outside)
+            return True
+        try:
+            plant_as(UID_A, GROUP, where, kind, outside, volume=volume)
+        except PermissionError:
+            assert not os.lstat(where.parent).st_mode & stat.S_IWGRP, f"{where} refused"
+            return False
+        assert os.lstat(where).st_uid == UID_A
+        return True
+
+    return plant_at
+
+
+@pytest.mark.parametrize(("op", "component", "kind", "planter"), list(_cases()))
 def test_planted_object(
     *,
     op: str,
     component: str,
     kind: str,
+    planter: str,
     isolated_cache: Path,
     tmp_path: Path,
 ) -> None:
-    os.chmod(isolated_cache, 0o2775)  # noqa: S103 - a volume shared by a group, as documented
+    if planter == "member":
+        need_root()
+    group_volume(isolated_cache, GROUP)
     cache = isolated_cache / "vllm" / "test_cache"
     assert os.environ["_VLLM_TEST_CACHE"] == str(cache)
     outside = outside_dir(tmp_path / "outside")
@@ -210,22 +265,21 @@ def test_planted_object(
     if op == "hit":
         assert build_once(KEY, _builder) == out  # a tree, its record, lock and stamp
     else:
-        ns.mkdir(parents=True)
+        made(ns, isolated_cache)  # as cacheroot makes its directories in a shared volume
     counted = kind != "hardlink"
     planted: list[Path] = []
     builder: Callable[[Path], None] = _builder
+    plant_at = _planter(planter, kind, outside, isolated_cache)
     with pytest.MonkeyPatch.context() as mp:
         # A new process: nothing remembered of the tree or of its stamp.
         mp.setattr(_build, "_seen", {})
         mp.setattr(_used, "_fresh_until", {})
         if component in IN_PARTIAL:
-            builder = _planting_builder(
-                ns, component=component, kind=kind, outside=outside, planted=planted
-            )
+            builder = _planting_builder(ns, component=component, plant_at=plant_at, planted=planted)
             # The same fingerprint as the plain builder's would be another name: look it up.
             out = built_path(KEY, builder)
-        else:
-            plant(_position(cache, out, component), kind, outside)
+        elif not plant_at(_position(cache, out, component)):
+            return  # the kernel refused the member: nothing planted, nothing to run
         before = state(outside, names_counted=counted)
         outcome: object = None
         with bounded(memory=kind == "sparse") as peak:

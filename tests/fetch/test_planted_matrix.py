@@ -31,23 +31,25 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cacheroot.fetch import Fetcher, FetchError
+from cacheroot.fetch import Fetcher, FetchError, _proc, _store
 from cacheroot.fetch._upkeep.cache import disk_usage as du
 from cacheroot.fetch._upkeep.cache import entries, prune, verify
 from cacheroot.fetch.store import SHARED_DIR, lock_path
 
-from .origin import body
+from .origin import body, sha256
 from .test_multiuser import GROUP, UID_A, need_root
 
 if TYPE_CHECKING:
     from tests.planted import (
         DIR_KINDS,
         FILE_KINDS,
+        HANG,
         MEMBER_KINDS,
         MEMBER_REFUSED,
         MEMORY_BOUND,
@@ -63,6 +65,7 @@ else:
     from planted import (
         DIR_KINDS,
         FILE_KINDS,
+        HANG,
         MEMBER_KINDS,
         MEMBER_REFUSED,
         MEMORY_BOUND,
@@ -210,3 +213,138 @@ def test_what_a_member_cannot_plant(kind: str, isolated_cache: Path, tmp_path: P
         plant_as(UID_A, GROUP, where, kind, outside, volume=isolated_cache)
     assert refused.value.errno == errno.EPERM, refused.value
     assert not os.path.lexists(where)
+
+
+# -- a download's partial file ------------------------------------------------------------------
+
+#: Where a fetch writes its partial, by the name a planter gives it: a partial it would take over
+#: (of a process of this machine that is gone; of another machine, untouched for an hour), the
+#: fresh name it creates for its own, and the fresh name of its record's partial.
+PARTIALS = ("partial-dead", "partial-stale", "partial-fresh", "partial-record")
+#: A machine tag no host here has (``_proc.machine_tag`` is eight hex digits).
+OTHER_MACHINE = "0badc0de"
+
+
+def _partial_cases() -> Iterator[Any]:
+    for planter in PLANTERS:
+        for component in PARTIALS:
+            # Only a pinned fetch resumes a partial; an unpinned one must still refuse to.
+            pins = (True, False) if component in ("partial-dead", "partial-stale") else (True,)
+            for pinned in pins:
+                for kind in FILE_KINDS:
+                    if planter == "member" and (kind not in MEMBER_KINDS or kind in MEMBER_REFUSED):
+                        continue
+                    op = "pinned" if pinned else "unpinned"
+                    id_ = f"{op}-{component}-{kind}-{planter}"
+                    yield pytest.param(pinned, component, kind, planter, id=id_)
+
+
+def _gone_pid() -> int:
+    """The pid of a process of this machine that has exited (and been reaped)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child exits at once
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def _left_partial(dest: Path, component: str) -> Path:
+    """The name of a partial of ``dest`` whose writer is gone, as a fetch lists it."""
+    if component == "partial-dead":
+        writer = f"{_proc.machine_tag()}-{_gone_pid()}"
+    else:
+        writer = f"{OTHER_MACHINE}-{os.getpid()}"
+    return dest.with_name(f".{dest.name}.{writer}.5eed5eed.partial")
+
+
+def _plant_fresh(
+    monkeypatch: pytest.MonkeyPatch, prefix: str, plant_there: Callable[[Path], None]
+) -> list[Path]:
+    """Plant, through ``plant_there``, at the first fresh partial name the fetch draws whose
+    base name starts with ``prefix`` (just before the fetch uses it: a name drawn at random
+    cannot be planted sooner); the list gets the name."""
+    draw = _store.partial_path
+    planted: list[Path] = []
+
+    def drawn(dest: str) -> str:
+        path = draw(dest)
+        if not planted and os.path.basename(path).startswith(prefix):
+            planted.append(Path(path))
+            plant_there(Path(path))
+        return path
+
+    monkeypatch.setattr(_store, "partial_path", drawn)
+    return planted
+
+
+@pytest.mark.parametrize(("pinned", "component", "kind", "planter"), list(_partial_cases()))
+def test_planted_partial(
+    *,
+    pinned: bool,
+    component: str,
+    kind: str,
+    planter: str,
+    origin: Origin,
+    name: str,
+    isolated_cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fetch meets an object planted at a partial's name: one it would take over, or the one
+    it creates. It never writes into a hard-linked file nor publishes one, never adopts another
+    uid's bytes (nor asks the origin for the rest of them), never follows a link or blocks on a
+    FIFO; it ends with the origin's bytes in a file of its own, or a clear :class:`FetchError`."""
+    if planter == "member":
+        need_root()
+    group_volume(isolated_cache, GROUP)
+    outside = outside_dir(tmp_path / "outside")
+    url = origin.url(f"/ok/{name}")
+    fetcher = Fetcher(retries=0, connect_timeout=5.0, read_timeout=5.0, lock_timeout=2.0)
+    dest = fetcher.path(url, namespace=NAMESPACE)
+    made(dest.parent, isolated_cache)
+
+    def plant_there(where: Path) -> None:
+        if planter == "member":
+            plant_as(UID_A, GROUP, where, kind, outside, volume=isolated_cache)
+        else:
+            plant(where, kind, outside)
+
+    counted = kind != "hardlink"
+    planted: list[Path] = []
+    if component in ("partial-dead", "partial-stale"):
+        planted.append(_left_partial(dest, component))
+        plant_there(planted[0])
+    else:
+        prefix = f".{dest.name}." if component == "partial-fresh" else f"..{dest.name}.meta.json."
+        planted = _plant_fresh(monkeypatch, prefix, plant_there)
+    before = state(outside, names_counted=counted)
+    outcome: object = None
+    started = time.monotonic()
+    with bounded(memory=kind == "sparse") as peak:
+        try:
+            outcome = fetcher.fetch(
+                url, namespace=NAMESPACE, sha256=sha256(body(name)) if pinned else None
+            )
+        except FetchError as exc:
+            outcome = exc
+        finally:
+            fetcher.close()
+    assert planted, "the fetch drew no partial name to plant at"
+    # The alarm that ends a hung call is a TimeoutError: an OSError the fetch may handle.
+    assert time.monotonic() - started < HANG, "the fetch hung until the alarm ended it"
+    assert state(outside, names_counted=counted) == before, "the fetch touched what lies outside"
+    if peak:
+        assert peak[0] < MEMORY_BOUND, f"the fetch allocated {peak[0]} bytes for a sparse giant"
+    if planter == "member":
+        # Another uid's partial is refused, not resumed: no Range asked of the origin.
+        assert origin.ranges[f"/ok/{name}"] in ([], [None]), origin.ranges
+    if isinstance(outcome, FetchError):
+        return
+    assert isinstance(outcome, Path), outcome
+    got = os.lstat(outcome)
+    assert stat.S_ISREG(got.st_mode)
+    assert got.st_nlink == 1
+    assert got.st_uid == os.geteuid(), "published a file another uid wrote"
+    assert not os.path.samestat(got, os.lstat(outside / "secret"))
+    with open(outcome, "rb") as f:
+        assert f.read() == body(name)
