@@ -96,3 +96,28 @@ def test_a_holder_taken_over_knows_it_and_leaves_the_new_lease(tmp_path: Path) -
     first.release()
     with open(path, encoding="utf-8") as f:
         assert json.load(f) == other
+
+
+def test_a_directory_planted_as_the_lease_is_waited_out_not_spun_on(tmp_path: Path) -> None:
+    path = lease_path(str(tmp_path / "entry"))
+    os.mkdir(path)
+    assert Lease(path, stale_after=30.0).acquire(timeout=0.3) == "timeout"
+    # Watched as a lease that never changes: moved aside once stale, then the lease is ours.
+    waiter = Lease(path, stale_after=0.2)
+    assert waiter.acquire(timeout=10.0) == "held"
+    assert waiter.taken_over == 1
+    waiter.release()
+    assert not os.path.lexists(path)
+
+
+def test_a_hard_link_planted_as_the_lease_is_never_read(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"root only\n")
+    os.utime(secret, (1_000_000, 1_000_000))
+    path = lease_path(str(tmp_path / "entry"))
+    os.link(secret, path)
+    waiter = Lease(path, stale_after=0.2)
+    assert waiter.acquire(timeout=10.0) == "held"
+    waiter.release()
+    st = os.stat(secret)
+    assert (st.st_atime, st.st_nlink, secret.read_bytes()) == (1_000_000, 1, b"root only\n")

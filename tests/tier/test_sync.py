@@ -93,6 +93,20 @@ def test_a_file_another_host_published_is_never_replaced(tmp_path: Path) -> None
     assert (report.copied, report.present) == (1, 1)
 
 
+def test_a_file_with_several_names_is_counted_not_copied_nor_failed(tmp_path: Path) -> None:
+    l1, l2 = tmp_path / "l1", tmp_path / "l2"
+    l2.mkdir()
+    put(l1, "uv/archive/a/lib.py", b"linked into an environment")
+    os.link(l1 / "uv/archive/a/lib.py", tmp_path / "venv-lib.py")  # a second name, elsewhere
+    put(l1, "uv/archive/a/other.py", b"one name")
+    report = sync(str(l1), str(l2))
+    assert visible_files(str(l2)) == {"uv/archive/a/other.py": b"one name"}
+    assert (report.copied, report.linked, report.failed) == (1, 1, 0)
+    assert str(report).endswith(
+        "0 failed; 1 file with several names not copied (a hard link may lead to anyone's file)"
+    )
+
+
 def _tree(root: Path, files: int, size: int) -> dict[str, bytes]:
     made = {}
     for i in range(files):

@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -63,17 +64,31 @@ def lease_path(entry: str) -> str:
 def _read(path: str) -> bytes | None:
     """The lease's bytes, ``None`` when there is none (an empty file reads as ``b""``).
 
-    Anything but a regular file there (a planted link or FIFO) is removed and reads as none.
+    A link, FIFO, socket or device there is removed and reads as none. What cannot be read
+    as a lease reads as ``b""``, never read: a directory (not removed here) and a file with a
+    second name (a hard link to a file of someone's choosing; a lease being created has two
+    names for an instant too). A waiter watches it as it watches a lease that does not
+    change, and takes it over (moves the name aside) once it has not changed for
+    :data:`STALE_AFTER`: a planted one costs a wait, never a read and never an endless one.
     """
     try:
-        fd = _store.open_regular(path)
+        fd, st = _store.open_regular_stat(path)
     except FileNotFoundError:
         return None
     except _store.NotRegularFileError:
+        if _is_dir(path):
+            return b""
         _store.remove_planted(path)
         return None
     with open(fd, "rb") as f:
-        return f.read(4096)
+        return f.read(4096) if st.st_nlink == 1 else b""
+
+
+def _is_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 class Lease:
@@ -206,11 +221,11 @@ class Lease:
                 return "held"
             now = time.monotonic()
             current = _read(self.path)
-            if current is None:
+            if current is None and (timeout is None or now - started < timeout):
                 continue  # released just now: try again at once
             if current != seen:
                 seen, since = current, now
-            elif now - since >= self.stale_after:
+            elif current is not None and now - since >= self.stale_after:
                 self._take_over(current)
                 seen, since = None, time.monotonic()
                 continue

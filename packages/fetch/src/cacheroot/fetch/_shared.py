@@ -30,13 +30,13 @@ root that is missing, not a directory, not writable, or that overlaps ``CACHEROO
 process on one tier, said once (:func:`counterpart`); sub-directories inside it are made as
 needed.
 
-Every name on the shared tier was written by some job, so none is trusted: a directory below
-its root is opened component by component without following a link (:func:`open_below`), files
-are created, linked and removed relative to that descriptor, sources are opened ``O_NOFOLLOW``
-and must be the regular file the caller listed, and a copy never gets a permission bit its
-source did not have. A process whose trust tier is ``ro`` (``CACHEROOT_SHARED_MODE=ro``, or a
-volume mounted read-only) reads through the shared tier and never writes, leases or publishes
-there; ``off`` ignores it.
+Every name on the shared tier was written by some job, so none is trusted: a directory below its
+root is opened component by component without following a link (:func:`open_below`), files are
+created, linked and removed relative to that descriptor, sources are opened ``O_NOFOLLOW`` and must
+be the regular file of one name the caller listed, and a copy never gets a permission bit its source
+did not have. A process whose trust tier is ``ro`` (``CACHEROOT_SHARED_MODE=ro``, or a volume
+mounted read-only) reads through the shared tier and never writes, leases or publishes there;
+``off`` ignores it.
 
 ``CACHEROOT_SHARED=s3://BUCKET/PREFIX`` (or ``gs://``, ``az://``) puts the shared tier in a
 bucket instead (:mod:`._bucket`): :func:`fill_file` and :func:`pull_only` hand such an entry
@@ -313,13 +313,24 @@ def open_source(
 ) -> tuple[int, os.stat_result]:
     """Open the file ``path`` to read without following a link or blocking on a FIFO
     (:func:`cacheroot.fetch._store.open_regular`): ``(descriptor, its stat)``. Refused
-    (:class:`OSError`) unless it is a regular file and, with ``expect`` (what a walk saw), that
-    very file."""
-    fd = _store.open_regular(path, dir_fd=dir_fd)
-    st = os.fstat(fd)
+    (:class:`OSError`) unless it is a regular file of one name and, with ``expect`` (what a walk
+    saw), that very file.
+
+    A second name may be anywhere: a hard link another job made to a file of its choosing (a
+    root-only one) would have the copy read it and hand its bytes to the other tier.
+    """
+    fd, st = _store.open_regular_stat(path, dir_fd=dir_fd)
     if expect is not None and (st.st_dev, st.st_ino) != (expect.st_dev, expect.st_ino):
         os.close(fd)
         raise OSError(errno.ESTALE, "was replaced after it was listed: refused", path)
+    if st.st_nlink != 1:
+        os.close(fd)
+        raise _store.NotRegularFileError(
+            errno.EMLINK,
+            f"has {st.st_nlink} names (a hard link to another file): refused, not read (another "
+            "job may have planted it; remove it if it is not yours)",
+            path,
+        )
     return fd, st
 
 

@@ -23,13 +23,13 @@ on the same host, or once abandoned for an hour by any host); running it again f
 Neither :func:`up` nor :func:`sync` ever creates L2's root (see :mod:`.._shared`): a root that is
 not there is an unmounted volume or a typo, and they raise :class:`FileNotFoundError` instead.
 
-Both trees are written by other jobs, so neither is trusted. The walks open each directory
-without following a link (:func:`os.fwalk`), directories on the other side are reached and made
-component by component without following one either (:func:`.._shared.open_below`), a source is
-opened ``O_NOFOLLOW`` and must be the file the walk saw, a copy never gets a permission bit its
-source lacked, and a link is copied only when its target stays inside the tree. Credential files
-(:data:`CREDENTIALS`: the hub's tokens, netrc-like files) and what ``cacheroot cache verify``
-quarantined are never copied.
+Both trees are written by other jobs, so neither is trusted. The walks open each directory without
+following a link (:func:`os.fwalk`), directories on the other side are reached and made component by
+component without following one either (:func:`.._shared.open_below`), a source is opened
+``O_NOFOLLOW`` and must be the file of one name the walk saw (and hold the size its cacheroot record
+gives, where it has one), a copy never gets a permission bit its source lacked, and a link is copied
+only when its target stays inside the tree. Credential files (:data:`CREDENTIALS`: the hub's tokens,
+netrc-like files) and what ``cacheroot cache verify`` quarantined are never copied.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def skip_reason(name: str) -> str:
 class SyncReport:
     """What one :func:`sync` pass did (counts and bytes), for the command's summary."""
 
-    __slots__ = ("copied", "copied_bytes", "failed", "present", "skipped", "unsettled")
+    __slots__ = ("copied", "copied_bytes", "failed", "linked", "present", "skipped", "unsettled")
 
     def __init__(self) -> None:
         self.copied = 0
@@ -136,12 +136,20 @@ class SyncReport:
         self.skipped = 0
         self.unsettled = 0
         self.failed = 0
+        #: Files with more than one name, never read (see :meth:`_Pass.candidate`).
+        self.linked = 0
 
     def __str__(self) -> str:
+        linked = (
+            f"; {counted(self.linked, 'file')} with several names not copied (a hard link "
+            "may lead to anyone's file)"
+            if self.linked
+            else ""
+        )
         return (
             f"copied {counted(self.copied, 'file')} ({counted(self.copied_bytes, 'byte')}); "
             f"{self.present} already there; {self.unsettled} still being written (next sync); "
-            f"{self.skipped} partial or internal; {self.failed} failed"
+            f"{self.skipped} partial or internal; {self.failed} failed{linked}"
         )
 
 
@@ -229,6 +237,12 @@ class _Pass:
             return None
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             self.report.skipped += 1  # whiteouts (character devices), sockets, fifos
+            return None
+        if stat.S_ISREG(st.st_mode) and st.st_nlink != 1:
+            # Another name may be anywhere (a co-tenant's hard link to a root-only file): not
+            # read. A cache that links its files legitimately (uv's into environments) keeps
+            # them on this host; counted and said, not a failure.
+            self.report.linked += 1
             return None
         # The mtime, not the ctime: a file renamed into place is complete, whatever its ctime.
         recent = self.now - st.st_mtime < self.settle
@@ -364,6 +378,35 @@ def _copy_one(where: _Dir, name: str, rel: str, st: os.stat_result) -> str:
     return outcome
 
 
+def _recorded_size(name: str, dir_fd: int, st: os.stat_result) -> int | None:
+    """The size cacheroot's record beside the file ``name`` (in the directory held at
+    ``dir_fd``; ``st``: what the walk saw) gives it, ``None`` where it has none.
+
+    A tree others write may hold a sparse giant under an entry's name next to that entry's
+    record, or a giant under a record's name: copying either whole would fill the other tier
+    (``copy_file_range`` writes a hole's zeros out). Both raise :class:`OSError`, copying
+    nothing: a file of another size than its record says, and a record larger than any record.
+    """
+    if name.startswith(".") and name.endswith(".meta.json"):
+        if st.st_size > _store.MAX_RECORD:
+            raise OSError(
+                errno.EFBIG,
+                f"a record of {st.st_size} bytes, over the {_store.MAX_RECORD}-byte limit of a "
+                "record: damaged, not copied",
+                name,
+            )
+        return None
+    meta = _store.read_meta(name, dir_fd=dir_fd)
+    size = None if meta is None else meta.get("size")
+    if isinstance(size, bool) or not isinstance(size, int):
+        return None
+    if st.st_size != size:
+        raise OSError(
+            errno.EFBIG, f"holds {st.st_size} bytes, its record says {size}: not copied", name
+        )
+    return size
+
+
 def _copy_at(src_fd: int, dst_fd: int, name: str, rel: str, st: os.stat_result) -> str:
     if stat.S_ISLNK(st.st_mode):
         target = os.readlink(name, dir_fd=src_fd)
@@ -372,8 +415,11 @@ def _copy_at(src_fd: int, dst_fd: int, name: str, rel: str, st: os.stat_result) 
         tmp = _store.partial_path(name)
         os.symlink(target, tmp, dir_fd=dst_fd)
         return _COPIED if publish_new(tmp, name, durable=False, dir_fd=dst_fd) else _PRESENT
+    size = _recorded_size(name, src_fd, st)
     try:
-        won = copy_new(name, name, durable=False, src_dir_fd=src_fd, dst_dir_fd=dst_fd, expect=st)
+        won = copy_new(
+            name, name, size=size, durable=False, src_dir_fd=src_fd, dst_dir_fd=dst_fd, expect=st
+        )
     except FileExistsError:
         return _PRESENT
     if won is None:
@@ -528,7 +574,15 @@ def seed(
             name = os.path.basename(found.rel)
             try:
                 src_fd, dst_fd = dirs.at(os.path.dirname(found.rel))
-                won = copy_new(name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, expect=found.st)
+                recorded = _recorded_size(name, src_fd, found.st)
+                won = copy_new(
+                    name,
+                    name,
+                    size=recorded,
+                    src_dir_fd=src_fd,
+                    dst_dir_fd=dst_fd,
+                    expect=found.st,
+                )
             except OSError as exc:  # evicted meanwhile, L1 full, or refused: fetched instead
                 log.info("tier seed: %s not copied: %s", found.rel, exc.strerror or exc)
                 continue
