@@ -146,15 +146,23 @@ def subdir(
     raise FileNotFoundError(errno.ENOENT, "removed as soon as it was made, again and again", name)
 
 
+def fd_path(fd: int, name: str = "") -> str:
+    """A path for ``name`` in the directory open at ``fd`` that no rename or link above that
+    directory can redirect (``/proc/self/fd``), for calls that take paths only."""
+    return os.path.join(_FD_DIR, str(fd), name) if name else os.path.join(_FD_DIR, str(fd))
+
+
 def held_path(fd: int, path: str) -> str:
-    """A path of ``path``'s name in the directory held at ``fd`` that no rename or link above
-    that directory can redirect (``/proc/self/fd``), for the calls that take a path only;
-    ``path`` itself where the system names no descriptors by path."""
+    """:func:`fd_path` of ``path``'s last component in the directory held at ``fd`` (the one
+    ``path`` lies in), for a library that opens by path; ``path`` itself where the system names
+    no descriptors by path (no ``/proc``)."""
     if not _FD_PATHS:
         _FD_PATHS.append(os.path.isdir(_FD_DIR))
-    return os.path.join(_FD_DIR, str(fd), os.path.basename(path)) if _FD_PATHS[0] else path
+    return fd_path(fd, os.path.basename(path)) if _FD_PATHS[0] else path
 
 
+#: Where a descriptor's directory can be named by a path (Linux): a name below it is then
+#: resolved from that very directory, whatever was renamed or linked above it meanwhile.
 _FD_DIR = "/proc/self/fd"
 _FD_PATHS: list[bool] = []
 

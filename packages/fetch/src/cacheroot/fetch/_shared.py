@@ -68,6 +68,7 @@ from cacheroot.envs._shared_tier import (
 )
 
 from . import _store
+from ._held import fd_path, held_path
 from ._lease import Lease, lease_path
 from ._redact import printable
 
@@ -218,9 +219,6 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: How a directory below a root is opened: never through a link.
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
-#: Where a descriptor's directory can be named by a path (Linux): a name below it is then
-#: resolved from that very directory, whatever was renamed or linked above it meanwhile.
-_FD_DIR = "/proc/self/fd"
 #: How often a directory made on the way is made again when it is removed before it could be
 #: opened (a prune that removes empty directories, running in a loop).
 _MAX_TRIES = 64
@@ -288,24 +286,6 @@ def _mkdir_at(parent_fd: int, name: str) -> None:
                 os.close(fd)
     with contextlib.suppress(OSError):
         os.fsync(parent_fd)
-
-
-def fd_path(fd: int, name: str = "") -> str:
-    """A path for ``name`` in the directory open at ``fd`` that no rename or link above that
-    directory can redirect (``/proc/self/fd``), for calls that take paths only."""
-    return os.path.join(_FD_DIR, str(fd), name) if name else os.path.join(_FD_DIR, str(fd))
-
-
-_FD_PATHS: list[bool] = []
-
-
-def held_path(fd: int, path: str) -> str:
-    """:func:`fd_path` of ``path``'s last component in the directory held at ``fd`` (the one
-    ``path`` lies in), for a library that opens by path; ``path`` itself where the system names
-    no descriptors by path (no ``/proc``)."""
-    if not _FD_PATHS:
-        _FD_PATHS.append(os.path.isdir(_FD_DIR))
-    return fd_path(fd, os.path.basename(path)) if _FD_PATHS[0] else path
 
 
 def open_source(
