@@ -47,23 +47,27 @@ import contextlib
 import json
 import logging
 import os
+import stat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import _store
+from .. import _held, _store
 from .._bucket.names import SNAPSHOTS, blob_name, entry_hash, git_blob_name, lease_name
 from .._bucket.tier import LOCAL, SHARED, Bucket, bucket_of
 from .shared import (
     _LOCAL,
     MAX_RECORD,
     _blob_name,
+    _clear_name,
     _File,
     _git_sha1,
+    _holds,
     _link_maker,
+    _links_to,
     _matches,
     _place,
     _revision,
+    _stat_here,
     _UnusableError,
-    read_record,
 )
 
 if TYPE_CHECKING:
@@ -123,10 +127,22 @@ def _object_of(name: object) -> str:
         raise _UnusableError(f"blob name {shown}") from None
 
 
-def _fetch(store: ObjectStore, name: str, final: str, want: _File, git_sha1: str | None) -> None:
+def _fetch(
+    store: ObjectStore,
+    name: str,
+    final: str,
+    want: _File,
+    git_sha1: str | None,
+    *,
+    dir_fd: int | None = None,
+) -> None:
     """Publish the object ``name`` at ``final`` (replacing what is there), streamed into a
     private partial and checked first: its size and sha256 ``want``'s, its git blob sha1
-    ``git_sha1`` when given. Anything else, or no such object: :class:`_UnusableError`."""
+    ``git_sha1`` when given. Anything else, or no such object: :class:`_UnusableError`.
+
+    ``final`` lies in the directory held at ``dir_fd`` (the partial is made, and renamed over
+    the name, relative to it), or is a held path (:func:`.shared._place`'s): never a path that
+    a link planted above it could redirect."""
     import obstore  # noqa: PLC0415 - the client is there: the bucket opened
     from obstore.exceptions import NotFoundError  # noqa: PLC0415
 
@@ -142,9 +158,8 @@ def _fetch(store: ObjectStore, name: str, final: str, want: _File, git_sha1: str
     if held != want.size:
         BAD.add(name)
         raise _UnusableError(f"object {name} holds {held} bytes, the record says {want.size}")
-    _store.makedirs(os.path.dirname(final))
     blob = None if git_sha1 is None else hasher_for(git_sha1, want.size)
-    part = _store.Partial(final)
+    part = _store.Partial(final, dir_fd=dir_fd)
 
     def judge() -> str:
         if part.sha256 != want.sha256:
@@ -168,7 +183,12 @@ def _send(store: ObjectStore, name: str, path: str, size: int, *, conditional: b
     part is handed over. Errors of the bucket are raised; a file that changed, :class:`OSError`."""
     from .._bucket.transfer import put_blob  # noqa: PLC0415 - the client is there
 
-    fd, st = _store.open_regular_stat(path)
+    # This host's file, opened in its directory reached from the cache root and held.
+    parent, leaf, _on_volume = _held.reach(path)
+    try:
+        fd, st = _store.open_regular_stat(leaf, dir_fd=parent)
+    finally:
+        os.close(parent)
     try:
         if st.st_size != size:
             raise _UnusableError(f"{path} no longer holds the {size} bytes recorded")
@@ -190,20 +210,32 @@ def _hf_pull(
         raise _UnusableError("no blob names in the record")
     links: dict[str, Callable[[str], None]] = {}
     fetched = False
-    for want in files:
-        name = names.get(want.path)
-        obj = _object_of(name)
-        git_sha1 = _git_sha1(obj.rsplit("/", 1)[1], want)
-        here = os.path.join(snapshot_dir, *want.path.split("/"))
-        if os.path.isdir(snapshot_dir) and _matches(here, want, None):
-            continue
-        blob = os.path.join(repo_dir, "blobs", obj.rsplit("/", 1)[1])
-        if not _matches(blob, want, git_sha1):  # missing, or damaged: the verified copy replaces it
-            _fetch(store, obj, blob, want, git_sha1)
-            fetched = True
-        links[want.path] = _link_maker(os.path.relpath(blob, os.path.dirname(here)))
-    if fetched:
-        _store.fsync_dir(os.path.join(repo_dir, "blobs"))
+    # This host's blobs are written through their directory, reached from the cache root and
+    # held (made where missing): a link planted above them is refused, never followed.
+    fd = _held.reach(os.path.join(repo_dir, "blobs", "-"), create=True)[0]
+    try:
+        for want in files:
+            name = names.get(want.path)
+            obj = _object_of(name)
+            leaf = obj.rsplit("/", 1)[1]
+            git_sha1 = _git_sha1(leaf, want)
+            here = os.path.join(snapshot_dir, *want.path.split("/"))
+            blob, held = os.path.join(repo_dir, "blobs", leaf), _held.held_path(fd, leaf)
+            if _links_to(here, blob) and _matches(held, want, None):
+                continue
+            if not _matches(held, want, git_sha1):
+                # Missing, damaged or planted: the verified copy replaces it (a directory
+                # there would stop the rename).
+                st = _held.lstat_quiet(leaf, fd)
+                if st is not None and stat.S_ISDIR(st.st_mode):
+                    _clear_name(held)
+                _fetch(store, obj, blob, want, git_sha1, dir_fd=fd)
+                fetched = True
+            links[want.path] = _link_maker(os.path.relpath(blob, os.path.dirname(here)))
+        if fetched:
+            _store.fsync_dir(os.path.join(repo_dir, "blobs"), dir_fd=fd)
+    finally:
+        os.close(fd)
     _place(snapshot_dir, links, mine=True)
     _write_tree(record, os.path.join(repo_dir, "trees"), snapshot)
 
@@ -218,25 +250,28 @@ def _write_tree(record: Mapping[str, Any], trees: str, snapshot: str) -> None:
     if not isinstance(listing, list) or not set(listing) <= set(tree["files"]):
         return
     final = os.path.join(trees, f"{snapshot.rsplit('/', 1)[-1]}.json")
-    if os.path.lexists(final):
-        return
     with contextlib.suppress(OSError):
-        _store.makedirs(trees)
-        part = _store.Partial(final)
+        # Written in the directory reached from the cache root and held (made where missing).
+        fd = _held.reach(os.path.join(trees, "-"), create=True)[0]
         try:
-            part.write(json.dumps(tree, indent=1, sort_keys=True).encode("utf-8"))
-            part.commit(sidecar=False)
-        except BaseException:
-            part.discard()
-            raise
+            if _held.lstat_quiet(os.path.basename(final), fd) is not None:
+                return
+            part = _store.Partial(final, dir_fd=fd)
+            try:
+                part.write(json.dumps(tree, indent=1, sort_keys=True).encode("utf-8"))
+                part.commit(sidecar=False)
+            except BaseException:
+                part.discard()
+                raise
+        finally:
+            os.close(fd)
 
 
 def _ms_pull(store: ObjectStore, tier: Revision, snapshot: str, files: list[_File]) -> None:
     snapshot_dir = os.path.join(tier.hub, snapshot)
     copies: dict[str, Callable[[str], None]] = {}
     for want in files:
-        here = os.path.join(snapshot_dir, *want.path.split("/"))
-        if os.path.isdir(snapshot_dir) and _matches(here, want, None):
+        if _holds(os.path.join(snapshot_dir, *want.path.split("/")), want):
             continue
         copies[want.path] = _maker(store, want)
     _place(snapshot_dir, copies, mine=True)
@@ -259,13 +294,31 @@ def _sources(
         return found
     repo_dir = os.path.join(tier.hub, snapshot.split("/", maxsplit=1)[0])
     for want in files:
-        name = _blob_name(os.path.join(snapshot_dir, *want.path.split("/")), repo_dir)
+        name = _blob_name(os.path.join(snapshot_dir, *want.path.split("/")), repo_dir, here=True)
         _git_sha1(name, want)  # an LFS blob is named by the very sha256 recorded
         found.append((want, _object_of(name), os.path.join(repo_dir, "blobs", name)))
     return found
 
 
 # -- the two directions -----------------------------------------------------------------------
+
+
+def _tree_here(path: str) -> dict[str, Any] | None:
+    """huggingface_hub's cached listing ``path`` on this host, read in its directory reached
+    from the cache root and held, only once ``fstat`` says it is a regular file with one name of
+    at most :data:`.shared.MAX_RECORD` bytes; ``None`` when it is missing, unreachable, larger,
+    not JSON or not an object."""
+    try:
+        fd, name, _on_volume = _held.reach(path)
+    except OSError:
+        return None
+    try:
+        data = json.loads(_store.read_small(name, dir_fd=fd, limit=MAX_RECORD))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    return data if isinstance(data, dict) else None
 
 
 def _read(tier: Revision) -> dict[str, Any] | None:
@@ -317,7 +370,7 @@ def _pull(tier: Revision, identity: Mapping[str, Any]) -> dict[str, Any] | None:
     mine = {k: v for k, v in record.items() if k != "files" and k not in _CARRIED}
     mine["files"] = []
     for want in files:
-        st = os.stat(os.path.join(tier.hub, snapshot, *want.path.split("/")))
+        st = _stat_here(os.path.join(tier.hub, snapshot, *want.path.split("/")))
         entry = {"path": want.path, "size": want.size, "sha256": want.sha256}
         mine["files"].append({**entry, "stat": [st.st_size, st.st_mtime_ns, st.st_ino]})
     return mine
@@ -388,7 +441,7 @@ def push(
     if identity["hub"] == "hf":
         doc["blobs"] = {want.path: obj.rsplit("/", 1)[1] for want, obj, _path in sources}
         repo_dir = os.path.join(tier.hub, snapshot.split("/", maxsplit=1)[0])
-        tree = read_record(os.path.join(repo_dir, "trees", f"{snapshot.rsplit('/', 1)[-1]}.json"))
+        tree = _tree_here(os.path.join(repo_dir, "trees", f"{snapshot.rsplit('/', 1)[-1]}.json"))
         if tree is not None:
             doc["tree"] = tree
     body = json.dumps(doc, sort_keys=True).encode("utf-8")

@@ -207,12 +207,18 @@ def _blob_path(link: str, target: str) -> str:
 
 
 def _links_to(link: str, blob: str) -> bool:
-    """Whether ``link`` is a link whose target is ``blob`` (relative to the link's directory),
-    read without following it."""
+    """Whether ``link`` (on this host) is a link whose target is ``blob`` (relative to the
+    link's directory), read in its directory reached from the cache root, never followed."""
     try:
-        target = os.readlink(link)
+        fd, name, _on_volume = _volume.reach(link)
     except OSError:
         return False
+    try:
+        target = os.readlink(name, dir_fd=fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     return target == os.path.relpath(blob, os.path.dirname(link))
 
 
@@ -225,6 +231,42 @@ def _unlink(path: str) -> None:
             _volume.remove(fd, name, directory=False)
         finally:
             os.close(fd)
+
+
+def _clear_name(path: str) -> None:
+    """Remove whatever is at ``path`` on this host, in its directory reached from the cache root
+    and held: a directory as a tree through held descriptors, anything else as a name, never
+    followed (best effort). A directory planted where a file belongs would stop the rename that
+    publishes the file, and a link or a file with another name is not the file."""
+    with contextlib.suppress(OSError):
+        fd, name, _on_volume = _volume.reach(path)
+        try:
+            _volume.remove_tree(fd, name)
+        finally:
+            os.close(fd)
+
+
+def _stat_here(path: str) -> os.stat_result:
+    """The ``stat`` of the file ``path`` of this host's snapshot, its directory reached from the
+    cache root and held: of the blob a Hugging Face snapshot link leads to (in its own
+    repository's ``blobs/``, reached likewise), else of the name itself, never followed.
+    :class:`OSError` when it is missing or unreachable."""
+    fd, name, _on_volume = _volume.reach(path)
+    try:
+        try:
+            target = os.readlink(name, dir_fd=fd)
+        except OSError:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        blob = _blob_path(path, target)
+        if blob == path:  # a link elsewhere: the name itself
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+    bfd, bname, _on_volume = _volume.reach(blob)
+    try:
+        return os.stat(bname, dir_fd=bfd, follow_symlinks=False)
+    finally:
+        os.close(bfd)
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
@@ -308,10 +350,12 @@ def _publish_copy(src: str, final: str, want: _File, git_sha1: str | None) -> No
 # -- the Hugging Face layout ------------------------------------------------------------------
 
 
-def _blob_name(link: str, repo_dir: str) -> str:
-    """The blob a snapshot link points to, which must be a hub blob of its own repository."""
+def _blob_name(link: str, repo_dir: str, *, here: bool = False) -> str:
+    """The blob a snapshot link points to, which must be a hub blob of its own repository;
+    ``here``: a link of this host's, read in its directory reached from the cache root and held
+    (:func:`_readlink_here`)."""
     try:
-        target = os.readlink(link)
+        target = _readlink_here(link) if here else os.readlink(link)
     except FileNotFoundError:
         raise _UnusableError(f"{link} is missing") from None
     except OSError:  # not a link: a copy, which no blob name vouches for
@@ -323,6 +367,30 @@ def _blob_name(link: str, repo_dir: str) -> str:
     ):
         raise _UnusableError(f"{link} does not point to a blob of its repository")
     return name
+
+
+def _readlink_here(link: str) -> str:
+    """The target of this host's link ``link``, read in its directory reached from the cache
+    root without following a link (:class:`OSError` when it is not one, or unreachable)."""
+    fd, name, _on_volume = _volume.reach(link)
+    try:
+        return os.readlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _holds(path: str, want: _File) -> bool:
+    """Whether this host's file ``path`` holds ``want``'s bytes, opened in its directory
+    reached from the cache root and held (:func:`_matches`); a missing or unreachable
+    directory holds nothing."""
+    try:
+        fd, name, _on_volume = _volume.reach(path)
+    except OSError:
+        return False
+    try:
+        return _matches(_volume.held_path(fd, name), want, None)
+    finally:
+        os.close(fd)
 
 
 def _git_sha1(name: str, want: _File) -> str | None:
@@ -371,11 +439,18 @@ def _place(snapshot_dir: str, makers: dict[str, _Maker], *, mine: bool) -> None:
             try:
                 final = os.path.join(snapshot_dir, *rel.split("/"))
                 tmp = os.path.basename(_store.partial_path(leaf))
-                make(_volume.held_path(dfd, os.path.join(os.path.dirname(final), tmp)))
-                if mine:
-                    _rename_at(dfd, tmp, leaf)
-                else:
-                    _shared.publish_new(tmp, leaf, durable=False, dir_fd=dfd)
+                there = _volume.lstat_quiet(leaf, dfd) if mine else None
+                if there is not None and stat.S_ISDIR(there.st_mode):
+                    _volume.remove_tree(dfd, leaf)  # planted: it would stop the rename
+                try:
+                    make(_volume.held_path(dfd, os.path.join(os.path.dirname(final), tmp)))
+                    if mine:
+                        _rename_at(dfd, tmp, leaf)
+                    else:
+                        _shared.publish_new(tmp, leaf, durable=False, dir_fd=dfd)
+                except BaseException:
+                    _volume.remove(dfd, tmp, directory=False)  # never left in the snapshot
+                    raise
             finally:
                 if dfd != sfd:
                     os.close(dfd)
@@ -452,7 +527,7 @@ def _hf_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
             if _links_to(here, blob) and _matches(held, want, None):
                 continue
             if os.path.lexists(held) and not _matches(held, want, git_sha1):
-                _unlink(held)  # damaged (or planted) here: the verified copy replaces it
+                _clear_name(held)  # damaged (or planted) here: the verified copy replaces it
             if not os.path.lexists(held):
                 _publish_copy(os.path.join(shared_repo, "blobs", name), held, want, git_sha1)
             links[want.path] = _link_maker(os.path.relpath(blob, os.path.dirname(here)))
@@ -469,13 +544,17 @@ def _hf_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
     links: dict[str, _Maker] = {}
     # Written through held directories: a directory of the shared tier swapped for a link
     # is refused, never followed (the shared tier is written by other jobs).
-    with _held(os.path.join(shared_repo, "blobs")) as blobs:
+    # This host's blobs are read through their directory, reached from the cache root and held.
+    with (
+        _held(os.path.join(shared_repo, "blobs")) as blobs,
+        _here(os.path.join(repo_dir, "blobs")) as mine,
+    ):
         for want in files:
-            name = _blob_name(os.path.join(snapshot_dir, *want.path.split("/")), repo_dir)
+            link = os.path.join(snapshot_dir, *want.path.split("/"))
+            name = _blob_name(link, repo_dir, here=True)
             shared_blob = os.path.join(shared_repo, "blobs", name)
             if not os.path.lexists(os.path.join(blobs, name)):
-                src = os.path.join(repo_dir, "blobs", name)
-                _publish_copy(src, os.path.join(blobs, name), want, None)
+                _publish_copy(os.path.join(mine, name), os.path.join(blobs, name), want, None)
             there = os.path.join(shared_dir, *want.path.split("/"))
             if not os.path.lexists(there):
                 target = os.path.relpath(shared_blob, os.path.dirname(there))
@@ -507,8 +586,7 @@ def _ms_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
     shared_dir, snapshot_dir = _on_both(tier, snapshot)
     copies: dict[str, _Maker] = {}
     for want in files:
-        here = os.path.join(snapshot_dir, *want.path.split("/"))
-        if os.path.isdir(snapshot_dir) and _matches(here, want, None):
+        if _holds(os.path.join(snapshot_dir, *want.path.split("/")), want):
             continue
         copies[want.path] = _copy_maker(os.path.join(shared_dir, *want.path.split("/")), want)
     _place(snapshot_dir, copies, mine=True)
@@ -516,13 +594,17 @@ def _ms_pull(tier: Tiers, snapshot: str, files: list[_File]) -> None:
 
 def _ms_push(tier: Tiers, snapshot: str, files: list[_File]) -> None:
     shared_dir, snapshot_dir = _on_both(tier, snapshot)
-    copies: dict[str, _Maker] = {}
-    for want in files:
-        if not os.path.lexists(os.path.join(shared_dir, *want.path.split("/"))):
-            copies[want.path] = _copy_maker(os.path.join(snapshot_dir, *want.path.split("/")), want)
-    if copies:
-        with _held(os.path.dirname(shared_dir)) as parent:
-            _place(os.path.join(parent, os.path.basename(shared_dir)), copies, mine=False)
+    # This host's files are read through its snapshot directory, reached from the cache root
+    # and held (each file's own directories below it taken as the client made them).
+    with _here(snapshot_dir) as mine:
+        copies: dict[str, _Maker] = {}
+        for want in files:
+            if not os.path.lexists(os.path.join(shared_dir, *want.path.split("/"))):
+                src = os.path.join(mine, *want.path.split("/"))
+                copies[want.path] = _copy_maker(src, want)
+        if copies:
+            with _held(os.path.dirname(shared_dir)) as parent:
+                _place(os.path.join(parent, os.path.basename(shared_dir)), copies, mine=False)
 
 
 # -- the two directions -----------------------------------------------------------------------
@@ -553,7 +635,7 @@ def pull(tier: Tiers, identity: Mapping[str, Any]) -> dict[str, Any] | None:
     mine = {k: v for k, v in record.items() if k != "files"}
     mine["files"] = []
     for want in files:
-        st = os.stat(os.path.join(tier.hub, snapshot, *want.path.split("/")))
+        st = _stat_here(os.path.join(tier.hub, snapshot, *want.path.split("/")))
         entry = {"path": want.path, "size": want.size, "sha256": want.sha256}
         mine["files"].append({**entry, "stat": [st.st_size, st.st_mtime_ns, st.st_ino]})
     return mine

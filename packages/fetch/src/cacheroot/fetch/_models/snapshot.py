@@ -951,8 +951,13 @@ def fill_snapshot(
         rpath = record_path(spec)
         _prepare(spec, hub_root)
         before = _inventory(spec, hub_root)
+        tier: shared.Tiers | bucket.Revision | None = None
 
         def download() -> dict[str, Any]:
+            if tier is not None:
+                # The shared tier's copy may have been refused for an object planted on this
+                # host since the directories were made real: the client must not meet it.
+                _prepare(spec, hub_root)
             _check_client_root(spec, env)
             snapshot_dir, listing = _download_with_retries(
                 spec, hub_root, attempts=attempts, backoff=backoff, max_delay=max_delay, sleep=sleep
@@ -1174,7 +1179,8 @@ def _prepare(spec: Model, hub_root: str) -> None:
     A link, FIFO, socket, device or file where one of the repository's directories belongs is
     removed; in ``blobs/`` everything but a regular file with one name; in the pinned
     revision's snapshot directory every link that leads elsewhere than a blob of the
-    repository and everything but such a link, a regular file with one name or a directory.
+    repository and everything but such a link, a regular file with one name or a directory
+    (ModelScope, whose revision directory holds the files themselves: every link too).
     The hub cache itself and the directories above it are refused (:class:`DownloadError`),
     never followed.
     """
@@ -1185,6 +1191,8 @@ def _prepare(spec: Model, hub_root: str) -> None:
             try:
                 if spec.hub == "hf":
                     _prepare_hf(spec, repo, folder)
+                else:
+                    _prepare_ms(spec, repo, folder)
             finally:
                 os.close(repo)
     except OSError as exc:
@@ -1215,9 +1223,33 @@ def _prepare_hf(spec: Model, repo: int, folder: str) -> None:
             os.close(fd)
 
 
-def _clear_snapshot(fd: int, label: str, depth: int) -> None:
+def _prepare_ms(spec: Model, repo: int, folder: str) -> None:
+    """ModelScope's client keeps a revision's files themselves in ``snapshots/<revision>/``,
+    and opens, hashes and replaces what it finds there by path: ``snapshots/`` is made a real
+    directory, what is planted in the pinned revision's directory's place is removed, and that
+    directory is cleared of every name that is not a directory or a regular file with one name
+    (its layout has no links: one there is planted, and the client would follow it)."""
+    label = os.path.join(folder, "snapshots")
+    fd = _own_dir(repo, "snapshots", label)
+    try:
+        here = os.path.join(label, spec.revision)
+        st = _held.lstat_quiet(spec.revision, fd) if spec.pinned else None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            _clear(fd, spec.revision, here)
+        elif st is not None:
+            snap = _held.subdir(fd, spec.revision)
+            try:
+                _clear_snapshot(snap, here, 0, links=False)
+            finally:
+                os.close(snap)
+    finally:
+        os.close(fd)
+
+
+def _clear_snapshot(fd: int, label: str, depth: int, *, links: bool = True) -> None:
     """Clear the held snapshot directory ``fd`` (``depth`` below the revision's) of every name
-    that is not a directory, a regular file with one name, or a link to a blob."""
+    that is not a directory, a regular file with one name, or (``links``: Hugging Face's
+    layout) a link to a blob."""
     for name in os.listdir(fd):
         st = _held.lstat_quiet(name, fd)
         if st is None:
@@ -1226,14 +1258,14 @@ def _clear_snapshot(fd: int, label: str, depth: int) -> None:
         if stat.S_ISDIR(st.st_mode):
             child = _held.subdir(fd, name)
             try:
-                _clear_snapshot(child, here, depth + 1)
+                _clear_snapshot(child, here, depth + 1, links=links)
                 empty = not os.listdir(child)
             finally:
                 os.close(child)
-            if empty:  # the client makes a directory only to hold links: this one is planted
+            if empty:  # the client makes a directory only to hold files: this one is planted
                 _clear(fd, name, here)
         elif stat.S_ISLNK(st.st_mode):
-            if _blob_of(os.readlink(name, dir_fd=fd), depth) is None:
+            if not links or _blob_of(os.readlink(name, dir_fd=fd), depth) is None:
                 _clear(fd, name, here)
         elif not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
             _clear(fd, name, here)
