@@ -130,6 +130,8 @@ HUB_USES = {
     "cacheroot.fetch._bucket.hub",
     "cacheroot.fetch._cli",
     "cacheroot.fetch._errors",
+    # The volume's primitives: names renamed and removed in directories the store holds.
+    "cacheroot.fetch._held",
     "cacheroot.fetch._httpvalues",
     "cacheroot.fetch._lock",
     "cacheroot.fetch._proc",

@@ -29,6 +29,8 @@ process. It checks that:
   cache of the same files could: a hub that followed the link would read, stamp and serve them;
 - no request hung, the hub still answers its counters afterwards, and prune and export ended in
   time;
+- no fresh file of the hub's one-step writes (an answer, a record) is left in the store: one
+  whose rename met a planted directory is removed, not left for every request to add another;
 - the hub's peak resident memory stayed under :data:`RSS_BOUND` (a sparse giant read whole
   would cost gigabytes), and prune and export allocated at most ``MEMORY_BOUND`` for one;
 - each answer is the upstream's bytes. Only where the file cannot be kept (its blob's name or
@@ -71,6 +73,7 @@ import pytest
 import requests
 
 from cacheroot.fetch import _store
+from cacheroot.fetch._hub import prune as prune_module
 from cacheroot.fetch._hub.export import manifest_text
 from cacheroot.fetch._hub.prune import prune
 from cacheroot.fetch._hub.service import HubProcess
@@ -467,6 +470,22 @@ def _peak_rss(pid: int) -> int:
     raise AssertionError(f"no VmHWM for pid {pid}")  # pragma: no cover - Linux always has it
 
 
+#: The fresh file of one of the hub's one-step writes (an answer, a record): ``.NAME.PID.HEX``.
+_FRESH = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}$")
+
+
+def _fresh_left(store: Path) -> list[str]:
+    """The fresh files of one-step writes left in ``store`` (walked without following a
+    link): a write whose rename failed (a directory planted under its name) must remove its
+    own, or every request would leave one more."""
+    return sorted(
+        os.path.relpath(os.path.join(here, name), store)
+        for here, _dirs, names in os.walk(store)
+        for name in names
+        if _FRESH.match(name)
+    )
+
+
 def _counts(hub: Hub) -> dict[str, int]:
     """The hub's counters: what it did with a case's requests, for the failure's message."""
     counts: dict[str, int] = hub.proc.stats()["counts"]
@@ -513,6 +532,7 @@ def test_planted_object(
     metas = [_get(server.url + case.meta) for _ in range(2)]
     counts_after = _counts(server)  # it still answers
     rss = _peak_rss(server.pid)
+    left = _fresh_left(store)
     with bounded(memory=kind == "sparse") as peak:
         prune(str(store), older_than=0.0, max_size=0)
         manifest_text(Store(str(store)).served_rows())
@@ -527,6 +547,7 @@ def test_planted_object(
         f"what lies outside was touched; the hub counted {news}"
     )
     assert rss < RSS_BOUND, f"the hub's resident memory peaked at {rss >> 20} MiB"
+    assert left == [], f"fresh files of one-step writes left behind; the hub counted {news}"
     if peak:
         assert peak[0] < MEMORY_BOUND, f"prune and export allocated {peak[0]} bytes"
     for n, got in enumerate(files):
@@ -537,3 +558,30 @@ def test_planted_object(
     for n, got in enumerate(metas):
         what = f"metadata, request {n + 1} (the hub counted {news})"
         _judge(what, got, case.meta_body, may_fail=False, may_cut=False)
+
+
+def test_prune_removes_only_what_is_as_it_listed_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between ``hub prune``'s listing and its removal, one old file is served (stamped) and
+    another one's name is taken by a file another job put there: both stay, as they do for
+    ``cacheroot cache prune``. Only what is still the file listed, unused since, is removed."""
+    blobs = tmp_path / "store" / "blobs"
+    blobs.mkdir(parents=True)
+    served, swapped, idle = (blobs / (c * 64) for c in "abc")
+    for path in (served, swapped, idle):
+        path.write_bytes(b"listed bytes")
+        os.utime(path, (LONG_AGO, LONG_AGO))
+    listed = prune_module.stored(str(tmp_path / "store"))
+    os.utime(served, None)
+    theirs = blobs / ".theirs"
+    theirs.write_bytes(b"their bytes")
+    os.utime(theirs, (LONG_AGO, LONG_AGO))
+    os.replace(theirs, swapped)
+    monkeypatch.setattr(prune_module, "stored", lambda _root, **_kw: listed)
+
+    done = prune(str(tmp_path / "store"), older_than=0.0)
+
+    assert (done.removed, done.kept) == (1, 2)
+    assert sorted(p.name for p in blobs.iterdir()) == ["a" * 64, "b" * 64]
+    assert swapped.read_bytes() == b"their bytes"

@@ -22,7 +22,7 @@ child process (:mod:`.service`), the manifest of what was served (:mod:`.export`
 warm asks through and the branch answers it writes (:mod:`.answers`, called by the warm wing's
 ``hubanswers`` alone), the store's pruning (:mod:`.prune`, called by ``cacheroot hub prune``
 and by the upkeep wing's ``cache prune``) and the command (:mod:`.cli`). What it may import: the
-download core of ``cacheroot.fetch`` (``_cli``, ``_httpvalues``, ``_proc``, ``_progress``,
-``_shared``, ``_store``) and ``cacheroot.envs``; never another wing. aiohttp is imported only
-here, and only when a hub runs.
+download core of ``cacheroot.fetch`` (``_cli``, ``_held``, ``_httpvalues``, ``_proc``,
+``_progress``, ``_shared``, ``_store``) and ``cacheroot.envs``; never another wing. aiohttp is
+imported only here, and only when a hub runs.
 """

@@ -587,7 +587,9 @@ async def _sendfile(transport: asyncio.Transport, fill: Fill, start: int, stop: 
     if fill.fd is None:
         return False
     loop = asyncio.get_running_loop()
-    with open(os.dup(fill.fd), "rb", buffering=0) as file:
+    # A file object over a second descriptor of the fill's file (sendfile takes a file, and
+    # closing it must leave the fill's own open): no name is opened, so nothing can be planted.
+    with os.fdopen(os.dup(fill.fd), "rb", buffering=0) as file:
         offset = start
         while offset < stop:
             await fill.until_past(offset)

@@ -14,8 +14,9 @@ removed.
 ``cacheroot cache prune`` weighs the store with every other cache of the root, in one least
 recently used order: it lists the store's units here (:func:`stored`, :func:`dead_partials`)
 and removes each through :func:`remove`, which looks at it once more right before (a file
-served or replaced since it was listed stays). Only answers (``meta/``) and files (``blobs/``)
-are units; ``grants/``, ``verified/``, ``locks/``, ``served/`` and ``state/`` are never touched.
+served or replaced since it was listed stays); :func:`prune` removes its own the same way.
+Only answers (``meta/``) and files (``blobs/``) are units; ``grants/``, ``verified/``,
+``locks/``, ``served/`` and ``state/`` are never touched.
 """
 
 from __future__ import annotations
@@ -85,21 +86,15 @@ def _open_dir(parts: list[str] | tuple[str, ...], root: str, top: str | None = N
     return _shared.open_below(top, os.path.relpath(os.path.join(root, rel), top))
 
 
-def _files(
-    root: str, parts: list[str], top: str | None = None
-) -> list[tuple[int, tuple[str, ...], str, int]]:
-    """``(mtime_ns, directory parts, name, size)`` of the regular files in ``root/parts...``,
-    and (for ``meta``) one level further down; partial files (dot names) left out."""
-    return [(e.mtime_ns, *_split(e.rel), e.size) for e in _units(root, parts, top)]
-
-
 def _split(rel: str) -> tuple[tuple[str, ...], str]:
     parts = rel.split("/")
     return tuple(parts[:-1]), parts[-1]
 
 
 def _units(root: str, parts: list[str], top: str | None) -> list[Stored]:
-    """The answers (``meta``) or files (``blobs``) of the store, as :func:`_files` finds them."""
+    """The answers (``meta``) or files (``blobs``) of the store: the regular files in
+    ``root/parts...`` and (for ``meta``) one level further down, partial files (dot names) left
+    out."""
     found: list[Stored] = []
     try:
         fd = _open_dir(parts, root, top)
@@ -195,19 +190,13 @@ def _stays(fd: int, name: str, unit: Stored, now: float, stale_after: float) -> 
     return ""
 
 
-def _remove(root: str, parts: tuple[str, ...], name: str) -> bool:
-    """Unlink ``name`` in ``root/parts...``, reached without following a link."""
+def _removed(root: str, unit: Stored, now: float, stale_after: float) -> bool:
+    """Whether :func:`remove` removed ``unit``: not when it stays (used or replaced since it
+    was listed, gone meanwhile) nor when it cannot be removed."""
     try:
-        fd = _open_dir(parts, root)
+        return not remove(root, unit, now=now, stale_after=stale_after)
     except OSError:
         return False
-    try:
-        os.unlink(name, dir_fd=fd)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
 
 
 def prune(
@@ -220,21 +209,25 @@ def prune(
     stale_after: float = STALE_AFTER,
 ) -> Pruned:
     """Remove the partials of dead writers; then what was not used for ``older_than``
-    seconds, then the least recently used until the store holds at most ``max_size`` bytes."""
+    seconds, then the least recently used until the store holds at most ``max_size`` bytes.
+
+    Each goes through :func:`remove`, as ``cacheroot cache prune``'s do: one served or replaced
+    since the listing stays (it is no longer the least recently used, or no longer the file
+    listed)."""
     clock = time.time() if now is None else now
     dead = sweep(root, now=clock, stale_after=stale_after, dry_run=dry_run)
-    entries = sorted(_files(root, ["blobs"]) + _files(root, ["meta"]))
-    total = sum(e[3] for e in entries)
+    units = stored(root)
+    total = sum(unit.size for unit in units)
     done = Pruned(partials=len(dead), partial_bytes=sum(size for _name, size in dead))
     cutoff = None if older_than is None else (clock - older_than) * 1e9
-    for mtime_ns, parts, name, size in entries:
-        old = cutoff is not None and mtime_ns < cutoff
+    for unit in units:
+        old = cutoff is not None and unit.mtime_ns < cutoff
         big = max_size is not None and total > max_size
-        if (old or big) and (dry_run or _remove(root, parts, name)):
+        if (old or big) and (dry_run or _removed(root, unit, clock, stale_after)):
             done.removed += 1
-            done.removed_bytes += size
-            total -= size
+            done.removed_bytes += unit.size
+            total -= unit.size
         else:
             done.kept += 1
-            done.kept_bytes += size
+            done.kept_bytes += unit.size
     return done

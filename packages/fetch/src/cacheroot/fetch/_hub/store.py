@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 from cacheroot.envs import CACHEROOT_HUB_KEY_FILE
 from cacheroot.envs._shared_tier import shared_url
 
-from .. import _proc, _shared, _store
+from .. import _held, _proc, _shared, _store
 from . import partials
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "carries_credential",
     "credential",
     "key_of",
+    "publish_at",
     "read_regular",
 ]
 
@@ -389,46 +390,23 @@ class Store:
         with contextlib.suppress(OSError):
             dfd = _shared.open_below(top, rel, create=True)
             try:
-                name = os.path.basename(l2)
-                tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
-                fd = _store.open_regular(
-                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PUBLIC_MODE, dir_fd=dfd
-                )
-                try:
-                    os.write(fd, data)
-                finally:
-                    os.close(fd)
-                try:
-                    os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-                except OSError:
-                    os.unlink(tmp, dir_fd=dfd)
-                    raise
+                # Not synced: this node keeps its own synced copy, and a copy lost on the tier
+                # only has another node ask the upstream.
+                publish_at(dfd, os.path.basename(l2), data, sync=False)
             finally:
                 os.close(dfd)
 
     def publish(self, path: str, data: bytes, *, private: bool = False) -> None:
         """Write ``data`` to a fresh file beside ``path`` and rename it into place, both in
         the directory reached without following a link (see the module docstring)."""
-        name = os.path.basename(path)
         dfd = self._open_dir(os.path.dirname(path))
         try:
-            tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
-            fd = _store.open_regular(
-                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PUBLIC_MODE, dir_fd=dfd
+            publish_at(
+                dfd,
+                os.path.basename(path),
+                data,
+                prepare=lambda fd: self._mode(fd, private=private),
             )
-            try:
-                self._mode(fd, private=private)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            except BaseException:
-                os.close(fd)
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=dfd)
-                raise
-            os.close(fd)
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         finally:
             os.close(dfd)
 
@@ -470,7 +448,7 @@ class Store:
         except OSError:
             return
         try:
-            _remove_at(dfd, os.path.basename(path))
+            _held.remove(dfd, os.path.basename(path), directory=False)
         finally:
             os.close(dfd)
 
@@ -492,8 +470,7 @@ class Store:
                 self._mode(fd, private=private)
             except BaseException:
                 os.close(fd)
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.basename(tmp), dir_fd=dfd)
+                _held.remove(dfd, os.path.basename(tmp), directory=False)
                 raise
         except BaseException:
             os.close(dfd)
@@ -508,9 +485,7 @@ class Store:
         dfd = self._partial_dirs.get(partial)
         if dfd is None:
             raise OSError(errno.ENOENT, "not a partial of this store", partial)
-        os.replace(
-            os.path.basename(partial), os.path.basename(path), src_dir_fd=dfd, dst_dir_fd=dfd
-        )
+        _held.rename(dfd, os.path.basename(partial), os.path.basename(path))
         del self._partial_dirs[partial]
         os.close(dfd)
 
@@ -520,7 +495,7 @@ class Store:
         if dfd is None:
             return
         try:
-            _remove_at(dfd, os.path.basename(partial))
+            _held.remove(dfd, os.path.basename(partial), directory=False)
         finally:
             os.close(dfd)
 
@@ -640,11 +615,41 @@ def _served_log(name: str, dir_fd: int) -> int:
     return fd
 
 
-def _remove_at(dir_fd: int, name: str) -> None:
-    """Remove ``name`` from the directory open at ``dir_fd``, best effort (one already gone, or
-    one this process may not remove, stays as it is)."""
-    with contextlib.suppress(OSError):
-        os.unlink(name, dir_fd=dir_fd)
+def publish_at(
+    dir_fd: int,
+    name: str,
+    data: bytes,
+    *,
+    prepare: Callable[[int], None] | None = None,
+    sync: bool = True,
+) -> None:
+    """Put ``data`` at ``name`` in the directory held at ``dir_fd`` in one step: a fresh file
+    (``O_EXCL``, no link followed) written beside it and renamed over it, so that a reader sees
+    the old bytes or the new ones, never a torn file, and nothing planted under ``name`` is
+    written through. ``prepare`` is given the fresh file's descriptor before any byte (to make
+    it private); ``sync`` makes the bytes durable before the rename (a record whose loss only
+    costs work again goes without). The fresh file is removed if anything fails.
+
+    The hub's answers, its records of checked files and its answers on the shared tier are all
+    written so: one routine, so that each keeps the same guarantees.
+    """
+    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
+    fd = _store.open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PUBLIC_MODE, dir_fd=dir_fd)
+    try:
+        try:
+            if prepare is not None:
+                prepare(fd)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        _held.rename(dir_fd, tmp, name)
+    except BaseException:
+        _held.remove(dir_fd, tmp, directory=False)
+        raise
 
 
 def digest_of(fd: int, etag: str, size: int) -> str | None:

@@ -29,6 +29,7 @@ import os
 import stat
 
 from .. import _shared, _store
+from .store import publish_at
 
 __all__ = ["Verified"]
 
@@ -128,18 +129,7 @@ class Verified:
         if dfd is None:
             return
         try:
-            tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
-            fd = _store.open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
-            try:
-                try:
-                    os.write(fd, b"%d %d %d %d\n" % found)
-                finally:
-                    os.close(fd)
-                # Not synced: a record lost to a crash only costs a check on the next serve.
-                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=dfd)
-                raise
+            # Not synced: a record lost to a crash only costs a check on the next serve.
+            publish_at(dfd, name, b"%d %d %d %d\n" % found, sync=False)
         finally:
             os.close(dfd)
