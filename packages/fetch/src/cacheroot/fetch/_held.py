@@ -285,7 +285,22 @@ def publish(dir_fd: int, stage: str, name: str, sfd: int, *, replace: bool, out:
 
 
 def rename(dir_fd: int, old: str, new: str) -> None:
-    os.rename(old, new, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    """Rename ``old`` to ``new``, both in the directory held at ``dir_fd`` (the name moves,
+    whatever it is: a link is never followed)."""
+    move(dir_fd, old, dir_fd, new)
+
+
+def move(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    """Rename ``src`` of the directory held at ``src_fd`` to ``dst`` of the one held at
+    ``dst_fd``; :class:`OSError` as the system says it."""
+    os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+
+def unlink(dir_fd: int, name: str) -> None:
+    """Remove the name ``name`` (a file, a link, a FIFO: never what it leads to) from the
+    directory held at ``dir_fd``; :class:`OSError` as the system says it (:func:`remove` is
+    the best-effort one)."""
+    os.unlink(name, dir_fd=dir_fd)
 
 
 def drop_stage(dir_fd: int, stage: str, sfd: int) -> None:

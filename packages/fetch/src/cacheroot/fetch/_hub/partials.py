@@ -27,7 +27,7 @@ import re
 import stat
 import time
 
-from .. import _proc, _shared, _store
+from .. import _held, _proc, _shared, _store
 
 __all__ = ["STALE_AFTER", "abandoned", "abandoned_in", "sweep"]
 
@@ -89,7 +89,7 @@ def sweep(
         for name, st in abandoned_in(fd, clock, stale_after):
             if not dry_run:
                 try:
-                    os.unlink(name, dir_fd=fd)
+                    _held.unlink(fd, name)
                 except OSError:
                     continue
             found.append((name, st.st_size))

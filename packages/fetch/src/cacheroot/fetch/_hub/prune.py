@@ -26,7 +26,7 @@ import stat
 import time
 from dataclasses import dataclass
 
-from .. import _shared
+from .. import _held, _shared
 from .partials import STALE_AFTER, abandoned, abandoned_in, sweep
 
 __all__ = [
@@ -170,7 +170,7 @@ def remove(
     try:
         why = _stays(fd, name, unit, clock, stale_after)
         if not why:
-            os.unlink(name, dir_fd=fd)
+            _held.unlink(fd, name)
     except FileNotFoundError:
         return "gone meanwhile"
     finally:

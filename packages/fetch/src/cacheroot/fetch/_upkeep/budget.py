@@ -53,7 +53,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from .. import _proc
+from .. import _held, _proc
 from .._hub.prune import remove as remove_stored
 from .._shared import fd_path, open_below
 from .cache import (
@@ -61,11 +61,8 @@ from .cache import (
     Entry,
     Refused,
     entry_dir,
-    lstat_at,
     remove_entry,
     remove_tree_at,
-    rename_at,
-    unlink_at,
 )
 from .in_use import SETTLE, Held, Scan, open_seen
 from .root_caches import (
@@ -333,15 +330,15 @@ def _remove_leftover(v: Victim, held: Held) -> str:
         with _held_dir(v, v.path) as (fd, name):
             late = Scan([v.path], held, 0.0, 0.0, dir_fd=fd).busy
             if late:
-                if lstat_at(fd, original) is None:
+                if _held.lstat_quiet(original, fd) is None:
                     with contextlib.suppress(OSError):
-                        rename_at(fd, name, fd, original)
+                        _held.move(fd, name, fd, original)
                 return late
             remove_tree_at(fd, name)
-            if lstat_at(fd, original) is None:
+            if _held.lstat_quiet(original, fd) is None:
                 for suffix in _SIDECARS:
                     with contextlib.suppress(OSError):
-                        unlink_at(fd, f".{original}{suffix}")
+                        _held.unlink(fd, f".{original}{suffix}")
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
@@ -379,7 +376,7 @@ def _set_aside(v: Victim, held: Held, now: float, aside: list[tuple[Victim, str]
                 aside.append((v, ""))
                 return ""
             aside_name = f".{name}.{_proc.machine_tag()}-{os.getpid()}.pruned"
-            rename_at(fd, name, fd, aside_name)
+            _held.move(fd, name, fd, aside_name)
     except FileNotFoundError:
         return "gone meanwhile"
     except OSError as exc:
@@ -431,7 +428,7 @@ def _settle_aside(aside: list[tuple[Victim, str]], done: Summary) -> None:
                 with _held_dir(v, v.path) as (fd, _name):
                     for side in sides:
                         with contextlib.suppress(OSError):
-                            unlink_at(fd, os.path.basename(side))
+                            _held.unlink(fd, os.path.basename(side))
         done.removed.append(v)
     aside.clear()
 
@@ -444,7 +441,7 @@ def _settle_one(v: Victim, moved: str, held: Held) -> str:
         if late:
             if moved:
                 with contextlib.suppress(OSError):
-                    rename_at(fd, name, fd, os.path.basename(v.path))
+                    _held.move(fd, name, fd, os.path.basename(v.path))
             return late
         if moved:
             remove_tree_at(fd, name)
@@ -482,17 +479,23 @@ def _remove_stored(v: Victim, held: Held) -> str:
     ref = v.ref
     if not isinstance(ref, HubStored):
         raise TypeError(f"{v!r} is not a unit of the hub cache's store")
-    try:
-        with _held_dir(v, v.path) as (fd, _name):
-            late = Scan([v.path], held, 0.0, 0.0, dir_fd=fd).busy
-    except FileNotFoundError:
-        return "gone meanwhile"
-    except OSError as exc:
-        raise _Denied(_cannot(v.path, exc)) from None
+    late = _late_busy(v, held)
     if late:
         return late
     try:
         return remove_stored(ref.store, ref.unit, top=v.base or None)
+    except OSError as exc:
+        raise _Denied(_cannot(v.path, exc)) from None
+
+
+def _late_busy(v: Victim, held: Held) -> str:
+    """Why ``v`` is busy right before its removal (a process holds it), weighed again through
+    its directory reached from the root; "gone meanwhile"; or ``""`` to go ahead."""
+    try:
+        with _held_dir(v, v.path) as (fd, _name):
+            return Scan([v.path], held, 0.0, 0.0, dir_fd=fd).busy
+    except FileNotFoundError:
+        return "gone meanwhile"
     except OSError as exc:
         raise _Denied(_cannot(v.path, exc)) from None
 
@@ -502,13 +505,7 @@ def _remove_test(v: Victim, held: Held) -> str:
     reach its namespace from the cache root without following a link."""
     if not isinstance(v.ref, Entry):
         raise TypeError(f"{v!r} is not a test-cache entry")
-    try:
-        with _held_dir(v, v.path) as (fd, _name):
-            why = Scan([v.path], held, 0.0, 0.0, dir_fd=fd).busy
-    except FileNotFoundError:
-        return "gone meanwhile"
-    except OSError as exc:
-        raise _Denied(_cannot(v.path, exc)) from None
+    why = _late_busy(v, held)
     if why:
         return why
     try:

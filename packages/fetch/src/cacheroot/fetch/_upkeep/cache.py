@@ -360,11 +360,11 @@ def missing_namespace(cache: str, namespace: str) -> str:
         for depth, part in enumerate(parts):
             path = os.path.join(directory, part)
             here = "/".join(parts[: depth + 1])
-            st = None if fd is None else lstat_at(fd, part)
+            st = None if fd is None else _held.lstat_quiet(part, fd)
             if st is None or fd is None:
                 return _no_such(cache, namespace, here)
             is_dir = stat.S_ISDIR(st.st_mode)
-            recorded = lstat_at(fd, meta_path(part)) is not None
+            recorded = _held.lstat_quiet(meta_path(part), fd) is not None
             if depth and not _level(part, depth, is_dir=is_dir, recorded=recorded, moved=False):
                 return (
                     f"{here!r} is an entry of namespace {'/'.join(parts[:depth])!r}, not a "
@@ -541,7 +541,7 @@ def _check_tree(fd: int, name: str, recorded: str) -> tuple[str, str]:
     from .._archive import tree_digest  # noqa: PLC0415
     from .._shared import fd_path  # noqa: PLC0415 - upkeep only
 
-    st = lstat_at(fd, name)
+    st = _held.lstat_quiet(name, fd)
     if st is None or not stat.S_ISDIR(st.st_mode):
         return "corrupt", (
             f"expected a directory (its record holds a tree digest), found {_found(st)}"
@@ -574,13 +574,13 @@ def quarantine(cache: str, entry: Entry, fd: int) -> str:
     name = f"{entry.name}.{stamp}.{os.getpid()}"
     qfd = open_in(cache, where, create=True)  # group-shared where the volume is setgid
     try:
-        rename_at(fd, entry.name, qfd, name)
+        _held.move(fd, entry.name, qfd, name)
         with contextlib.suppress(OSError):
-            rename_at(fd, meta_path(entry.name), qfd, meta_path(name))
+            _held.move(fd, meta_path(entry.name), qfd, meta_path(name))
     finally:
         os.close(qfd)
     with contextlib.suppress(OSError):
-        unlink_at(fd, used_path(entry.name))
+        _held.unlink(fd, used_path(entry.name))
     return os.path.join(cache, where, name)
 
 
@@ -657,24 +657,6 @@ def _verify_one(cache: str, entry: Entry, *, move: bool) -> dict[str, Any]:
 # after the walk leads nowhere, and the name itself is renamed or unlinked, never followed.
 
 
-def unlink_at(fd: int, name: str) -> None:
-    """Remove the name ``name`` (a file, a link, a FIFO...: never what it leads to) from the
-    directory held at ``fd``."""
-    os.unlink(name, dir_fd=fd)
-
-
-def rename_at(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
-    """Rename ``src`` of the directory held at ``src_fd`` to ``dst`` of the one held at
-    ``dst_fd`` (the name moves, whatever it is: a link is never followed)."""
-    os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
-
-
-def lstat_at(fd: int, name: str) -> os.stat_result | None:
-    """``lstat`` of ``name`` in the directory held at ``fd`` (``None``: not there, or not
-    reachable)."""
-    return _held.lstat_quiet(name, fd)
-
-
 def _quiet(_why: str) -> None:
     """Drop a note of :func:`.in_use.open_seen`: upkeep just leaves such a directory alone."""
 
@@ -686,7 +668,7 @@ def remove_tree_at(fd: int, name: str) -> None:
     What this user may not remove stays: :class:`OSError` when ``name`` is still there.
     """
     _held.remove_tree(fd, name)
-    if lstat_at(fd, name) is not None:
+    if _held.lstat_quiet(name, fd) is not None:
         raise OSError(
             errno.ENOTEMPTY,
             "could not be removed entirely: this user may not remove some of it",
@@ -700,10 +682,10 @@ def remove_name_at(fd: int, name: str) -> None:
     bytes follow), a link or file is unlinked, never followed."""
     if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
         aside = os.path.basename(partial_path(name)) + ".old"
-        rename_at(fd, name, fd, aside)
+        _held.move(fd, name, fd, aside)
         _held.remove_tree(fd, aside)  # what stays is an abandoned partial: pruned later
     else:
-        unlink_at(fd, name)
+        _held.unlink(fd, name)
 
 
 def entry_dir(entry: Entry) -> int:
@@ -729,7 +711,7 @@ def _live_partials(fd: int, name: str) -> list[str]:
 def _no_lock(fd: int, name: str, shown: str, exc: OSError) -> str:
     """Why the lock ``name`` of the directory held at ``fd`` (``shown``: its path) could not be
     taken, and what to do."""
-    st = lstat_at(fd, name)
+    st = _held.lstat_quiet(name, fd)
     owner = f" (it belongs to uid {st.st_uid})" if st is not None else ""
     return (
         f"cannot open its lock {shown}: {exc.strerror or exc}{owner}; run this as the cache's "
@@ -776,7 +758,7 @@ def _remove_at(entry: Entry, fd: int) -> str:
     if entry.namespace.startswith(QUARANTINE):
         remove_name_at(fd, name)
         with contextlib.suppress(OSError):
-            unlink_at(fd, meta_path(name))
+            _held.unlink(fd, meta_path(name))
         return ""
     lname = lock_path(name)
     lock = PathLock(fd_path(fd, lname), timeout=0.0, poll=0.01)
@@ -795,7 +777,7 @@ def _remove_at(entry: Entry, fd: int) -> str:
         # The lock file last, while we hold it: a new fetch makes a new one.
         for side in (meta_path(name), used_path(name), lname):
             with contextlib.suppress(OSError):
-                unlink_at(fd, side)
+                _held.unlink(fd, side)
         forget(entry.path)
     finally:
         lock.release()
@@ -834,7 +816,7 @@ def _stray_files(cache: str, grace: float, now: float, *, dry_run: bool) -> list
 def _stray_file(name: str, present: set[str], fd: int, grace: float, now: float) -> str:
     """Why ``name`` in the level held at ``fd`` may go (an abandoned partial, a record of a
     missing entry), or ``""``."""
-    st = lstat_at(fd, name)
+    st = _held.lstat_quiet(name, fd)
     if st is None:
         return ""
     age = now - st.st_mtime
@@ -881,7 +863,7 @@ def _stray_lock(fd: int, name: str, present: set[str], old_enough: float) -> str
     :func:`_stray_locks`)."""
     from .._shared import fd_path  # noqa: PLC0415 - removal only
 
-    st = lstat_at(fd, name)
+    st = _held.lstat_quiet(name, fd)
     if st is None or time.time() - st.st_mtime < old_enough:
         return ""  # may have just been made by a process about to lock it
     record = holder(fd_path(fd, name))
@@ -916,7 +898,7 @@ def _empty_levels(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, 
                 continue
             if not dry_run:
                 _held.remove(parent, name, directory=True)  # an empty directory only
-                if lstat_at(parent, name) is not None:
+                if _held.lstat_quiet(name, parent) is not None:
                     continue  # filled up meanwhile, or not ours to remove
         except OSError:
             continue
@@ -930,7 +912,7 @@ def _empty_and_old(parent: int, name: str, grace: float, now: float) -> bool:
     """Whether ``name`` in the directory held at ``parent`` is a directory, untouched for
     ``grace`` and empty (listed through a descriptor opened without following a link, and only
     while it is the directory ``lstat`` saw)."""
-    st = lstat_at(parent, name)
+    st = _held.lstat_quiet(name, parent)
     if st is None or not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < grace:
         return False
     fd = open_seen(parent, name, name, st, _quiet)
@@ -960,7 +942,7 @@ def _stray_locks(cache: str, grace: float, *, dry_run: bool) -> list[dict[str, A
                 if not dry_run:
                     for stale in (name + ".holder", name):
                         with contextlib.suppress(OSError):
-                            unlink_at(level_fd, stale)
+                            _held.unlink(level_fd, stale)
             finally:
                 os.close(fd)
             rows.append({"path": os.path.join(directory, name), "size": 0, "reason": why})
