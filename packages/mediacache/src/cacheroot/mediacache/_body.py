@@ -19,11 +19,11 @@ large one) and for the bytes on the wire, both checked at every chunk, before it
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import tempfile
 from typing import TYPE_CHECKING, BinaryIO
 
+from . import _volume
 from ._errors import ResponseTooLarge
 
 if TYPE_CHECKING:
@@ -114,11 +114,7 @@ class Spool:
 def _unnamed(directory: int | str | None) -> BinaryIO:
     """An unnamed temporary file in ``directory`` (see :class:`Spool`)."""
     if isinstance(directory, int):
-        tmpfile = getattr(os, "O_TMPFILE", 0)
-        if not tmpfile:
-            raise OSError(errno.EOPNOTSUPP, "no O_TMPFILE here")
-        flags = os.O_RDWR | tmpfile | getattr(os, "O_CLOEXEC", 0)
-        return open(os.open(".", flags, 0o600, dir_fd=directory), "w+b")
+        return _volume.unnamed(directory)
     return tempfile.TemporaryFile(dir=directory, prefix=".spool-")
 
 

@@ -47,7 +47,7 @@ from typing import Any
 
 from cacheroot.fetch.store import MAX_RECORD, NotRegularFileError
 
-from . import _policy
+from . import _policy, _volume
 from ._lock import DirLock
 from ._redact import one_line, shown
 from ._volume import Directory, RefusedFileError, planted_kind
@@ -202,8 +202,8 @@ class Store:
     def remove(self, name: str) -> None:
         """Delete entry ``name`` (body first, so a reader sees a miss, never a body alone)."""
         with self.dir_lock():
-            self._dir.unlink(name)
-            self._dir.unlink(_record_name(name))
+            self._dir.remove(name)
+            self._dir.remove(_record_name(name))
 
     def publish(self, name: str, body: bytes, meta: dict[str, Any], *, now: float) -> int | None:
         """Store ``body`` as ``name`` within the bound; return how many entries were evicted.
@@ -235,7 +235,7 @@ class Store:
                 room_fd, room = self._dir.create(f"{name}.room")
             except BaseException:
                 os.close(part_fd)
-                self._dir.unlink(part)
+                self._dir.remove(part)
                 raise
             try:
                 os.ftruncate(part_fd, len(body))
@@ -249,7 +249,7 @@ class Store:
                 _write_all(part_fd, body)
                 os.fsync(part_fd)
                 # Its first use, for LRU; through the descriptor, the mtime as it is.
-                os.utime(part_fd, ns=(_ns(now), os.fstat(part_fd).st_mtime_ns))
+                _volume.stamp(part_fd, atime_ns=_ns(now), mtime_ns=os.fstat(part_fd).st_mtime_ns)
                 st = os.fstat(part_fd)
                 triple = [st.st_size, st.st_mtime_ns, st.st_ino]
                 self._write_record(name, {**record, "stat": triple})
@@ -380,8 +380,8 @@ class Store:
         for _, _, name, size in ranked:
             if total <= target:
                 break
-            self._dir.unlink(name)
-            self._dir.unlink(_record_name(name))
+            self._dir.remove(name)
+            self._dir.remove(_record_name(name))
             total -= size
             evicted += 1
         if total + cost > self.max_size_bytes:
@@ -418,8 +418,8 @@ class Store:
         except OSError:
             with contextlib.suppress(OSError):
                 if tmp is not None:
-                    self._dir.unlink(tmp)
-                self._dir.unlink(_LEDGER)
+                    self._dir.remove(tmp)
+                self._dir.remove(_LEDGER)
 
     def _scan(self, *, clean: bool = False) -> tuple[int, list[tuple[str, int, int]]]:
         """``(bytes of every file, [(entry name, entry bytes with record, atime)])``.
@@ -479,7 +479,7 @@ class Store:
         for name, size in sidecars.items():
             # A publisher renames the record into place just before the body: not an orphan.
             if clean and name not in bodies and name[:64] not in writing:
-                self._dir.unlink(_record_name(name))
+                self._dir.remove(_record_name(name))
                 total -= size
         entries = [(n, size + sidecars.get(n, 0), atime) for n, (size, atime) in bodies.items()]
         return total, entries
@@ -494,7 +494,7 @@ def _discard(directory: Directory, fd: int, name: str) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
     with contextlib.suppress(OSError):
-        directory.unlink(name)
+        directory.remove(name)
 
 
 def _ns(seconds: float) -> int:
@@ -504,7 +504,7 @@ def _ns(seconds: float) -> int:
 def _touch(fd: int, now: float, mtime_ns: int) -> None:
     """Record a use: the access time becomes ``now``; the mtime (part of the triple) stays."""
     with contextlib.suppress(OSError, NotImplementedError):
-        os.utime(fd, ns=(_ns(now), mtime_ns))
+        _volume.stamp(fd, atime_ns=_ns(now), mtime_ns=mtime_ns)
 
 
 def _write_all(fd: int, data: bytes) -> None:

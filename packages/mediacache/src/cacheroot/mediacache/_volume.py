@@ -23,7 +23,9 @@ them, and the cache may run as root. So:
   under a name can be opened in its place (the create fails instead), and no name can be
   planted ahead for a pid. They are written, then renamed into place.
 - Times and modes are changed only through descriptors of files this process created or
-  checked, never through a name.
+  checked, never through a name (:func:`stamp`).
+- Scratch bytes spooled on the volume go to a file with no name at all (:func:`unnamed`):
+  nothing can be planted under it, nothing else finds it, and nothing is left behind.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import secrets
 import stat
 import threading
 import weakref
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from cacheroot.fetch.store import (
     MAX_RECORD,
@@ -63,6 +65,7 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+_TMPFILE = getattr(os, "O_TMPFILE", 0)
 
 
 class RefusedPathError(OSError):
@@ -245,7 +248,7 @@ class Directory:
                     os.fchmod(fd, SHARED_FILE)
             except BaseException:
                 os.close(fd)
-                self.unlink(name)
+                self.remove(name)
                 raise
             return fd, name
         raise FileExistsError(errno.EEXIST, "no free temporary name", self.shown(base))
@@ -277,7 +280,7 @@ class Directory:
         dfd = self.fd()
         os.replace(src, dst, src_dir_fd=dfd, dst_dir_fd=dfd)
 
-    def unlink(self, name: str) -> None:
+    def remove(self, name: str) -> None:
         """Remove ``name`` (a link itself, never what it names); gone already is fine."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=self.fd())
@@ -460,6 +463,33 @@ def _mkdir(parent: int, name: str) -> None:
                 os.fchmod(fd, SHARED_DIR)
             finally:
                 os.close(fd)
+
+
+def stamp(fd: int, *, atime_ns: int, mtime_ns: int) -> None:
+    """Set the access and modification times of the file open at ``fd``.
+
+    Through the descriptor, never through a name: the file whose times change is the one this
+    process created or checked, whatever has been put under its name since.
+    """
+    os.utime(fd, ns=(atime_ns, mtime_ns))
+
+
+def unnamed(dir_fd: int) -> BinaryIO:
+    """A new read-write file with no name in the held directory ``dir_fd`` (``O_TMPFILE``).
+
+    For the process's own scratch bytes on the volume's file system: no name can be planted
+    ahead of it or found by anyone else, the directory's size accounting never sees it, and it
+    is gone once closed or the process dies. :class:`OSError` (``EOPNOTSUPP``) where the
+    platform has no ``O_TMPFILE``; the file system may refuse it too.
+    """
+    if not _TMPFILE:
+        raise OSError(errno.EOPNOTSUPP, "no O_TMPFILE here")
+    fd = os.open(".", os.O_RDWR | _TMPFILE | _CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        return open(fd, "w+b")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def planted_kind(directory: Directory, name: str, error: OSError) -> str:
