@@ -121,3 +121,26 @@ def test_a_hard_link_planted_as_the_lease_is_never_read(tmp_path: Path) -> None:
     waiter.release()
     st = os.stat(secret)
     assert (st.st_atime, st.st_nlink, secret.read_bytes()) == (1_000_000, 1, b"root only\n")
+
+
+def test_the_lease_stays_in_the_directory_it_was_made_for(tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    lease = Lease(lease_path(str(d / "entry")), beat=0.05)
+    moved = tmp_path / "moved"
+    d.rename(moved)
+    d.symlink_to(elsewhere)  # the lease's path now leads into ``elsewhere``
+    assert lease.acquire(timeout=10.0) == "held"
+    assert sorted(os.listdir(moved)) == [".entry.lease"]
+    assert os.listdir(elsewhere) == []
+    record = moved / ".entry.lease"
+    wait_for(lambda: json.loads(record.read_bytes())["beat"] >= 3, what="two beats in moved/")
+    assert json.loads(record.read_bytes())["token"] == lease.token
+    assert sorted(os.listdir(moved)) == [".entry.lease"]
+    assert os.listdir(elsewhere) == []
+    lease.release()
+    assert os.listdir(moved) == []
+    assert os.listdir(elsewhere) == []
+    assert os.readlink(d) == str(elsewhere)

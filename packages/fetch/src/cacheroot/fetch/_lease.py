@@ -16,7 +16,10 @@ slow heartbeat) only download twice.
 
 The lease's name is on a volume other jobs write: it is read with ``O_NOFOLLOW | O_NONBLOCK``
 (:func:`cacheroot.fetch._store.open_regular`), and a link, FIFO or device planted under it is
-removed at once (the name is ours) instead of being read, followed, or waited on.
+removed at once (the name is ours) instead of being read, followed, or waited on. The lease's
+directory is opened once, when the :class:`Lease` is made, and held: every name is then created,
+read, renamed and removed in that very directory (:mod:`cacheroot.fetch._held`), so that a
+directory renamed away and replaced by a link meanwhile leads nowhere else.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ import stat
 import threading
 import time
 import uuid
+import weakref
 from typing import TYPE_CHECKING, Literal
 
-from . import _store
+from . import _held, _store
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -61,8 +65,9 @@ def lease_path(entry: str) -> str:
     return os.path.join(head, f".{name}.lease")
 
 
-def _read(path: str) -> bytes | None:
-    """The lease's bytes, ``None`` when there is none (an empty file reads as ``b""``).
+def _read(dir_fd: int, name: str, label: str) -> bytes | None:
+    """The bytes of the lease ``name`` in the directory held at ``dir_fd`` (``label``: its path,
+    for the log), ``None`` when there is none (an empty file reads as ``b""``).
 
     A link, FIFO, socket or device there is removed and reads as none. What cannot be read
     as a lease reads as ``b""``, never read: a directory (not removed here) and a file with a
@@ -72,29 +77,32 @@ def _read(path: str) -> bytes | None:
     :data:`STALE_AFTER`: a planted one costs a wait, never a read and never an endless one.
     """
     try:
-        fd, st = _store.open_regular_stat(path)
+        fd, st = _store.open_regular_stat(name, dir_fd=dir_fd)
     except FileNotFoundError:
         return None
     except _store.NotRegularFileError:
-        if _is_dir(path):
+        if _is_dir(dir_fd, name):
             return b""
-        _store.remove_planted(path)
+        _store.remove_planted(label, dir_fd=dir_fd)
         return None
-    with open(fd, "rb") as f:
-        return f.read(4096) if st.st_nlink == 1 else b""
-
-
-def _is_dir(path: str) -> bool:
     try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
+        return os.read(fd, 4096) if st.st_nlink == 1 else b""
+    finally:
+        os.close(fd)
+
+
+def _is_dir(dir_fd: int, name: str) -> bool:
+    st = _held.lstat_quiet(name, dir_fd)
+    return st is not None and stat.S_ISDIR(st.st_mode)
 
 
 class Lease:
     """A lease on ``path`` (see the module docstring); usable as a context manager.
 
     ``beat`` and ``stale_after`` are in seconds; a holder must beat well within ``stale_after``.
+    ``path``'s directory (the caller's, followed as given: a ``/proc/self/fd/N`` one is the
+    directory held at ``N``) is opened here and held until the lease is collected; an
+    :class:`OSError` when it cannot be opened.
     """
 
     def __init__(self, path: str, *, beat: float | None = None, stale_after: float | None = None):
@@ -109,6 +117,17 @@ class Lease:
         self._count = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._dir = _held.subdir(None, os.path.dirname(path) or ".", follow=True)
+        self._close_dir = weakref.finalize(self, os.close, self._dir)
+
+    @property
+    def _name(self) -> str:
+        """The lease's name in the held directory."""
+        return os.path.basename(self.path)
+
+    def _label(self, name: str) -> str:
+        """The path of ``name`` in the lease's directory as the caller named it (for the log)."""
+        return os.path.join(os.path.dirname(self.path), name)
 
     # -- holding -----------------------------------------------------------------------------
     def _record(self) -> bytes:
@@ -125,10 +144,11 @@ class Lease:
         ).encode()
 
     def _write_partial(self) -> str:
-        tmp = _store.partial_path(self.path)
-        fd = _store.open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        """A new partial file holding the next record; its name in the held directory."""
+        tmp = os.path.basename(_store.partial_path(self.path))
+        fd = _store.open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, dir_fd=self._dir)
         try:
-            _store.share(fd, os.path.dirname(self.path))
+            _store.share(fd, "", dir_fd=self._dir)
             os.write(fd, self._record())
         finally:
             os.close(fd)
@@ -143,7 +163,7 @@ class Lease:
         """
         tmp = self._write_partial()
         try:
-            os.link(tmp, self.path)
+            _held.link(self._dir, tmp, self._dir, self._name)
         except FileExistsError:
             return False
         except OSError as exc:
@@ -151,24 +171,24 @@ class Lease:
                 raise
             return self._create_exclusive()
         finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            _held.remove(self._dir, tmp, directory=False)
         return True
 
     def _create_exclusive(self) -> bool:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
         try:
-            fd = _store.open_regular(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            fd = _store.open_regular(self._name, flags, dir_fd=self._dir)
         except FileExistsError:
             return False
         try:
-            _store.share(fd, os.path.dirname(self.path))
+            _store.share(fd, "", dir_fd=self._dir)
             os.write(fd, self._record())
         finally:
             os.close(fd)
         return True
 
     def _mine(self) -> bool:
-        raw = _read(self.path)
+        raw = _read(self._dir, self._name, self.path)
         try:
             return raw is not None and json.loads(raw).get("token") == self.token
         except (ValueError, AttributeError):
@@ -182,10 +202,9 @@ class Lease:
             return
         tmp = self._write_partial()
         try:
-            os.replace(tmp, self.path)
+            _held.rename(self._dir, tmp, self._name)
         except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            _held.remove(self._dir, tmp, directory=False)
             raise
 
     def _beat(self) -> None:
@@ -220,7 +239,7 @@ class Lease:
                 self._hold()
                 return "held"
             now = time.monotonic()
-            current = _read(self.path)
+            current = _read(self._dir, self._name, self.path)
             if current is None and (timeout is None or now - started < timeout):
                 continue  # released just now: try again at once
             if current != seen:
@@ -240,23 +259,22 @@ class Lease:
         The rename makes the takeover one host's; if what was moved is not the record watched
         (its holder beat, or a new holder came, in between), it is put back.
         """
-        aside = _store.partial_path(self.path) + ".stale"
+        aside = os.path.basename(_store.partial_path(self.path)) + ".stale"
         try:
-            os.rename(self.path, aside)
+            _held.rename(self._dir, self._name, aside)
         except FileNotFoundError:
             return
         try:
-            if _read(aside) == stale:
+            if _read(self._dir, aside, self._label(aside)) == stale:
                 log.info(
                     "took over the lease %s, unchanged for %.0f s", self.path, self.stale_after
                 )
                 self.taken_over += 1
                 return
             with contextlib.suppress(OSError):
-                os.link(aside, self.path)
+                _held.link(self._dir, aside, self._dir, self._name)
         finally:
-            with contextlib.suppress(OSError):
-                os.unlink(aside)
+            _held.remove(self._dir, aside, directory=False)
 
     def release(self) -> None:
         """Stop beating and remove the lease if it is still this holder's."""
@@ -265,8 +283,7 @@ class Lease:
             self._thread.join()
             self._thread = None
         if self._mine():
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
+            _held.remove(self._dir, self._name, directory=False)
 
     def __enter__(self) -> Lease:
         self.acquire()
