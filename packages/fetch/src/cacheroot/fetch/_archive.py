@@ -62,6 +62,7 @@ import zlib
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from . import _held
 from ._errors import DownloadError, FetchError, LockTimeout
 from ._held import (
     drop_stage,
@@ -467,7 +468,7 @@ class _Unpacker:
             name = posixpath.basename(rel)
             if lstat(name, parent) is not None:
                 raise ArchiveError(self.archive, rel, "is a hard link over an existing member")
-            os.link(src, name, src_dir_fd=src_dir, dst_dir_fd=parent, follow_symlinks=False)
+            _held.link(src_dir, src, parent, name)
             made = lstat_quiet(name, parent)
             if made is None or _identity(made) != _identity(st):
                 raise ArchiveError(self.archive, rel, not_before)
@@ -502,7 +503,7 @@ class _Unpacker:
             parent = self._parent(rel)
             name = posixpath.basename(rel)
             try:
-                os.symlink(_link, name, dir_fd=parent)
+                _held.symlink(parent, _link, name)
             except FileExistsError:
                 raise ArchiveError(self.archive, rel, "is a link over an existing member") from None
             st = lstat_quiet(name, parent)

@@ -83,24 +83,28 @@ def reach(path: str, *, create: bool = False, follow: bool = False) -> tuple[int
 def below(top: str, rel: str, *, create: bool = False) -> int:
     """A descriptor of the directory ``top/rel``, each component below ``top`` opened without
     following a link (:class:`OSError` ``ELOOP`` names the first that is a link or no
-    directory), made where missing with ``create`` (``0o2775`` in a group-shared parent, as
-    :func:`cacheroot.fetch._shared.open_below` makes them). ``top`` itself is followed: it is
-    the operator's (or the caller's) own setting."""
+    directory; ``EINVAL`` a ``rel`` that leaves its tree through ``..``), made where missing with
+    ``create`` (``0o2775`` in a group-shared parent, each made durable in its parent), again if
+    one is removed before it could be opened. ``top`` itself is followed: it is the operator's
+    (or the caller's) own setting."""
+    parts = [p for p in os.path.normpath(rel).split(os.sep) if p not in ("", ".")]
+    if ".." in parts:
+        raise OSError(errno.EINVAL, "leaves its tree (..): refused", os.path.join(top, rel))
     fd = subdir(None, top, follow=True)
     here = top
     try:
-        for part in (p for p in rel.split(os.sep) if p not in ("", ".")):
+        for part in parts:
             here = os.path.join(here, part)
             try:
                 child = subdir(fd, part, create=create, share=True)
             except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
                     raise OSError(
                         errno.ELOOP,
                         "is a symbolic link or not a directory: not followed (refused)",
                         here,
                     ) from None
-                raise OSError(exc.errno, exc.strerror, here) from None
+                raise type(exc)(exc.errno, exc.strerror, here) from None
             os.close(fd)
             fd = child
     except BaseException:
@@ -110,8 +114,8 @@ def below(top: str, rel: str, *, create: bool = False) -> int:
 
 
 #: How often a directory made on the way is made again when it is removed before it could be
-#: opened (a prune of empty directories).
-_MAX_TRIES = 16
+#: opened (a prune that removes empty directories, running in a loop).
+_MAX_TRIES = 64
 
 
 def subdir(
@@ -139,9 +143,12 @@ def subdir(
                 continue
             made = True
             continue
-        if made and share and parent is not None and shared("", dir_fd=parent):
+        if made and parent is not None:
+            if share and shared("", dir_fd=parent):
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, SHARED_DIR)  # the umask would take the group's write
             with contextlib.suppress(OSError):
-                os.fchmod(fd, SHARED_DIR)  # the umask would take the group's write
+                os.fsync(parent)  # the new name survives a crash of the host
         return fd
     raise FileNotFoundError(errno.ENOENT, "removed as soon as it was made, again and again", name)
 
@@ -301,6 +308,30 @@ def unlink(dir_fd: int, name: str) -> None:
     directory held at ``dir_fd``; :class:`OSError` as the system says it (:func:`remove` is
     the best-effort one)."""
     os.unlink(name, dir_fd=dir_fd)
+
+
+def link(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    """Give the file ``src`` of the directory held at ``src_fd`` the second name ``dst`` in the
+    one held at ``dst_fd``: the name itself, never what a link there leads to.
+    :class:`FileExistsError` when ``dst`` exists in any form (a way to publish a complete file
+    once); :class:`OSError` as the system says it otherwise."""
+    os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+
+
+def symlink(dir_fd: int, target: str, name: str) -> None:
+    """Make the link ``name`` to ``target`` in the directory held at ``dir_fd``
+    (:class:`FileExistsError` when the name is taken: links are made under a partial name and
+    published by rename)."""
+    os.symlink(target, name, dir_fd=dir_fd)
+
+
+def stamp(fd: int, ns: tuple[int, int] | None = None) -> None:
+    """Set the access and modification times of the file open at ``fd`` (now, or ``ns``): by
+    the descriptor, never by a name that could have been swapped for someone else's file."""
+    if ns is None:
+        os.utime(fd)
+    else:
+        os.utime(fd, ns=ns)
 
 
 def drop_stage(dir_fd: int, stage: str, sfd: int) -> None:

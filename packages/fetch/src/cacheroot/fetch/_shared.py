@@ -68,7 +68,7 @@ from cacheroot.envs._shared_tier import (
 )
 
 from . import _store
-from ._held import fd_path, held_path
+from ._held import below, fd_path, held_path
 from ._lease import Lease, lease_path
 from ._redact import printable
 
@@ -217,75 +217,11 @@ def counterpart(path: str, environ: Mapping[str, str] | None = None) -> str | No
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-#: How a directory below a root is opened: never through a link.
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
-#: How often a directory made on the way is made again when it is removed before it could be
-#: opened (a prune that removes empty directories, running in a loop).
-_MAX_TRIES = 64
 
 
-def _refused(path: str, exc: OSError) -> OSError:
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-        return OSError(
-            errno.ELOOP, "is a symbolic link or not a directory: not followed (refused)", path
-        )
-    return exc
-
-
-def open_below(top: str, rel: str, *, create: bool = False) -> int:
-    """A descriptor of the directory ``top/rel``, each component below ``top`` opened without
-    following a link (:class:`OSError` ``ELOOP`` names the one that is a link or no directory).
-
-    ``create`` makes the missing ones (``0o2775`` in a group-shared parent, each made durable in
-    its parent), again if one is removed before it could be opened. ``top`` itself is followed:
-    it is the operator's own setting.
-    """
-    parts = [p for p in os.path.normpath(rel).split(os.sep) if p not in ("", ".")]
-    if ".." in parts:
-        raise OSError(errno.EINVAL, "leaves its tree (..): refused", os.path.join(top, rel))
-    fd = os.open(top, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
-    here = top
-    try:
-        for part in parts:
-            here = os.path.join(here, part)
-            nfd = _open_child(fd, part, here, create=create)
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _open_child(fd: int, name: str, here: str, *, create: bool) -> int:
-    """The directory ``name`` in the one open at ``fd`` (``here``: its path, for messages),
-    opened without following a link; made first when missing and ``create``."""
-    for _ in range(_MAX_TRIES):
-        try:
-            return os.open(name, _DIR_FLAGS, dir_fd=fd)
-        except FileNotFoundError:
-            if not create:
-                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), here) from None
-        except OSError as exc:
-            raise _refused(here, exc) from None
-        _mkdir_at(fd, name)
-    raise FileNotFoundError(errno.ENOENT, "removed as soon as it was made, again and again", here)
-
-
-def _mkdir_at(parent_fd: int, name: str) -> None:
-    try:
-        os.mkdir(name, 0o777, dir_fd=parent_fd)
-    except FileExistsError:
-        return
-    if os.fstat(parent_fd).st_mode & stat.S_ISGID:
-        with contextlib.suppress(OSError):
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
-            try:
-                os.fchmod(fd, _store.SHARED_DIR)
-            finally:
-                os.close(fd)
-    with contextlib.suppress(OSError):
-        os.fsync(parent_fd)
+#: A descriptor of a directory below a held top, reached without following a link
+#: (:func:`._held.below`, under the name this module's callers know it by).
+open_below = below
 
 
 def open_source(

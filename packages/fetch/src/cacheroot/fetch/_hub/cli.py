@@ -237,10 +237,11 @@ def _store_ready(store: str) -> bool:
     """Whether the store's directory is there (made if missing) and the answers' key
     (``CACHEROOT_HUB_KEY_FILE``) is usable or unset; says why not. Unset on a store others may
     write, it says once that its answers could be planted."""
+    from .. import _store  # noqa: PLC0415
     from .store import KeyFileError, answer_key  # noqa: PLC0415
 
     try:
-        os.makedirs(store, exist_ok=True)
+        _store.makedirs(store)  # the operator's own setting, followed as given
     except OSError as exc:
         sys.stderr.write(f"cacheroot hub serve: cannot use the store {store}: {exc.strerror}\n")
         return False

@@ -255,7 +255,7 @@ class Store:
         """A descriptor of ``path`` (a directory of the store, made if missing), reached from
         the root without following a link: raises ``ELOOP`` where a link was planted."""
         if self.root not in self._made:
-            os.makedirs(self.root, exist_ok=True)  # the operator's own setting
+            _store.makedirs(self.root)  # the operator's own setting, followed as given
             self._made.add(self.root)
         return _shared.open_below(self.root, os.path.relpath(path, self.root), create=True)
 

@@ -28,7 +28,7 @@ import contextlib
 import os
 import stat
 
-from .. import _shared, _store
+from .. import _held, _shared, _store
 from .store import publish_at
 
 __all__ = ["Verified"]
@@ -68,7 +68,7 @@ class Verified:
         it is after the stamp. A stamp or record that fails only costs a later check."""
         before = _identity(os.fstat(fd))
         with contextlib.suppress(OSError):
-            os.utime(fd)
+            _held.stamp(fd)
         after = _identity(os.fstat(fd))
         self._seen.discard(before)
         self._seen.add(after)

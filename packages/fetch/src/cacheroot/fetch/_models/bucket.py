@@ -208,7 +208,7 @@ def _hf_pull(
     names = record.get("blobs")
     if not isinstance(names, dict):
         raise _UnusableError("no blob names in the record")
-    links: dict[str, Callable[[str], None]] = {}
+    links: dict[str, Callable[[int, str], None]] = {}
     fetched = False
     # This host's blobs are written through their directory, reached from the cache root and
     # held (made where missing): a link planted above them is refused, never followed.
@@ -269,7 +269,7 @@ def _write_tree(record: Mapping[str, Any], trees: str, snapshot: str) -> None:
 
 def _ms_pull(store: ObjectStore, tier: Revision, snapshot: str, files: list[_File]) -> None:
     snapshot_dir = os.path.join(tier.hub, snapshot)
-    copies: dict[str, Callable[[str], None]] = {}
+    copies: dict[str, Callable[[int, str], None]] = {}
     for want in files:
         if _holds(os.path.join(snapshot_dir, *want.path.split("/")), want):
             continue
@@ -277,8 +277,10 @@ def _ms_pull(store: ObjectStore, tier: Revision, snapshot: str, files: list[_Fil
     _place(snapshot_dir, copies, mine=True)
 
 
-def _maker(store: ObjectStore, want: _File) -> Callable[[str], None]:
-    return lambda path: _fetch(store, blob_name(want.sha256), path, want, None)
+def _maker(store: ObjectStore, want: _File) -> Callable[[int, str], None]:
+    return lambda dir_fd, name: _fetch(
+        store, blob_name(want.sha256), _held.fd_path(dir_fd, name), want, None
+    )
 
 
 def _sources(

@@ -49,8 +49,8 @@ from .._held import rename as _rename_at
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-    #: Makes one name of a snapshot at the path it is given (a held path: :func:`_place`).
-    _Maker = Callable[[str], None]
+    #: Makes one name of a snapshot: ``(held directory, name in it)`` (:func:`_place`).
+    _Maker = Callable[[int, str], None]
 
 __all__ = ["IDENTITY", "MAX_RECORD", "Tiers", "fill", "pull", "read_record", "tiers"]
 
@@ -437,13 +437,12 @@ def _place(snapshot_dir: str, makers: dict[str, _Maker], *, mine: bool) -> None:
         for rel, make in makers.items():
             dfd, leaf = _below(sfd, rel)
             try:
-                final = os.path.join(snapshot_dir, *rel.split("/"))
                 tmp = os.path.basename(_store.partial_path(leaf))
                 there = _volume.lstat_quiet(leaf, dfd) if mine else None
                 if there is not None and stat.S_ISDIR(there.st_mode):
                     _volume.remove_tree(dfd, leaf)  # planted: it would stop the rename
                 try:
-                    make(_volume.held_path(dfd, os.path.join(os.path.dirname(final), tmp)))
+                    make(dfd, tmp)
                     if mine:
                         _rename_at(dfd, tmp, leaf)
                     else:
@@ -470,7 +469,7 @@ def _staged(pfd: int, name: str, snapshot_dir: str, makers: dict[str, _Maker]) -
         for rel, make in makers.items():
             dfd, _leaf = _below(sfd, rel)
             try:
-                make(_volume.held_path(dfd, os.path.join(label, *rel.split("/"))))
+                make(dfd, _leaf)
             finally:
                 if dfd != sfd:
                     os.close(dfd)
@@ -499,11 +498,11 @@ def _below(top: int, rel: str) -> tuple[int, str]:
 
 
 def _link_maker(target: str) -> _Maker:
-    return lambda path: os.symlink(target, path)
+    return lambda dir_fd, name: _volume.symlink(dir_fd, target, name)
 
 
 def _copy_maker(src: str, want: _File, git_sha1: str | None = None) -> _Maker:
-    return lambda path: _copy_checked(src, path, want, git_sha1)
+    return lambda dir_fd, name: _copy_checked(src, _volume.fd_path(dir_fd, name), want, git_sha1)
 
 
 def _on_both(tier: Tiers, relative: str) -> tuple[str, str]:

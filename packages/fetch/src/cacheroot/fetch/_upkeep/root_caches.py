@@ -34,6 +34,7 @@ from cacheroot.envs import (
     resolve,
 )
 
+from .._held import subdir
 from .._shared import open_below
 from .._store import parse_partial, partial_abandoned
 from .cache import FOREIGN_STALE
@@ -58,7 +59,6 @@ __all__ = [
     "listdir",
     "not_followed",
     "open_cache",
-    "plain_entries",
     "walk_entries",
 ]
 
@@ -174,7 +174,7 @@ def open_cache(root: str, path: str) -> int:
     directory on the way is a link), else opened as the user set it."""
     if inside(path, root):
         return open_below(root, os.path.relpath(path, root))
-    return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    return subdir(None, path, follow=True)
 
 
 def device(path: str) -> int:
@@ -270,19 +270,6 @@ class Listed(NamedTuple):
     #: Every name in it, and its entries (``(label, entry)``).
     names: list[str]
     entries: list[tuple[str, PlainEntry]]
-
-
-def plain_entries(cache: CacheDir, claimed: list[str]) -> list[tuple[str, PlainEntry]]:
-    """``(label, entry)`` for every entry of a plain cache, the ``claimed`` directories (other
-    caches') left out (:func:`walk_entries` from the cache's directory as the user set it)."""
-    try:
-        fd = os.open(cache.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return []
-    try:
-        return sorted(e for listed in walk_entries(cache, claimed, fd, []) for e in listed.entries)
-    finally:
-        os.close(fd)
 
 
 def walk_entries(
