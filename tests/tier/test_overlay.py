@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED
-from cacheroot.fetch._tier.layers import overlay_supported, seed
+from cacheroot.fetch._tier.layers import seed
+from cacheroot.fetch._tier.view import overlay_supported
 from cacheroot.fetch._used import used_path
 
 from .fleet import visible_files

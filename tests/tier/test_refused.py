@@ -22,7 +22,8 @@ from cacheroot.envs import CACHEROOT, CACHEROOT_SHARED
 from cacheroot.fetch import Fetcher, build_once
 from cacheroot.fetch._models.shared import tiers
 from cacheroot.fetch._shared import counterpart
-from cacheroot.fetch._tier.layers import sync, up, watch
+from cacheroot.fetch._tier.layers import sync, watch
+from cacheroot.fetch._tier.view import up
 
 if TYPE_CHECKING:
     from pathlib import Path

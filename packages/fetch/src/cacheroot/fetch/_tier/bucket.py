@@ -20,7 +20,7 @@ from cacheroot.envs.units import format_size
 
 from .._progress import counted
 from .._redact import printable
-from . import layers as _layers
+from . import view as _view
 
 if TYPE_CHECKING:
     import argparse
@@ -74,7 +74,7 @@ def run_up(args: argparse.Namespace, url: str) -> int:
         return 1
     merged = os.path.abspath(args.merged)
     try:
-        _layers.up(l1, l1, merged, shared=False)
+        _view.up(l1, l1, merged, shared=False)
     except OSError as exc:
         sys.stderr.write(f"cacheroot tier up: {exc}\n")
         return 1

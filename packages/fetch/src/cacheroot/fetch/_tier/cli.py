@@ -28,6 +28,7 @@ from .._redact import printable
 from .._shared import read_only_note, read_problem, root_problem
 from . import bucket as _bucket
 from . import layers as _tier
+from . import view as _view
 
 if TYPE_CHECKING:
     import argparse
@@ -101,7 +102,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DIR",
         default=None,
         help="the overlay's work directory, on L1's file system (default: .<L1 name>"
-        f"{_tier.WORK_SUFFIX} beside L1)",
+        f"{_view.WORK_SUFFIX} beside L1)",
     )
     _budget_flags(up, "seeding stops before")
     up.set_defaults(func=_run_up)
@@ -246,7 +247,7 @@ def _run_up(args: argparse.Namespace) -> int:
     _quiet_logging()
     merged = os.path.abspath(args.merged)
     try:
-        mode, why = _tier.up(
+        mode, why = _view.up(
             l1,
             l2,
             merged,
@@ -294,7 +295,7 @@ def _run_sync(args: argparse.Namespace) -> int:
 
 def _run_down(args: argparse.Namespace) -> int:
     try:
-        what = _tier.down(os.path.abspath(args.merged))
+        what = _view.down(os.path.abspath(args.merged))
     except OSError as exc:
         sys.stderr.write(f"cacheroot tier down: {exc}\n")
         return 1

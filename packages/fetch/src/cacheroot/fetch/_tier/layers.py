@@ -4,12 +4,12 @@ cacheroot's own entries go through the shared tier file by file (:mod:`.._shared
 caches of the layout are written by their libraries, which know nothing of tiers, so the tiers
 are joined around the run instead:
 
-- :func:`up` shows the shared tier (L2) under the host's root (L1) as one tree: an OverlayFS
-  mount with L2 as the read-only lower layer and L1 as the upper one, where the kernel and the
-  privileges allow it; otherwise :func:`seed` copies L2's most recently used files into L1,
-  within L1's budget and free-space headroom, and the merged path is a link to L1;
+- :func:`.view.up` shows the shared tier (L2) under the host's root (L1) as one tree: an
+  OverlayFS mount with L2 as the read-only lower layer and L1 as the upper one, where the kernel
+  and the privileges allow it; otherwise :func:`seed` copies L2's most recently used files into
+  L1, within L1's budget and free-space headroom, and the merged path is a link to L1;
 - :func:`sync` pushes what the run added to L1 (the overlay's upper layer) to L2, file by file;
-- :func:`down` undoes :func:`up`.
+- :func:`.view.down` undoes :func:`.view.up`.
 
 What :func:`sync` copies is only ever a complete file: it skips partial downloads
 (``*.incomplete``, cacheroot's partials), locks and leases, overlay whiteouts, files changed in
@@ -20,7 +20,7 @@ private temporary file, an fsync, a hard link that fails if the name exists, and
 the directory. A sync killed at any point leaves only hidden partials (removed by the next sync
 on the same host, or once abandoned for an hour by any host); running it again finishes the job.
 
-Neither :func:`up` nor :func:`sync` ever creates L2's root (see :mod:`.._shared`): a root that is
+Neither :func:`seed` nor :func:`sync` ever creates L2's root (see :mod:`.._shared`): a root that is
 not there is an unmounted volume or a typo, and they raise :class:`FileNotFoundError` instead.
 
 Both trees are written by other jobs, so neither is trusted. The walks open each directory without
@@ -41,13 +41,12 @@ import logging
 import os
 import re
 import stat
-import subprocess
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from .. import _store
+from .. import _held, _store
 from .._progress import counted
 from .._shared import copy_new, fd_path, open_below, publish_new
 from .._upkeep.in_use import open_for_writing
@@ -61,12 +60,9 @@ __all__ = [
     "SETTLE",
     "SeedReport",
     "SyncReport",
-    "down",
-    "overlay_supported",
     "seed",
     "skip_reason",
     "sync",
-    "up",
     "watch",
 ]
 
@@ -105,8 +101,6 @@ CREDENTIALS = frozenset(
 _QUARANTINE = ".quarantine"
 #: Files copied at once by one sync.
 WORKERS = 8
-#: The directory ``up`` makes for the overlay's work directory, beside the root (same disk).
-WORK_SUFFIX = ".overlay-work"
 
 
 def skip_reason(name: str) -> str:
@@ -153,7 +147,7 @@ class SyncReport:
         )
 
 
-def _root_gone(root: str) -> FileNotFoundError:
+def root_gone(root: str) -> FileNotFoundError:
     return FileNotFoundError(
         errno.ENOENT,
         "the shared tier's root is not a directory (it is never created: mount the volume)",
@@ -275,7 +269,7 @@ def sync(l1: str, l2: str, *, settle: float = SETTLE, workers: int = WORKERS) ->
     """
     l2 = os.path.normpath(l2)
     if not os.path.isdir(l2):
-        raise _root_gone(l2)
+        raise root_gone(l2)
     state = _Pass(settle, l2)
     pending: collections.deque[tuple[str, os.stat_result, Future[str]]] = collections.deque()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cacheroot-sync") as pool:
@@ -413,7 +407,7 @@ def _copy_at(src_fd: int, dst_fd: int, name: str, rel: str, st: os.stat_result) 
         if not _inside(rel, target):
             raise OSError(errno.EPERM, f"a link out of its tree ({target}): not copied", name)
         tmp = _store.partial_path(name)
-        os.symlink(target, tmp, dir_fd=dst_fd)
+        _held.symlink(dst_fd, target, tmp)
         return _COPIED if publish_new(tmp, name, durable=False, dir_fd=dst_fd) else _PRESENT
     size = _recorded_size(name, src_fd, st)
     try:
@@ -557,7 +551,7 @@ def seed(
     left alone. Directories on either side are reached without following a link.
     """
     report = SeedReport()
-    os.makedirs(l1, exist_ok=True)
+    _store.makedirs(l1)  # the operator's own L1
     files, links = _survey(l2)
     used = _usage(l1) if max_size is not None else 0
     dirs = _Dirs(l2, l1)
@@ -605,7 +599,7 @@ def _seed_link(dirs: _Dirs, rel: str) -> None:
         if not _inside(head, target) or not os.path.exists(fd_path(dst_fd, target)):
             return
         tmp = _store.partial_path(name)
-        os.symlink(target, tmp, dir_fd=dst_fd)
+        _held.symlink(dst_fd, target, tmp)
         publish_new(tmp, name, dir_fd=dst_fd)
 
 
@@ -617,113 +611,3 @@ def _room(l1: str, used: int, size: int, max_size: int | None, min_free: int | N
         if st.f_bavail * st.f_frsize - size < min_free:
             return False
     return True
-
-
-# -- the merged view --------------------------------------------------------------------------
-
-
-def overlay_supported(filesystems: str = "/proc/filesystems") -> bool:
-    """Whether this kernel knows OverlayFS (mounting it may still be refused: privileges)."""
-    try:
-        with open(filesystems, encoding="ascii") as f:
-            return any(line.split()[-1:] == ["overlay"] for line in f)
-    except OSError:
-        return False
-
-
-def work_dir(l1: str) -> str:
-    """The overlay's work directory for the upper layer ``l1``: beside it, on the same disk."""
-    head, name = os.path.split(os.path.normpath(l1))
-    return os.path.join(head, f".{name}{WORK_SUFFIX}")
-
-
-def _mount_overlay(l1: str, l2: str, merged: str, work: str) -> str:
-    """Mount the overlay; ``""`` on success, else why it could not be."""
-    if not overlay_supported():
-        return "this kernel has no OverlayFS (not in /proc/filesystems)"
-    for path in (l1, l2, work):
-        if any(c in path for c in ",:\\"):
-            return f"{path!r} contains ',', ':' or '\\', which overlay mount options cannot hold"
-    os.makedirs(work, exist_ok=True)
-    if os.stat(work).st_dev != os.stat(l1).st_dev:
-        return (
-            f"the work directory {work} is not on the same file system as {l1} (is {l1} a mount "
-            "point? pass --work DIR on its disk, or set CACHEROOT to a directory inside it)"
-        )
-    options = f"lowerdir={l2},upperdir={l1},workdir={work}"
-    done = subprocess.run(
-        ["mount", "-t", "overlay", "overlay", "-o", options, merged],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        return " ".join((done.stderr or done.stdout).split()) or f"mount exited {done.returncode}"
-    return ""
-
-
-def up(
-    l1: str,
-    l2: str,
-    merged: str,
-    *,
-    mode: str = "auto",
-    work: str | None = None,
-    max_size: int | None = None,
-    min_free: int | None = None,
-    shared: bool = True,
-) -> tuple[str, str]:
-    """Show ``l2`` under ``l1`` at ``merged``: ``("overlay", "")``, or ``("seed", why)`` after
-    seeding ``l1`` and linking ``merged`` to it; without ``shared`` (the trust tier ``off``),
-    ``("link", "")`` after linking ``merged`` to ``l1`` alone.
-
-    ``mode``: ``auto`` (overlay, else seed), ``overlay`` (raise :class:`OSError` if it cannot),
-    ``seed``. ``merged`` must be absent or an empty directory. ``l1`` is made if need be, ``l2``
-    never (:class:`FileNotFoundError`).
-    """
-    if shared and not os.path.isdir(l2):
-        raise _root_gone(l2)
-    os.makedirs(l1, exist_ok=True)
-    if os.path.islink(merged) or os.path.ismount(merged):
-        raise OSError(f"{merged} is already up (a link or a mount point): run `tier down` first")
-    if os.path.isdir(merged) and os.listdir(merged):
-        raise OSError(f"{merged} is a directory that is not empty: the merged view needs its own")
-    if not shared:
-        with contextlib.suppress(FileNotFoundError):
-            os.rmdir(merged)
-        os.symlink(os.path.abspath(l1), merged)
-        return "link", ""
-    why = "seeding asked for (--mode seed)"
-    if mode != "seed":
-        os.makedirs(merged, exist_ok=True)
-        why = _mount_overlay(l1, l2, merged, work or work_dir(l1))
-        if not why:
-            return "overlay", ""
-        if mode == "overlay":
-            raise OSError(f"cannot mount the overlay at {merged}: {why}")
-        log.info("tier up: no overlay (%s); seeding %s from %s", why, l1, l2)
-    report = seed(l2, l1, max_size=max_size, min_free=min_free)
-    with contextlib.suppress(FileNotFoundError):
-        os.rmdir(merged)
-    os.symlink(os.path.abspath(l1), merged)
-    return "seed", f"{why}; {report}"
-
-
-def down(merged: str) -> str:
-    """Undo :func:`up` at ``merged``: unmount the overlay or remove the link; says which."""
-    if os.path.islink(merged):
-        os.unlink(merged)
-        return "link removed"
-    if os.path.ismount(merged):
-        done = subprocess.run(
-            ["umount", merged],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise OSError(f"cannot unmount {merged}: {(done.stderr or done.stdout).strip()}")
-        with contextlib.suppress(OSError):
-            os.rmdir(merged)
-        return "overlay unmounted"
-    return "nothing was up"
