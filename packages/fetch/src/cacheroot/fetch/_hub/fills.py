@@ -110,6 +110,12 @@ def in_pool(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
     return asyncio.wrap_future(_IO.submit(fn, *args))
 
 
+def in_background(fn: Callable[..., None], *args: Any) -> None:
+    """Start the blocking ``fn(*args)`` in the fills' threads and go on without its result:
+    for a write whose failure only costs what it would have saved (``fn`` says nothing)."""
+    _IO.submit(fn, *args)
+
+
 class BadBytesError(UpstreamError):
     """The upstream answered, but with bytes that are not the file: too many, or another
     digest. Not an outage (its host is up); remembered for a while (:class:`Failures`)."""
