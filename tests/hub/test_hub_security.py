@@ -596,6 +596,52 @@ def test_a_store_directory_swapped_for_a_link_never_redirects_a_write(
     assert sorted(p.name for p in elsewhere.rglob("*")) == []
 
 
+def _default_store() -> Path:
+    """Where the store is by default: ``$CACHEROOT/hubcache``, on the volume."""
+    return Path(os.environ["CACHEROOT"]) / "hubcache"
+
+
+def test_a_store_on_the_volume_planted_as_a_link_is_refused_at_start(tmp_path: Path) -> None:
+    """A co-tenant of the volume made the store's own directory a link before the hub
+    started: the hub names it and stops, and writes nothing where the link leads."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    store = _default_store()
+    store.symlink_to(elsewhere)
+    with Server() as origin, pytest.raises(HubStartError) as refused:
+        HubProcess.start(upstream=origin.base, store=str(store)).stop()
+    assert "is a symbolic link or not a directory: not followed (refused)" in str(refused.value)
+    assert sorted(p.name for p in elsewhere.rglob("*")) == []
+
+
+def test_a_store_on_the_volume_swapped_for_a_link_never_redirects_a_write(
+    tmp_path: Path,
+) -> None:
+    """The store's own directory (``$CACHEROOT/hubcache``) is swapped for a link while the
+    hub runs: its writes never land where the link leads (the walk starts at the cache root)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    store = _default_store()
+    with Server() as origin:
+        origin.handler = _hub_answers()
+        hub = HubProcess.start(upstream=origin.base, store=str(store))
+        try:
+            first = requests.get(hub.url + "/api/models/acme/first", timeout=30)
+            assert (store / "meta").is_dir()
+            store.rename(store.with_name("hubcache.moved"))
+            store.symlink_to(elsewhere)
+            again = requests.get(hub.url + "/api/models/acme/second", timeout=30)
+            blob = requests.get(hub.url + PATH, timeout=30)
+        finally:
+            said = hub.stop()
+    assert "Traceback" not in said
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.json() == {"path": "/api/models/acme/second"}
+    assert blob.status_code == 507
+    assert "is a symbolic link or not a directory" in blob.json()["error"]
+    assert sorted(p.name for p in elsewhere.rglob("*")) == []
+
+
 def test_a_credential_in_any_case_keeps_a_modelscope_listing_its_own(
     start: Callable[..., HubProcess], hub: HubServer, tiny_repo: HubRepo
 ) -> None:

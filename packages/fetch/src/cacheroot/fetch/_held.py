@@ -64,6 +64,30 @@ def _tops() -> tuple[str, ...]:
 _TOPS: dict[tuple[object, ...], tuple[str, ...]] = {}
 
 
+def volume_top(path: str) -> str | None:
+    """The cache root or the cache directory the absolute ``path`` is or lies in; ``None``
+    for a path off the volume."""
+    full = os.path.abspath(path)
+    return next((top for top in _tops() if within(full, top)), None)
+
+
+def tree(root: str, rel: str = "", *, create: bool = False) -> int:
+    """A descriptor of the directory ``rel`` of the tree ``root`` a setting names (the hub's
+    store), every component below where the walk starts opened without following a link (made
+    where missing with ``create``).
+
+    A tree on the volume (below the cache root or the cache directory: the default
+    ``$CACHEROOT/hubcache``) is walked from the cache root or the cache directory, since its
+    own directory is a name a co-tenant of the volume could swap for a link. A tree elsewhere
+    is the operator's setting: its own directory is followed as given.
+    """
+    full = os.path.abspath(root)
+    top = volume_top(full) or full
+    if create and not os.path.isdir(top):
+        makedirs(top)  # the operator's own setting
+    return below(top, os.path.relpath(os.path.join(full, rel), top), create=create)
+
+
 def reach(path: str, *, create: bool = False, follow: bool = False) -> tuple[int, str, bool]:
     """``(descriptor, name, on the volume)``: the directory ``path`` lies in, reached from the
     top (:func:`_top`) without following a link (made where missing with ``create``), and

@@ -33,7 +33,7 @@ import os
 
 from cacheroot.envs._shared_tier import shared_url
 
-from .. import _shared
+from .. import _held, _shared
 
 __all__ = ["pull_blob", "push_blob"]
 
@@ -69,7 +69,7 @@ def pull_blob(path: str, *, size: int | None = None) -> bool:
         return False
     try:
         blobs = os.path.dirname(path)
-        dst_dir = _shared.open_below(os.path.dirname(blobs), os.path.basename(blobs), create=True)
+        dst_dir = _held.tree(os.path.dirname(blobs), os.path.basename(blobs), create=True)
         try:
             published = _shared.copy_new(
                 os.path.basename(l2),
@@ -120,7 +120,7 @@ def _through_bucket(path: str, *, size: int | None, pull: bool) -> bool:
 
     blobs = os.path.dirname(path)
     try:
-        dir_fd = _shared.open_below(os.path.dirname(blobs), os.path.basename(blobs), create=pull)
+        dir_fd = _held.tree(os.path.dirname(blobs), os.path.basename(blobs), create=pull)
     except OSError as exc:
         log.info("hub blob %s not shared: %s", os.path.basename(path), exc)
         return False

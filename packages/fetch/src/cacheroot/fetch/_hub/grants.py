@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .. import _shared, _store
+from .. import _held, _store
 from .store import PUBLIC, key_of
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class Grants:
         """Whether the mark or grant ``key`` is a regular file, reached from the store's root
         without following a link (a planted link or FIFO is no grant)."""
         try:
-            dfd = _shared.open_below(self.store.root, os.path.join(DIRECTORY, key[:2]))
+            dfd = _held.tree(self.store.root, os.path.join(DIRECTORY, key[:2]))
         except OSError:
             return False
         try:

@@ -27,7 +27,7 @@ import re
 import stat
 import time
 
-from .. import _held, _proc, _shared, _store
+from .. import _held, _proc, _store
 
 __all__ = ["STALE_AFTER", "abandoned", "abandoned_in", "sweep"]
 
@@ -82,7 +82,7 @@ def sweep(
     clock = time.time() if now is None else now
     found: list[tuple[str, int]] = []
     try:
-        fd = _shared.open_below(root, "blobs")
+        fd = _held.tree(root, "blobs")
     except OSError:
         return found
     try:

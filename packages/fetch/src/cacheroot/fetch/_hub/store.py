@@ -247,23 +247,20 @@ class Store:
         self.served = os.path.join(root, "served")
         self.locks = os.path.join(root, "locks")
         self.state = os.path.join(root, "state")
-        self._made: set[str] = set()
         self._served_path = os.path.join(self.served, f"{socket.gethostname()}-{os.getpid()}")
         self._served_seen: set[str] = set()
 
     def _open_dir(self, path: str) -> int:
-        """A descriptor of ``path`` (a directory of the store, made if missing), reached from
-        the root without following a link: raises ``ELOOP`` where a link was planted."""
-        if self.root not in self._made:
-            _store.makedirs(self.root)  # the operator's own setting, followed as given
-            self._made.add(self.root)
-        return _shared.open_below(self.root, os.path.relpath(path, self.root), create=True)
+        """A descriptor of ``path`` (a directory of the store, made if missing), reached
+        without following a link (:func:`.._held.tree`): raises ``ELOOP`` where a link was
+        planted."""
+        return _held.tree(self.root, os.path.relpath(path, self.root), create=True)
 
     def _below(self, path: str) -> int:
-        """A descriptor of ``path`` (a directory of the store, not made), reached from the root
-        without following a link: what is read in the store is read through it, so a directory
-        swapped for a link leads nowhere (``ELOOP``)."""
-        return _shared.open_below(self.root, os.path.relpath(path, self.root))
+        """A descriptor of ``path`` (a directory of the store, not made), reached without
+        following a link (:func:`.._held.tree`): what is read in the store is read through it, so
+        a directory swapped for a link leads nowhere (``ELOOP``)."""
+        return _held.tree(self.root, os.path.relpath(path, self.root))
 
     def _read(self, path: str, limit: int) -> bytes | None:
         """:func:`read_regular` of the store's file ``path``, in its directory reached without

@@ -28,7 +28,7 @@ import contextlib
 import os
 import stat
 
-from .. import _held, _shared, _store
+from .. import _held, _store
 from .store import publish_at
 
 __all__ = ["Verified"]
@@ -85,7 +85,7 @@ class Verified:
         """A descriptor of the records' directory, if it is one only this user may write
         (made so if missing, or if this user owns it); ``None`` otherwise."""
         try:
-            dfd = _shared.open_below(self.root, DIRECTORY, create=True)
+            dfd = _held.tree(self.root, DIRECTORY, create=True)
         except OSError:
             return None
         try:
