@@ -268,4 +268,6 @@ class MetaCache:
             return
         self.counts["upstream_errors"] += 1
         if err.wait is not None and err.origin == up.breaker.origin:
-            self.store.block(up.base, time.time() + err.wait)
+            # Written and synced in the fills' threads: this process's breakers already know,
+            # and an fsync on the loop would stall every request while the store's disk syncs.
+            fills.in_background(self.store.block, up.base, time.time() + err.wait)
