@@ -12,12 +12,29 @@ given, and the message it is given, with :func:`~._redact.redact_url`.
 
 from __future__ import annotations
 
+import errno
 import urllib.parse
+
+from cacheroot.envs import VLLM_TEST_CACHE
 
 from ._redact import redact_url
 
 #: The command that fills a volume before an offline run, as the messages of a miss name it.
 WARM_HINT = "`cacheroot warm MANIFEST`"
+
+#: What a write to the cache fails with when its volume is full (or the file too large for it).
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def write_advice(err: int | None) -> str:
+    """What to do about a write to the cache that failed with ``err``: free space only when
+    the volume is full. Anything else (a name planted where the file or its record is written,
+    a directory made read-only, an I/O error) is no matter of space, and saying so sends the
+    reader the wrong way."""
+    if err in _FULL:
+        return f"free space there or point {VLLM_TEST_CACHE} at a larger volume"
+    return "check who else writes that directory (and its permissions), then fetch it again"
+
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing only

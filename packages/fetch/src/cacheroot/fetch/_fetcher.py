@@ -47,6 +47,7 @@ from ._errors import (
     EmptyDownloadError,
     FetchError,
     LockTimeout,
+    write_advice,
 )
 from ._lock import PathLock
 from ._naming import entry_path, record_key, url_key
@@ -1349,24 +1350,15 @@ class Fetcher:
                     "took this one for dead); nothing was published: fetch it again",
                     err=exc.errno,
                 ) from exc
-            if exc.errno in _FULL:
-                advice = f"free space there or point {VLLM_TEST_CACHE} at a larger volume"
-            else:  # a name planted where the record is written, or a directory made read-only
-                advice = (
-                    "nothing was published; check who else writes that directory (and its "
-                    "permissions), then fetch it again"
-                )
             raise DownloadError(
-                url, f"could not publish {dest}: {exc.strerror or exc}; {advice}", err=exc.errno
+                url,
+                f"could not publish {dest}: {exc.strerror or exc}; {write_advice(exc.errno)}",
+                err=exc.errno,
             ) from exc
         triple = record["stat"]
         sig = (triple[0], triple[1], triple[2], record.get("ctime_ns", -1))
         # Hashed while it was written: this process need not hash it again on first use.
         self._known[dest] = (sig, record["sha256"], record["url"], _HASHED)
-
-
-#: What a publish fails with when the volume is full (or the file too large for it).
-_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _all_failed(url: str, failed: list[tuple[str, FetchError]]) -> DownloadError:

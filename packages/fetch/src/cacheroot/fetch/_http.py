@@ -50,9 +50,7 @@ import requests
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
-from cacheroot.envs import VLLM_TEST_CACHE
-
-from ._errors import DownloadError
+from ._errors import DownloadError, write_advice
 from ._httpvalues import decimal, retry_after
 from ._progress import counted, new_bar
 from ._redact import forget_locals, printable, redact_url
@@ -444,8 +442,8 @@ class Transfer:
         except OSError as exc:
             raise DownloadError(
                 self.url,
-                f"could not write {self.part.path}: {exc.strerror or exc}; free space there or "
-                f"point {VLLM_TEST_CACHE} at a larger volume",
+                f"could not write {self.part.path}: {exc.strerror or exc}; "
+                f"{write_advice(exc.errno)}",
                 err=exc.errno,
             ) from exc
         self.received += size
