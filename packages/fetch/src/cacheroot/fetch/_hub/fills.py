@@ -47,8 +47,10 @@ at once rather than fetched again, so a client's retries do not each download it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -62,6 +64,8 @@ from aiohttp import web
 from .receive import receiving
 from .store import digest_of
 from .upstream import CHUNK, UpstreamError
+
+log = logging.getLogger("cacheroot.fetch")
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -79,6 +83,7 @@ __all__ = [
     "checkable",
     "failure",
     "follow",
+    "in_background",
     "in_pool",
     "new_hasher",
     "relay",
@@ -88,6 +93,8 @@ __all__ = [
 #: Threads that write, hash and sync the files being fetched (all fills together).
 IO_THREADS = 4
 _IO = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="cacheroot-hub-io")
+#: The thread of :func:`in_background`'s writes.
+_BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cacheroot-hub-write")
 #: Bytes gathered from the network before they are handed to a write.
 BATCH = CHUNK
 #: A file received off the loop (:meth:`Sink.receive`): bytes read into one buffer, and how
@@ -111,9 +118,17 @@ def in_pool(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
 
 
 def in_background(fn: Callable[..., None], *args: Any) -> None:
-    """Start the blocking ``fn(*args)`` in the fills' threads and go on without its result:
-    for a write whose failure only costs what it would have saved (``fn`` says nothing)."""
-    _IO.submit(fn, *args)
+    """Run the blocking ``fn(*args)`` off the loop and go on without its result: for a small
+    write whose failure only costs what it would have saved. One thread runs them all, in the
+    order given (two records of one thing land as they were asked); what one raises is logged."""
+    with contextlib.suppress(RuntimeError):  # the process is shutting its threads down
+        _BACKGROUND.submit(fn, *args).add_done_callback(_said)
+
+
+def _said(done: Future[None]) -> None:
+    exc = done.exception()
+    if exc is not None:
+        log.warning("hub cache: a background write failed: %s", exc)
 
 
 class BadBytesError(UpstreamError):

@@ -551,7 +551,10 @@ class Store:
             return 0.0
 
     def block(self, upstream: str, until: float) -> None:
-        """Record that the upstream asked every caller to wait until ``until``."""
+        """Record that the upstream asked every caller to wait until ``until``; a longer wait
+        already recorded (by another process, say) is kept."""
+        if self.blocked_until(upstream) >= until:
+            return
         with contextlib.suppress(OSError):
             self.publish(os.path.join(self.state, key_of(upstream, "", "", "")), b"%.3f" % until)
 
