@@ -122,7 +122,11 @@ def below(top: str, rel: str, *, create: bool = False) -> int:
             try:
                 child = subdir(fd, part, create=create, share=True)
             except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                # EMLINK: a link opened with O_NOFOLLOW on the BSDs; from a mkdir, a parent
+                # with too many directories already (said as it is).
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) or (
+                    exc.errno == errno.EMLINK and _is_link(part, fd)
+                ):
                     raise OSError(
                         errno.ELOOP,
                         "is a symbolic link or not a directory: not followed (refused)",
@@ -135,6 +139,11 @@ def below(top: str, rel: str, *, create: bool = False) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    st = lstat_quiet(name, dir_fd)
+    return st is not None and stat.S_ISLNK(st.st_mode)
 
 
 #: How often a directory made on the way is made again when it is removed before it could be
