@@ -217,11 +217,9 @@ def test_a_record_planted_as_a_fifo_does_not_hang(
 
 
 def test_a_lease_planted_as_a_fifo_is_removed_promptly(tmp_path: Path) -> None:
-    entry = tmp_path / "entry.bin"
     fifo = tmp_path / ".entry.bin.lease"
     os.mkfifo(fifo)
-    lease = Lease(str(entry), stale_after=60.0)
-    lease.path = str(fifo)
+    lease = Lease(str(fifo), stale_after=60.0)
     assert promptly(lambda: lease.acquire(timeout=2.0), fifo) == "held"
     lease.release()
     assert not os.path.lexists(fifo)

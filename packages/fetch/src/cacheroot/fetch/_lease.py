@@ -106,7 +106,7 @@ class Lease:
     """
 
     def __init__(self, path: str, *, beat: float | None = None, stale_after: float | None = None):
-        self.path = path
+        self._path = path
         self.beat = BEAT if beat is None else beat
         self.stale_after = STALE_AFTER if stale_after is None else stale_after
         self.token = uuid.uuid4().hex
@@ -119,6 +119,11 @@ class Lease:
         self._thread: threading.Thread | None = None
         self._dir = _held.subdir(None, os.path.dirname(path) or ".", follow=True)
         self._close_dir = weakref.finalize(self, os.close, self._dir)
+
+    @property
+    def path(self) -> str:
+        """The lease's path as the caller gave it (fixed: its directory is held)."""
+        return self._path
 
     @property
     def _name(self) -> str:
@@ -296,3 +301,4 @@ class Lease:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+        self._close_dir()  # done with: its directory need not wait for the collector
