@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -246,8 +247,14 @@ def _store_ready(store: str) -> bool:
         os.close(_held.tree(store, create=True))
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename and exc.filename != store else ""
+        hint = ""
+        if exc.errno == errno.ELOOP:
+            hint = (
+                "; a store below the cache root is reached without following a link: pass "
+                "--store with the real directory, or remove the link"
+            )
         sys.stderr.write(
-            f"cacheroot hub serve: cannot use the store {store}: {exc.strerror}{where}\n"
+            f"cacheroot hub serve: cannot use the store {store}: {exc.strerror}{where}{hint}\n"
         )
         return False
     try:

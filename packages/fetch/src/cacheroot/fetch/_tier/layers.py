@@ -60,6 +60,7 @@ __all__ = [
     "SETTLE",
     "SeedReport",
     "SyncReport",
+    "root_gone",
     "seed",
     "skip_reason",
     "sync",

@@ -18,6 +18,7 @@ import logging
 import os
 import subprocess
 
+from .. import _store
 from .layers import root_gone, seed
 
 __all__ = ["WORK_SUFFIX", "down", "overlay_supported", "up", "work_dir"]
@@ -89,7 +90,7 @@ def up(
     """
     if shared and not os.path.isdir(l2):
         raise root_gone(l2)
-    os.makedirs(l1, exist_ok=True)
+    _store.makedirs(l1)  # as seeding makes it: 2775 in a group-shared parent
     if os.path.islink(merged) or os.path.ismount(merged):
         raise OSError(f"{merged} is already up (a link or a mount point): run `tier down` first")
     if os.path.isdir(merged) and os.listdir(merged):
