@@ -238,13 +238,12 @@ def _store_ready(store: str) -> bool:
     """Whether the store's directory is there (made if missing) and the answers' key
     (``CACHEROOT_HUB_KEY_FILE``) is usable or unset; says why not. Unset on a store others may
     write, it says once that its answers could be planted."""
-    from .. import _held  # noqa: PLC0415
-    from .store import KeyFileError, answer_key  # noqa: PLC0415
+    from .store import KeyFileError, Store, answer_key  # noqa: PLC0415
 
     try:
         # Made where missing; on the volume, reached from the cache root without following
         # a link (a store directory swapped for one is refused).
-        os.close(_held.tree(store, create=True))
+        Store(store).prepare()
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename and exc.filename != store else ""
         hint = ""

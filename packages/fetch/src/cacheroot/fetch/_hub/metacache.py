@@ -254,8 +254,8 @@ class MetaCache:
         # An flock on the lock's path as given (/proc/self/fd/N/KEY.lock, bound to the store's
         # held directory): filelock would resolve it to the directory's current name first.
         try:
-            lock = PathLock(self.store.lock_path(key), timeout=wait)
-            await asyncio.to_thread(lock.acquire)
+            # Its directory reached (made, the first time) and the lock waited for off the loop.
+            lock = await asyncio.to_thread(_locked, self.store, key, wait)
         except (LockTimeout, OSError):
             return None  # a slow peer must not hold every caller: ask anyway
         return lock
@@ -271,3 +271,11 @@ class MetaCache:
             # Written and synced in the fills' threads: this process's breakers already know,
             # and an fsync on the loop would stall every request while the store's disk syncs.
             fills.in_background(self.store.block, up.base, time.time() + err.wait)
+
+
+def _locked(store: Store, key: str, timeout: float) -> PathLock:
+    """The store's lock of ``key``, held (:class:`LockTimeout` after ``timeout`` seconds).
+    Blocking."""
+    lock = PathLock(store.lock_path(key), timeout=timeout)
+    lock.acquire()
+    return lock

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from .fills import in_background
 from .store import Answer
 
 if TYPE_CHECKING:
@@ -57,8 +58,9 @@ def error_body(status: int, message: str) -> Answer:
 
 
 def record_served(store: Store, route: routes.Route, commit: str) -> None:
-    """Record that ``route``'s file (at ``commit``) was served (what ``hub export`` lists)."""
-    store.record_served(
+    """Record that ``route``'s file (at ``commit``) was served (what ``hub export`` lists):
+    the first time in this process, written off the event loop."""
+    line = store.served_line(
         {
             "hub": "modelscope" if route.hub == "ms" else "hf",
             "repo_type": route.repo_type,
@@ -68,6 +70,8 @@ def record_served(store: Store, route: routes.Route, commit: str) -> None:
             "path": route.path,
         }
     )
+    if line is not None:
+        in_background(store.record_served, line)
 
 
 class Responder:

@@ -250,6 +250,12 @@ class Store:
         self._served_path = os.path.join(self.served, f"{socket.gethostname()}-{os.getpid()}")
         self._served_seen: set[str] = set()
 
+    def prepare(self) -> None:
+        """Make the store's directories where missing, before the hub serves: a request then
+        never pays for making one (and syncing its parent) on the event loop."""
+        for path in (self.meta, self.blobs, self.served, self.locks, self.state):
+            os.close(self._open_dir(path))
+
     def _open_dir(self, path: str) -> int:
         """A descriptor of ``path`` (a directory of the store, made if missing), reached
         without following a link (:func:`.._held.tree`): raises ``ELOOP`` where a link was
@@ -559,12 +565,18 @@ class Store:
             self.publish(os.path.join(self.state, key_of(upstream, "", "", "")), b"%.3f" % until)
 
     # -- what was served ------------------------------------------------------------------
-    def record_served(self, row: dict[str, str]) -> None:
-        """Note one file this process served (once per process), for ``export-manifest``."""
+    def served_line(self, row: dict[str, str]) -> str | None:
+        """The served log's line for ``row``, or ``None`` once this process has it (each file
+        is noted once per process): cheap, for the event loop; :meth:`record_served` writes."""
         line = json.dumps(row, sort_keys=True, separators=(",", ":"))
         if line in self._served_seen:
-            return
+            return None
         self._served_seen.add(line)
+        return line
+
+    def record_served(self, line: str) -> None:
+        """Append ``line`` (:meth:`served_line`) to this process's served log, for
+        ``export-manifest`` (best effort). Blocking: off the event loop."""
         with contextlib.suppress(OSError):
             dfd = self._open_dir(self.served)
             try:
