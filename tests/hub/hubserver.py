@@ -95,6 +95,18 @@ def xet_hash(data: bytes) -> str:
     return hashlib.sha256(b"xet\x00" + data).hexdigest()
 
 
+def lfs_head_headers(data: bytes, commit: str, sha: str | None = None) -> dict[str, str]:
+    """The headers of the Hub's answer to a ``HEAD`` of the LFS file ``data`` at ``commit``,
+    named by ``sha`` (its sha256 unless given), for a test's own hand-made Hub."""
+    sha = hashlib.sha256(data).hexdigest() if sha is None else sha
+    return {
+        "X-Repo-Commit": commit,
+        "ETag": f'"{sha}"',
+        "X-Linked-Etag": f'"{sha}"',
+        "X-Linked-Size": str(len(data)),
+    }
+
+
 def lfs_pointer(data: bytes) -> bytes:
     """The git-lfs pointer file that a repository commits in place of a large file."""
     sha = hashlib.sha256(data).hexdigest()

@@ -39,6 +39,8 @@ from cacheroot.fetch._hub.store import (
 )
 from cacheroot.fetch._hub.upstream import Upstream, UpstreamError
 
+from .hubserver import lfs_head_headers
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
@@ -77,13 +79,7 @@ def start(store: Path) -> Iterator[Callable[..., HubProcess]]:
 
 def _head(ex: Exchange, sha: str, data: bytes) -> None:
     """Answer the Hub's ``HEAD`` of an LFS file: ``data``, named by ``sha``, at ``COMMIT``."""
-    headers = {
-        "X-Repo-Commit": COMMIT,
-        "ETag": f'"{sha}"',
-        "X-Linked-Etag": f'"{sha}"',
-        "X-Linked-Size": str(len(data)),
-    }
-    ex.respond(200, b"", headers, length=len(data))
+    ex.respond(200, b"", lfs_head_headers(data, COMMIT, sha), length=len(data))
 
 
 def _hub_answers(body: Handler | None = None, *, location: str | None = None) -> Handler:

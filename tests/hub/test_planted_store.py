@@ -79,6 +79,8 @@ from cacheroot.fetch._hub.prune import prune
 from cacheroot.fetch._hub.service import HubProcess
 from cacheroot.fetch._hub.store import Store, key_of
 
+from .hubserver import lfs_head_headers
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -235,14 +237,7 @@ def _upstream(ex: Exchange) -> None:
         return
     data = _big(n) if found["file"] == "big.bin" else _small(n)
     if ex.command == "HEAD":
-        sha = hashlib.sha256(data).hexdigest()
-        headers = {
-            "X-Repo-Commit": COMMIT,
-            "ETag": f'"{sha}"',
-            "X-Linked-Etag": f'"{sha}"',
-            "X-Linked-Size": str(len(data)),
-        }
-        ex.respond(200, b"", headers, length=len(data))
+        ex.respond(200, b"", lfs_head_headers(data, COMMIT), length=len(data))
     else:
         ex.respond(200, data, {"Content-Type": "application/octet-stream"})
 
