@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         PLANTERS,
         bounded,
         group_volume,
+        load_hub_clients,
         outside_dir,
         plant,
         plant_as,
@@ -70,6 +71,7 @@ else:
         PLANTERS,
         bounded,
         group_volume,
+        load_hub_clients,
         outside_dir,
         plant,
         plant_as,
@@ -141,6 +143,7 @@ def hub_cache(isolated_cache: Path, hub: HubServer, monkeypatch: pytest.MonkeyPa
     the local hub (it read its own variables when first imported)."""
     from huggingface_hub import constants
 
+    load_hub_clients()
     root = hubs.cache_root("hf", os.environ)
     assert root is not None
     monkeypatch.setattr(constants, "ENDPOINT", hub.url)

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         MEMORY_BOUND,
         bounded,
         group_volume,
+        load_hub_clients,
         outside_dir,
         plant,
         state,
@@ -72,6 +73,7 @@ else:
         MEMORY_BOUND,
         bounded,
         group_volume,
+        load_hub_clients,
         outside_dir,
         plant,
         state,
@@ -208,6 +210,7 @@ def caches(
     modelscope_hub's configuration made again from this case's variables)."""
     from huggingface_hub import constants
 
+    load_hub_clients()
     hf, ms = hubs.cache_root("hf", os.environ), hubs.cache_root("modelscope", os.environ)
     assert hf is not None
     assert ms is not None
